@@ -1,0 +1,56 @@
+// `gputrain train`: resolve the configuration and run training.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "config/fields.h"
+#include "config/merge.h"
+#include "core/error.h"
+#include "train/train_run.h"
+
+namespace gputrain {
+namespace {
+
+void print_train_help() {
+  std::printf("usage: gputrain train [--preset NAME|file.json] [--config file.json] [flags]\n\n"
+              "Precedence: built-in defaults < preset (default: quickstart) < --config < flags.\n"
+              "Flags take snake_case or kebab-case; booleans take --x, --x=false, --no-x.\n");
+  std::string group;
+  for (const auto& f : config_fields()) {
+    if (f.group != group) {
+      group = f.group;
+      std::printf("\n%s:\n", group.c_str());
+    }
+    Config defaults;
+    auto v = f.get(defaults);
+    std::string def = v.is_string() ? v.get<std::string>() : v.dump();
+    std::string type = f.choices.empty() ? f.type_name() : "{" + [&] {
+      std::string s;
+      for (const auto& ch : f.choices) s += (s.empty() ? "" : "|") + ch;
+      return s;
+    }() + "}";
+    std::printf("  --%-22s %-10s %s%s\n", f.name.c_str(), f.is_bool() ? "" : type.c_str(), f.help.c_str(),
+                def.empty() ? "" : (" [" + def + "]").c_str());
+  }
+}
+
+}  // namespace
+
+int cmd_train(const std::vector<std::string>& words) {
+  Args args = parse_args(words, [](const std::string& n) {
+    const Field* f = find_field(n);
+    return n == "help" || (f && f->is_bool());
+  });
+  if (args.take_switch("help")) {
+    print_train_help();
+    return 0;
+  }
+  if (!args.positionals.empty())
+    throw usage_error("unexpected argument '" + args.positionals[0] + "' to train",
+                      "flags start with --, e.g. --epochs 3 (gputrain train --help)");
+  return run_training(resolve_config(args.flags));
+}
+
+}  // namespace gputrain

@@ -1,0 +1,96 @@
+// The command table and the dispatcher: unknown commands get a "did you mean".
+#include "cli/commands.h"
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/args.h"
+#include "core/device_cuda.h"
+#include "core/error.h"
+#include "core/text.h"
+
+namespace gputrain {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"train", "train a model with the speed recipe on (the default: quickstart preset)", cmd_train},
+      {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
+      {"presets", "list presets, or `presets show NAME` to print one", cmd_presets},
+  };
+  return table;
+}
+
+namespace {
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const auto& c : commands()) names.push_back(c.name);
+  return names;
+}
+
+void print_usage() {
+  std::printf("gputrain %s: train PyTorch-style models on GPUs as fast as the hardware allows\n\n",
+              GPUTRAIN_VERSION);
+  std::printf("usage: gputrain <command> [flags]\n\ncommands:\n");
+  for (const auto& c : commands()) std::printf("  %-10s %s\n", c.name, c.summary);
+  std::printf(
+      "\n`gputrain <command> --help` shows a command's flags. `gputrain --version` shows versions.\n"
+      "With no command, `gputrain` prints this help; `gputrain train` runs the quickstart.\n");
+}
+
+void print_version() {
+  std::printf("gputrain %s (LibTorch %s, CUDA %s, cuDNN %s)\n", GPUTRAIN_VERSION, TORCH_VERSION,
+              cuda_build_version().c_str(), cudnn_version().c_str());
+}
+
+}  // namespace
+
+void print_error(const std::vector<std::string>& problems, const std::string& hint) {
+  for (const auto& p : problems) std::fprintf(stderr, "gputrain: error: %s\n", p.c_str());
+  if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
+}
+
+void reject_leftover_flags(const Args& args, const std::vector<std::string>& known) {
+  std::vector<std::string> problems;
+  for (const auto& f : args.flags)
+    problems.push_back("unknown flag '" + f.raw + "'" + did_you_mean(f.name, known));
+  if (!problems.empty()) throw Error(problems, "the command's --help lists its flags", kExitUsage);
+}
+
+int run_cli(int argc, char** argv) {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  try {
+    if (words.empty() || words[0] == "--help" || words[0] == "-h" || words[0] == "help") {
+      print_usage();
+      return 0;
+    }
+    if (words[0] == "--version" || words[0] == "-V" || words[0] == "version") {
+      print_version();
+      return 0;
+    }
+    for (const auto& c : commands()) {
+      if (words[0] == c.name) return c.run({words.begin() + 1, words.end()});
+    }
+    throw usage_error("unknown command '" + words[0] + "'" + did_you_mean(words[0], command_names()),
+                      "commands: " + join(command_names(), ", ") + " (gputrain --help)");
+  } catch (const Error& e) {
+    print_error(e.problems, e.hint);
+    return e.exit_code;
+  } catch (const c10::OutOfMemoryError& e) {
+    print_error({"out of memory: " + std::string(e.what_without_backtrace())},
+                "lower --batch_size or raise --accumulation_steps");
+    return kExitRuntime;
+  } catch (const c10::Error& e) {
+    print_error({std::string(e.what_without_backtrace())}, "");
+    return kExitRuntime;
+  } catch (const std::exception& e) {
+    print_error({e.what()}, "");
+    return kExitRuntime;
+  }
+}
+
+}  // namespace gputrain

@@ -1,0 +1,90 @@
+// The training configuration: one plain struct, merged from defaults < preset < --config < flags.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace gputrain {
+
+struct Config {
+  // Where the configuration came from (applied first, in this order).
+  std::string preset = "quickstart";  // a name in presets/ or a path to a .json file
+  std::string config;                 // an optional JSON file applied after the preset
+
+  // Data
+  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | synthetic
+  std::string data_dir;  // empty = the dataset's standard folder (/usr/share/datasets/<name>)
+  std::string input_shape = "1x28x28";  // synthetic only: CxHxW
+  int64_t num_classes = 10;             // synthetic only
+  int64_t synthetic_train_size = 8192;
+  int64_t synthetic_test_size = 1024;
+  bool normalize = true;
+  int64_t random_crop = 0;  // padding in pixels for a random crop; 0 = off
+  bool hflip = false;
+
+  // Loader
+  int64_t batch_size = 128;
+  int64_t eval_batch_size = 512;
+  int64_t num_workers = 2;
+  int64_t prefetch_factor = 2;
+  bool persistent_workers = true;
+  bool pin_memory = true;
+  bool non_blocking = true;
+  bool drop_last = true;
+  bool shuffle = true;
+
+  // Model
+  std::string model = "cnn";  // mlp | cnn | resnet18
+  int64_t width = 0;          // base width; 0 = the model's default
+
+  // Optimization
+  std::string optimizer = "adamw";  // sgd | adam | adamw
+  double lr = 1e-3;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  std::string lr_schedule = "cosine";  // constant | step | cosine | onecycle
+  int64_t warmup_steps = 0;
+  int64_t lr_step_size = 1;  // epochs between decays (step schedule)
+  double lr_gamma = 0.1;     // decay factor (step schedule)
+  double min_lr = 0.0;       // floor of cosine / one-cycle
+  int64_t epochs = 3;
+  int64_t max_steps = 0;  // stop after this many optimizer steps; 0 = run all epochs
+  int64_t accumulation_steps = 1;
+  double clip_max_norm = 0.0;  // 0 = no clipping
+  double label_smoothing = 0.0;
+
+  // Speed switches
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  bool use_amp = true;
+  std::string amp_dtype = "auto";  // auto | fp16 | bf16
+  bool cudnn_benchmark = true;
+  bool cudnn_deterministic = false;
+  bool tf32 = true;
+  bool channels_last = true;
+  int64_t threads = 0;  // intra-op CPU threads; 0 = torch's default
+  int64_t seed = 42;
+
+  // Output
+  std::string output_dir;  // default: runs/<date-time>-<preset>
+  int64_t log_every = 50;
+  bool save_checkpoints = true;
+};
+
+// Range, choice and cross-field problems, one line each; empty when the config is valid.
+std::vector<std::string> config_problems(const Config& c);
+// Throws gputrain::Error listing every problem of config_problems().
+void validate(const Config& c);
+
+nlohmann::json to_json(const Config& c);
+
+}  // namespace gputrain
+
+namespace gputrain {
+// Parses "3x32x32" (or "3,32,32"); returns an empty vector when malformed.
+std::vector<int64_t> parse_shape(const std::string& text);
+}  // namespace gputrain

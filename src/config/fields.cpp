@@ -1,0 +1,226 @@
+// The table of configuration fields and the code that sets them from JSON and from flags.
+#include "config/fields.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "core/text.h"
+
+namespace gputrain {
+namespace {
+
+using C = Config;
+
+// Choices shared with other modules (the model registry and dataset factory test that
+// they agree with these lists).
+const std::vector<std::string> kModels = {"mlp", "cnn", "resnet18"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
+
+std::vector<Field> make_fields() {
+  const double inf = std::numeric_limits<double>::infinity();
+  return {
+      {"preset", &C::preset, "source", "preset name (gputrain presets) or path to a .json file"},
+      {"config", &C::config, "source", "JSON file applied after the preset"},
+
+      {"dataset", &C::dataset, "data", "dataset format", kDatasets},
+      {"data_dir", &C::data_dir, "data", "dataset folder (default /usr/share/datasets/<dataset>)"},
+      {"input_shape", &C::input_shape, "data", "synthetic sample shape CxHxW"},
+      {"num_classes", &C::num_classes, "data", "synthetic class count", {}, 2, 100000},
+      {"synthetic_train_size", &C::synthetic_train_size, "data", "synthetic train samples", {}, 1, 1e9},
+      {"synthetic_test_size", &C::synthetic_test_size, "data", "synthetic test samples", {}, 1, 1e9},
+      {"normalize", &C::normalize, "data", "normalize inputs with the dataset's mean/std"},
+      {"random_crop", &C::random_crop, "data", "random crop padding in pixels (0 = off)", {}, 0, 64},
+      {"hflip", &C::hflip, "data", "random horizontal flip"},
+
+      {"batch_size", &C::batch_size, "loader", "samples per micro-batch", {}, 1, 1 << 20},
+      {"eval_batch_size", &C::eval_batch_size, "loader", "samples per evaluation batch", {}, 1, 1 << 20},
+      {"num_workers", &C::num_workers, "loader", "loader threads (0 = main thread)", {}, 0, 256},
+      {"prefetch_factor", &C::prefetch_factor, "loader", "batches in flight per worker", {}, 1, 64},
+      {"persistent_workers", &C::persistent_workers, "loader", "keep loader threads between epochs"},
+      {"pin_memory", &C::pin_memory, "loader", "page-locked host batches (CUDA only)"},
+      {"non_blocking", &C::non_blocking, "loader", "asynchronous host-to-device copies (CUDA only)"},
+      {"drop_last", &C::drop_last, "loader", "drop the last incomplete training batch"},
+      {"shuffle", &C::shuffle, "loader", "reshuffle the training set every epoch"},
+
+      {"model", &C::model, "model", "model architecture", kModels},
+      {"width", &C::width, "model", "base width (0 = the model's default)", {}, 0, 65536},
+
+      {"optimizer", &C::optimizer, "optim", "optimizer", {"sgd", "adam", "adamw"}},
+      {"lr", &C::lr, "optim", "peak learning rate", {}, 0, inf},
+      {"momentum", &C::momentum, "optim", "SGD momentum", {}, 0, 1},
+      {"nesterov", &C::nesterov, "optim", "Nesterov momentum (SGD)"},
+      {"weight_decay", &C::weight_decay, "optim", "weight decay (not applied to biases and norms)", {}, 0, inf},
+      {"beta1", &C::beta1, "optim", "Adam beta1", {}, 0, 1},
+      {"beta2", &C::beta2, "optim", "Adam beta2", {}, 0, 1},
+      {"lr_schedule", &C::lr_schedule, "optim", "learning-rate schedule", {"constant", "step", "cosine", "onecycle"}},
+      {"warmup_steps", &C::warmup_steps, "optim", "linear warm-up steps", {}, 0, 1e12},
+      {"lr_step_size", &C::lr_step_size, "optim", "epochs between decays (step schedule)", {}, 1, 1e9},
+      {"lr_gamma", &C::lr_gamma, "optim", "decay factor (step schedule)", {}, 0, 1},
+      {"min_lr", &C::min_lr, "optim", "final learning rate (cosine, onecycle)", {}, 0, inf},
+      {"epochs", &C::epochs, "optim", "passes over the training set", {}, 1, 1e9},
+      {"max_steps", &C::max_steps, "optim", "stop after this many optimizer steps (0 = no limit)", {}, 0, 1e15},
+      {"accumulation_steps", &C::accumulation_steps, "optim", "micro-batches per optimizer step", {}, 1, 65536},
+      {"clip_max_norm", &C::clip_max_norm, "optim", "clip the gradient norm after unscaling (0 = off)", {}, 0, inf},
+      {"label_smoothing", &C::label_smoothing, "optim", "cross-entropy label smoothing", {}, 0, 1},
+
+      {"device", &C::device, "speed", "auto | cpu | cuda | cuda:N"},
+      {"use_amp", &C::use_amp, "speed", "automatic mixed precision"},
+      {"amp_dtype", &C::amp_dtype, "speed", "autocast dtype (auto: bf16 where supported, else fp16)", {"auto", "fp16", "bf16"}},
+      {"cudnn_benchmark", &C::cudnn_benchmark, "speed", "let cuDNN time and pick the fastest kernels"},
+      {"cudnn_deterministic", &C::cudnn_deterministic, "speed", "deterministic cuDNN kernels"},
+      {"tf32", &C::tf32, "speed", "TF32 matmuls and convolutions (Ampere+)"},
+      {"channels_last", &C::channels_last, "speed", "NHWC memory format for images"},
+      {"threads", &C::threads, "speed", "intra-op CPU threads (0 = torch's default)", {}, 0, 4096},
+      {"seed", &C::seed, "speed", "random seed for weights, shuffling and augmentation", {}, 0, 9.2e18},
+
+      {"output_dir", &C::output_dir, "output", "run folder (default runs/<date-time>-<preset>)"},
+      {"log_every", &C::log_every, "output", "optimizer steps between log lines", {}, 1, 1e12},
+      {"save_checkpoints", &C::save_checkpoints, "output", "write a checkpoint every epoch"},
+  };
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+std::string Field::type_name() const {
+  return std::visit(
+      [](auto m) -> std::string {
+        using T = std::remove_reference_t<decltype(std::declval<Config>().*m)>;
+        if constexpr (std::is_same_v<T, bool>) return "bool";
+        else if constexpr (std::is_same_v<T, int64_t>) return "int";
+        else if constexpr (std::is_same_v<T, double>) return "float";
+        else return "string";
+      },
+      member);
+}
+
+nlohmann::json Field::get(const Config& c) const {
+  return std::visit([&](auto m) { return nlohmann::json(c.*m); }, member);
+}
+
+const std::vector<Field>& config_fields() {
+  static const std::vector<Field> fields = make_fields();
+  return fields;
+}
+
+std::vector<std::string> config_field_names() {
+  std::vector<std::string> names;
+  for (const auto& f : config_fields()) names.push_back(f.name);
+  return names;
+}
+
+std::string normalize_flag_name(std::string_view name) {
+  std::string n(name);
+  for (auto& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+}
+
+const Field* find_field(std::string_view name) {
+  std::string n = normalize_flag_name(name);
+  for (const auto& f : config_fields())
+    if (f.name == n) return &f;
+  return nullptr;
+}
+
+void set_field_json(Config& c, const Field& f, const nlohmann::json& v, const std::string& where,
+                    std::vector<std::string>& problems) {
+  auto wrong = [&](const std::string& expected) {
+    problems.push_back(where + ": key '" + f.name + "' has value " + v.dump() + " (expected " +
+                       expected + ")");
+  };
+  std::visit(
+      [&](auto m) {
+        using T = std::remove_reference_t<decltype(c.*m)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (!v.is_boolean()) return wrong("true or false");
+          c.*m = v.get<bool>();
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          if (!v.is_number_integer()) return wrong("an integer");
+          c.*m = v.get<int64_t>();
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (!v.is_number()) return wrong("a number");
+          c.*m = v.get<double>();
+        } else {
+          if (!v.is_string()) return wrong("a string");
+          c.*m = v.get<std::string>();
+        }
+      },
+      f.member);
+}
+
+void set_field_flag(Config& c, const Field& f, const std::optional<std::string>& value,
+                    bool negated, std::vector<std::string>& problems) {
+  const std::string flag = "--" + f.name;
+  auto wrong = [&](const std::string& expected) {
+    problems.push_back("flag " + flag + " has value " + quoted(value.value_or("")) + " (expected " +
+                       expected + ")");
+  };
+  if (negated && !f.is_bool()) {
+    problems.push_back("flag --no-" + f.name + " is not valid (" + flag + " takes a " +
+                       f.type_name() + " value)");
+    return;
+  }
+  if (!value && !f.is_bool()) {
+    problems.push_back("flag " + flag + " needs a value (" + f.type_name() + ")");
+    return;
+  }
+  std::visit(
+      [&](auto m) {
+        using T = std::remove_reference_t<decltype(c.*m)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          bool b = true;
+          if (value) {
+            const std::string& s = *value;
+            if (s == "true" || s == "1" || s == "yes" || s == "on") b = true;
+            else if (s == "false" || s == "0" || s == "no" || s == "off") b = false;
+            else return wrong("true or false");
+          }
+          c.*m = negated ? !b : b;
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          const std::string& s = *value;
+          int64_t x = 0;
+          auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+          if (ec != std::errc() || end != s.data() + s.size()) return wrong("an integer");
+          c.*m = x;
+        } else if constexpr (std::is_same_v<T, double>) {
+          const std::string& s = *value;
+          char* end = nullptr;
+          double x = std::strtod(s.c_str(), &end);
+          if (s.empty() || *end != '\0' || !std::isfinite(x)) return wrong("a number");
+          c.*m = x;
+        } else {
+          c.*m = *value;
+        }
+      },
+      f.member);
+}
+
+void apply_json(Config& c, const nlohmann::json& object, const std::string& where,
+                std::vector<std::string>& problems, const std::vector<std::string>& skip) {
+  if (!object.is_object()) {
+    problems.push_back(where + ": expected a JSON object of settings, got " +
+                       std::string(object.type_name()));
+    return;
+  }
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+    const Field* f = find_field(key);
+    if (!f || f->name != key) {  // JSON keys are exact snake_case
+      problems.push_back(where + ": unknown key '" + key + "'" +
+                         did_you_mean(normalize_flag_name(key), config_field_names()));
+      continue;
+    }
+    if (f->group == "source") {
+      problems.push_back(where + ": key '" + key + "' only works as a command-line flag");
+      continue;
+    }
+    set_field_json(c, *f, value, where, problems);
+  }
+}
+
+}  // namespace gputrain

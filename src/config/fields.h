@@ -1,0 +1,53 @@
+// The table of configuration fields: one row per flag/JSON key, driving parsing, help and printing.
+#pragma once
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "config/config.h"
+
+namespace gputrain {
+
+struct Field {
+  using Member =
+      std::variant<bool Config::*, int64_t Config::*, double Config::*, std::string Config::*>;
+  std::string name;
+  Member member;
+  std::string group;
+  std::string help;
+  std::vector<std::string> choices;  // allowed values of a string field; empty = any
+  double min = -std::numeric_limits<double>::infinity();  // inclusive range of a number
+  double max = std::numeric_limits<double>::infinity();
+
+  bool is_bool() const { return std::holds_alternative<bool Config::*>(member); }
+  std::string type_name() const;  // "bool", "int", "float", "string"
+  nlohmann::json get(const Config& c) const;
+};
+
+const std::vector<Field>& config_fields();
+std::vector<std::string> config_field_names();
+
+// Finds a field by name; kebab-case is accepted ("batch-size" finds "batch_size").
+const Field* find_field(std::string_view name);
+std::string normalize_flag_name(std::string_view name);
+
+// Sets a field from a JSON value. Appends a problem (and leaves `c` as it was) on a wrong type.
+// `where` names the source for messages, e.g. "presets/t4.json".
+void set_field_json(Config& c, const Field& f, const nlohmann::json& value, const std::string& where,
+                    std::vector<std::string>& problems);
+
+// Sets a field from a command-line value; `value` is empty for a bare `--flag`.
+void set_field_flag(Config& c, const Field& f, const std::optional<std::string>& value,
+                    bool negated, std::vector<std::string>& problems);
+
+// Applies every key of a JSON object; unknown keys and wrong types become problems.
+// Keys in `skip` (like "description" in presets) are ignored.
+void apply_json(Config& c, const nlohmann::json& object, const std::string& where,
+                std::vector<std::string>& problems, const std::vector<std::string>& skip = {});
+
+}  // namespace gputrain

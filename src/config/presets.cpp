@@ -1,0 +1,90 @@
+// Presets: named JSON settings in presets/*.json, found in the source tree or the install.
+#include "config/presets.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/text.h"
+
+namespace fs = std::filesystem;
+
+namespace gputrain {
+
+std::vector<std::string> preset_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("GPUTRAIN_PRESETS_DIR")) dirs.push_back(env);
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back((exe.parent_path() / "../share/gputrain/presets").lexically_normal());
+    dirs.push_back((exe.parent_path() / "../presets").lexically_normal());
+  }
+  dirs.push_back(std::string(GPUTRAIN_SOURCE_DIR) + "/presets");
+  dirs.push_back(std::string(GPUTRAIN_INSTALL_DATADIR) + "/presets");
+  return dirs;
+}
+
+nlohmann::json load_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw usage_error("cannot read '" + path + "' (no such file, or not readable)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    std::string what = e.what();
+    auto at = what.find("] ");
+    throw usage_error("'" + path + "' is not valid JSON: " +
+                      (at == std::string::npos ? what : what.substr(at + 2)));
+  }
+}
+
+std::vector<PresetInfo> list_presets() {
+  std::map<std::string, PresetInfo> found;
+  for (const auto& dir : preset_dirs()) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() != ".json") continue;
+      std::string name = entry.path().stem();
+      if (found.count(name)) continue;
+      PresetInfo info{name, entry.path().string(), ""};
+      try {
+        auto j = load_json_file(info.path);
+        if (j.is_object() && j.contains("description") && j["description"].is_string())
+          info.description = j["description"];
+      } catch (const Error&) {
+        info.description = "(unreadable: not valid JSON)";
+      }
+      found[name] = info;
+    }
+  }
+  std::vector<PresetInfo> out;
+  for (auto& [name, info] : found) out.push_back(info);
+  return out;
+}
+
+std::string find_preset(const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) {
+    if (!fs::exists(name_or_path))
+      throw usage_error("preset file '" + name_or_path + "' does not exist");
+    return name_or_path;
+  }
+  std::vector<std::string> names;
+  for (const auto& p : list_presets()) {
+    if (p.name == name_or_path) return p.path;
+    names.push_back(p.name);
+  }
+  throw usage_error("unknown preset '" + name_or_path + "'" + did_you_mean(name_or_path, names),
+                    names.empty() ? "no presets found; set GPUTRAIN_PRESETS_DIR to the presets/ folder"
+                                  : "gputrain presets lists them: " + join(names, ", "));
+}
+
+}  // namespace gputrain

@@ -1,0 +1,28 @@
+// Presets: named JSON settings in presets/*.json, found in the source tree or the install.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace gputrain {
+
+struct PresetInfo {
+  std::string name;
+  std::string path;
+  std::string description;
+};
+
+// Folders searched for presets, in order ($GPUTRAIN_PRESETS_DIR first).
+std::vector<std::string> preset_dirs();
+
+// Every preset found, by name (the first folder wins when two hold the same name).
+std::vector<PresetInfo> list_presets();
+
+// A preset name or a path to a .json file -> the file's path. Throws a usage error.
+std::string find_preset(const std::string& name_or_path);
+
+// Reads and parses a JSON file; throws a usage error naming the file, line and reason.
+nlohmann::json load_json_file(const std::string& path);
+
+}  // namespace gputrain

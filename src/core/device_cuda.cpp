@@ -1,0 +1,87 @@
+// CUDA queries through ATen's CUDA context. Compiled always; answers "none" without a driver.
+#include "core/device_cuda.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#include <torch/csrc/cuda/nccl.h>
+#include <torch/cuda.h>
+
+namespace gputrain {
+namespace {
+
+std::string dotted(long v, long major_div, long minor_div, long minor_mod) {
+  return std::to_string(v / major_div) + "." + std::to_string((v / minor_div) % minor_mod);
+}
+
+}  // namespace
+
+std::vector<GpuInfo> query_gpus() {
+  std::vector<GpuInfo> gpus;
+  if (!torch::cuda::is_available()) return gpus;
+  int n = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < n; ++i) {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
+    GpuInfo g;
+    g.index = i;
+    g.name = p->name;
+    g.total_bytes = static_cast<int64_t>(p->totalGlobalMem);
+    g.major = p->major;
+    g.minor = p->minor;
+    g.multiprocessors = p->multiProcessorCount;
+    g.bf16 = g.tf32 = p->major >= 8;
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(i));
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) g.free_bytes = static_cast<int64_t>(free_b);
+    gpus.push_back(g);
+  }
+  return gpus;
+}
+
+std::string cuda_build_version() {
+  try {
+    long v = at::detail::getCUDAHooks().versionCUDART();  // e.g. 13020
+    return dotted(v, 1000, 10, 100);
+  } catch (const std::exception&) {
+    return "n/a";
+  }
+}
+
+std::string cudnn_version() {
+  try {
+    long v = at::detail::getCUDAHooks().versionCuDNN();  // e.g. 92600 (major*10000+minor*100+patch)
+    return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+           std::to_string(v % 100);
+  } catch (const std::exception&) {
+    return "n/a";
+  }
+}
+
+std::string nccl_version() {
+  try {
+    uint64_t v = torch::cuda::nccl::version();  // major << 32 | minor << 16 | patch
+    return std::to_string(v >> 32) + "." + std::to_string((v >> 16) & 0xffff) + "." +
+           std::to_string(v & 0xffff);
+  } catch (const std::exception&) {
+    return "n/a";
+  }
+}
+
+std::string cuda_driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) return "n/a (no driver)";
+  return dotted(v, 1000, 10, 100);
+}
+
+int64_t cuda_peak_allocated(int device) {
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return stats.allocated_bytes[0].peak;  // [0]: the aggregate over small and large pools
+}
+
+void cuda_reset_peak(int device) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+}
+
+}  // namespace gputrain

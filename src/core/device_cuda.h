@@ -1,0 +1,34 @@
+// CUDA queries (GPUs, library versions). Compiled always; answers "none" without a driver.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gputrain {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+  int major = 0, minor = 0;  // compute capability
+  int multiprocessors = 0;
+  bool bf16 = false;  // native bfloat16 (compute capability >= 8.0)
+  bool tf32 = false;  // TF32 tensor cores (compute capability >= 8.0)
+};
+
+// Every visible GPU; empty when CUDA or its driver is absent.
+std::vector<GpuInfo> query_gpus();
+
+// Versions torch was built with, as "13.2", "9.10.2", "2.27.3"; "n/a" when not built with CUDA.
+std::string cuda_build_version();
+std::string cudnn_version();
+std::string nccl_version();
+// The driver's CUDA version ("n/a" without a driver).
+std::string cuda_driver_version();
+
+// Peak and current memory of the caching allocator on one GPU.
+int64_t cuda_peak_allocated(int device);
+void cuda_reset_peak(int device);
+
+}  // namespace gputrain

@@ -1,0 +1,80 @@
+// Small text helpers: "did you mean" suggestions, joining, sizes and durations.
+#include "core/text.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+namespace gputrain {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), 0);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;  // beyond this: not a typo
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    // A candidate that contains the word ("batch" -> "batch_size") is also a good guess.
+    if (d > 0 && word.size() >= 3 && c.find(word) != std::string::npos) d = std::min(d, size_t{2});
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string m = closest_match(word, candidates);
+  return m.empty() ? "" : " (did you mean '" + m + "'?)";
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string format_duration(double seconds) {
+  char buf[32];
+  if (seconds < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  } else if (seconds < 3600) {
+    int s = static_cast<int>(seconds + 0.5);
+    std::snprintf(buf, sizeof buf, "%dm %02ds", s / 60, s % 60);
+  } else {
+    int m = static_cast<int>(seconds / 60 + 0.5);
+    std::snprintf(buf, sizeof buf, "%dh %02dm", m / 60, m % 60);
+  }
+  return buf;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,26 @@
+// Small text helpers: "did you mean" suggestions, joining, trimming.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gputrain {
+
+// Levenshtein distance, for suggestions.
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The closest candidate to `word`, or "" when none is close enough to be a likely typo.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "" when there is no close match.
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+std::string join(const std::vector<std::string>& items, std::string_view sep);
+
+// Human-readable byte count: "1.5 GiB".
+std::string format_bytes(double bytes);
+
+// "1m 23s", "2h 05m", "4.2s".
+std::string format_duration(double seconds);
+
+}  // namespace gputrain

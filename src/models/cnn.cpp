@@ -1,0 +1,48 @@
+// cnn: two conv-BN-ReLU-pool stages and a small classifier; the quickstart model.
+#include <torch/nn.h>
+
+#include "models/registry.h"
+
+namespace gputrain {
+namespace {
+
+namespace nn = torch::nn;
+
+void add_conv_stage(nn::Sequential& seq, int64_t in, int64_t out) {
+  seq->push_back(nn::Conv2d(nn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
+  seq->push_back(nn::BatchNorm2d(out));
+  seq->push_back(nn::ReLU(nn::ReLUOptions(true)));
+  seq->push_back(nn::MaxPool2d(2));
+}
+
+class Cnn : public Net {
+ public:
+  explicit Cnn(const ModelSpec& s) {
+    int64_t w = s.width > 0 ? s.width : 32;
+    int64_t c = s.input_shape[0], h = s.input_shape[1] / 4, wd = s.input_shape[2] / 4;
+    nn::Sequential features;
+    add_conv_stage(features, c, w);
+    add_conv_stage(features, w, 2 * w);
+    features_ = register_module("features", features);
+    fc1_ = register_module("fc1", nn::Linear(2 * w * std::max<int64_t>(h, 1) * std::max<int64_t>(wd, 1), 128));
+    fc2_ = register_module("fc2", nn::Linear(128, s.num_classes));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = features_->forward(x).flatten(1);
+    return fc2_(torch::relu(fc1_(x)));
+  }
+
+ private:
+  nn::Sequential features_{nullptr};
+  nn::Linear fc1_{nullptr}, fc2_{nullptr};
+};
+
+}  // namespace
+
+NetPtr make_cnn(const ModelSpec& spec) {
+  if (spec.input_shape[1] < 4 || spec.input_shape[2] < 4)
+    throw std::invalid_argument("cnn needs inputs of at least 4x4 pixels");
+  return std::make_shared<Cnn>(spec);
+}
+
+}  // namespace gputrain

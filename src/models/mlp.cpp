@@ -1,0 +1,34 @@
+// mlp: flatten -> two hidden ReLU layers -> logits. Small and fast; per-op overhead dominates it.
+#include <torch/nn.h>
+
+#include "models/registry.h"
+
+namespace gputrain {
+namespace {
+
+class Mlp : public Net {
+ public:
+  explicit Mlp(const ModelSpec& s) {
+    int64_t in = 1;
+    for (auto d : s.input_shape) in *= d;
+    int64_t hidden = s.width > 0 ? s.width : 512;
+    fc1_ = register_module("fc1", torch::nn::Linear(in, hidden));
+    fc2_ = register_module("fc2", torch::nn::Linear(hidden, hidden));
+    fc3_ = register_module("fc3", torch::nn::Linear(hidden, s.num_classes));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = x.flatten(1);
+    x = torch::relu(fc1_(x));
+    x = torch::relu(fc2_(x));
+    return fc3_(x);
+  }
+
+ private:
+  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
+};
+
+}  // namespace
+
+NetPtr make_mlp(const ModelSpec& spec) { return std::make_shared<Mlp>(spec); }
+
+}  // namespace gputrain

@@ -1,0 +1,77 @@
+// Loss scaling for fp16 training on ATen's _amp_foreach_non_finite_check_and_unscale_ and
+// _amp_update_scale_ kernels (CPU kernels exist too, so the tests run here).
+#include "train/grad_scaler.h"
+
+#include <map>
+
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
+#include <ATen/ops/_amp_update_scale.h>
+
+namespace gputrain {
+
+GradScaler::GradScaler(bool enabled, torch::Device device, GradScalerOptions options)
+    : enabled_(enabled), opt_(options) {
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  scale_ = torch::full({1}, opt_.init_scale, f32);
+  growth_tracker_ = torch::zeros({1}, f32.dtype(torch::kInt));
+  found_inf_ = torch::zeros({1}, f32);
+}
+
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
+  if (!enabled_) return loss;
+  return loss * scale_.to(loss.device(), /*non_blocking=*/true);
+}
+
+void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
+  if (!enabled_ || unscaled_) return;
+  // The kernel wants the gradients grouped by device and dtype, with found_inf per group.
+  std::map<std::string, std::vector<torch::Tensor>> groups;
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined())
+        groups[p.grad().device().str() + "/" + c10::toString(p.grad().scalar_type())].push_back(p.grad());
+  auto inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+  found_inf_.zero_();
+  for (auto& [key, grads] : groups) {
+    auto device = grads[0].device();
+    auto found = torch::zeros({1}, found_inf_.options().device(device));
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv_scale.to(device));
+    found_inf_ += found.to(found_inf_.device());
+  }
+  unscaled_ = true;
+}
+
+bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+  if (!enabled_) {
+    optimizer.step();
+    return true;
+  }
+  unscale_(optimizer);
+  bool ok = found_inf_.item<float>() == 0.0f;
+  if (ok) optimizer.step();
+  return ok;
+}
+
+void GradScaler::update() {
+  if (!enabled_) return;
+  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, opt_.growth_factor,
+                         opt_.backoff_factor, opt_.growth_interval);
+  unscaled_ = false;
+}
+
+double GradScaler::get_scale() const { return enabled_ ? scale_.item<double>() : 1.0; }
+
+void GradScaler::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("scaler.scale", scale_.cpu());
+  archive.write("scaler.growth_tracker", growth_tracker_.cpu());
+}
+
+void GradScaler::load(torch::serialize::InputArchive& archive) {
+  torch::Tensor s, g;
+  archive.read("scaler.scale", s);
+  archive.read("scaler.growth_tracker", g);
+  scale_.copy_(s);
+  growth_tracker_.copy_(g);
+}
+
+}  // namespace gputrain

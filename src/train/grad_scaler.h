@@ -1,0 +1,48 @@
+// Loss scaling for fp16 training, built on ATen's AMP kernels (there is no C++ GradScaler).
+#pragma once
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
+#include <torch/types.h>
+
+namespace gputrain {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+// Same contract as torch.amp.GradScaler: scale(loss).backward(); unscale_(opt); [clip];
+// step(opt) skips the step when a gradient is inf/NaN; update() adjusts the scale.
+// Disabled, every call is a pass-through.
+class GradScaler {
+ public:
+  GradScaler(bool enabled, torch::Device device, GradScalerOptions options = {});
+
+  bool enabled() const { return enabled_; }
+  torch::Tensor scale(const torch::Tensor& loss) const;
+  // Divides the gradients by the scale and records whether any was non-finite.
+  void unscale_(torch::optim::Optimizer& optimizer);
+  // Runs optimizer.step() unless the unscaled gradients had an inf/NaN. Returns whether it
+  // stepped. Reading the flag syncs with the device once per step (as in PyTorch).
+  bool step(torch::optim::Optimizer& optimizer);
+  // Backs off after an overflow, grows after growth_interval clean steps.
+  void update();
+  double get_scale() const;
+
+  void save(torch::serialize::OutputArchive& archive) const;
+  void load(torch::serialize::InputArchive& archive);
+
+ private:
+  bool enabled_;
+  GradScalerOptions opt_;
+  torch::Tensor scale_;           // float32 [1]
+  torch::Tensor growth_tracker_;  // int32 [1]
+  torch::Tensor found_inf_;       // float32 [1], sum over devices/dtypes of this step
+  bool unscaled_ = false;
+};
+
+}  // namespace gputrain

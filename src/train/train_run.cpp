@@ -1,0 +1,214 @@
+// A whole training run: data -> model -> Trainer::step loop -> eval each epoch -> checkpoints,
+// metrics.jsonl and a final summary.
+#include "train/train_run.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "config/fields.h"
+#include "core/device.h"
+#include "core/device_cuda.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "core/text.h"
+#include "data/make_dataset.h"
+#include "monitor/metrics.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/lr_schedule.h"
+#include "train/optim.h"
+
+namespace fs = std::filesystem;
+
+namespace gputrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string default_output_dir(const Config& c) {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  std::string preset = fs::path(c.preset).stem().string();
+  return "runs/" + std::string(stamp) + "-" + preset;
+}
+
+void print_config(const Config& c) {
+  std::printf("configuration:\n");
+  const auto& fields = config_fields();
+  // Two columns keep the table on one screen.
+  size_t half = (fields.size() + 1) / 2;
+  for (size_t i = 0; i < half; ++i) {
+    auto cell = [&](size_t k) {
+      if (k >= fields.size()) return std::string();
+      auto v = fields[k].get(c);
+      std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+      if (s.empty()) s = "-";
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%-21s %-18s", fields[k].name.c_str(), s.c_str());
+      return std::string(buf);
+    };
+    std::printf("  %s  %s\n", cell(i).c_str(), cell(i + half).c_str());
+  }
+}
+
+void print_report(const RunContext& ctx) {
+  std::printf("device report:\n");
+  for (const auto& [what, state] : ctx.report) std::printf("  %-21s %s\n", what.c_str(), state.c_str());
+}
+
+}  // namespace
+
+int run_training(const Config& c) {
+  const auto run_start = Clock::now();
+  print_config(c);
+  RunContext ctx = make_run_context(c);
+  print_report(ctx);
+
+  DataSplits data = make_datasets(c);
+  std::printf("data: %s\n", data.description.c_str());
+
+  ModelSpec spec{data.train->sample_shape(), data.train->num_classes(), c.width};
+  NetPtr model = make_model(c.model, spec);
+  model->to(ctx.device);
+  if (ctx.channels_last) to_channels_last(*model);
+  std::printf("model: %s, %s parameters\n", c.model.c_str(),
+              std::to_string(parameter_count(*model)).c_str());
+
+  LoaderOptions train_opts{c.batch_size, c.shuffle, c.drop_last, c.num_workers, c.prefetch_factor,
+                           c.persistent_workers, ctx.pin_memory, static_cast<uint64_t>(c.seed)};
+  LoaderOptions test_opts = train_opts;
+  test_opts.batch_size = c.eval_batch_size;
+  test_opts.shuffle = test_opts.drop_last = false;
+  Loader train_loader(data.train, train_opts);
+  Loader test_loader(data.test, test_opts);
+  const int64_t micro_per_epoch = train_loader.num_batches();
+  const int64_t steps_per_epoch = micro_per_epoch / c.accumulation_steps;
+  if (steps_per_epoch == 0)
+    throw usage_error("batch_size " + std::to_string(c.batch_size) + " x accumulation_steps " +
+                          std::to_string(c.accumulation_steps) + " is more than the " +
+                          std::to_string(data.train->size()) + " training samples",
+                      "lower --batch_size or --accumulation_steps");
+  int64_t total_steps = steps_per_epoch * c.epochs;
+  if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
+
+  Trainer trainer(model, make_optimizer(c, *model), ctx,
+                  TrainerOptions{c.accumulation_steps, c.clip_max_norm, c.label_smoothing});
+  LrSchedule schedule{c.lr_schedule, c.lr,         c.min_lr,        c.warmup_steps, total_steps,
+                      steps_per_epoch, c.lr_step_size, c.lr_gamma};
+
+  // --- run folder
+  std::string out_dir = c.output_dir.empty() ? default_output_dir(c) : c.output_dir;
+  std::error_code ec;
+  fs::create_directories(fs::path(out_dir) / "checkpoints", ec);
+  if (ec) throw usage_error("cannot create output_dir '" + out_dir + "' (" + ec.message() + ")");
+  for (const auto& entry : fs::directory_iterator(fs::path(out_dir) / "checkpoints"))
+    if (entry.path().extension() == ".tmp") fs::remove(entry.path());  // torn writes of a crash
+  nlohmann::json config_json = to_json(c);
+  config_json["output_dir"] = out_dir;
+  std::ofstream(fs::path(out_dir) / "config.json") << config_json.dump(2) << "\n";
+  MetricsWriter metrics((fs::path(out_dir) / "metrics.jsonl").string());
+  std::printf("output: %s\n", out_dir.c_str());
+
+  // --- loop
+  Progress progress(total_steps, c.epochs);
+  const int64_t samples_per_step = c.batch_size * c.accumulation_steps;
+  int64_t step = 0, skipped = 0;
+  double best_acc = 0, train_seconds = 0, wait_seconds = 0, last_lr = c.lr;
+  EvalResult last_eval;
+  torch::Tensor loss_sum;
+  int64_t window_steps = 0;
+  auto window_start = Clock::now();
+  std::vector<Batch> micro;
+  micro.reserve(static_cast<size_t>(c.accumulation_steps));
+
+  for (int64_t epoch = 0; epoch < c.epochs && step < total_steps; ++epoch) {
+    const auto epoch_start = Clock::now();
+    train_loader.start_epoch(epoch);
+    while (step < total_steps) {
+      micro.clear();
+      while (static_cast<int64_t>(micro.size()) < c.accumulation_steps) {
+        auto host = train_loader.next();
+        if (!host) break;
+        micro.push_back(trainer.to_device(*host));
+      }
+      if (static_cast<int64_t>(micro.size()) < c.accumulation_steps) break;  // epoch tail
+
+      last_lr = schedule.at(step);
+      set_lr(trainer.optimizer(), last_lr);
+      StepResult r = trainer.step(micro);
+      skipped += r.stepped ? 0 : 1;
+      loss_sum = loss_sum.defined() ? loss_sum + r.loss : r.loss;
+      ++step;
+      ++window_steps;
+
+      if (step % c.log_every == 0 || step == total_steps) {
+        // The only host sync of the hot loop: reading the loss to print it.
+        double loss = loss_sum.item<double>() / static_cast<double>(window_steps);
+        double secs = seconds_since(window_start);
+        double sps = static_cast<double>(window_steps * samples_per_step) / secs;
+        double wait = train_loader.take_wait_seconds();
+        wait_seconds += wait;
+        progress.update(step, epoch, loss, last_lr, sps, 1000.0 * secs / static_cast<double>(window_steps));
+        nlohmann::json rec = {{"event", "step"}, {"step", step}, {"epoch", epoch}, {"loss", loss},
+                              {"lr", last_lr}, {"samples_per_sec", sps},
+                              {"step_ms", 1000.0 * secs / static_cast<double>(window_steps)},
+                              {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
+        if (r.grad_norm.defined()) rec["grad_norm"] = r.grad_norm.item<double>();
+        if (ctx.grad_scaler) rec["loss_scale"] = trainer.scaler().get_scale();
+        metrics.write(rec);
+        loss_sum = torch::Tensor();
+        window_steps = 0;
+        window_start = Clock::now();
+      }
+    }
+    wait_seconds += train_loader.take_wait_seconds();
+    train_seconds += seconds_since(epoch_start);
+
+    last_eval = evaluate(trainer, test_loader);
+    best_acc = std::max(best_acc, last_eval.accuracy);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "epoch %lld/%lld | test loss %.4f | test accuracy %.4f | %s",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(c.epochs), last_eval.loss,
+                  last_eval.accuracy, format_duration(seconds_since(epoch_start)).c_str());
+    progress.line(buf);
+    metrics.write({{"event", "eval"}, {"step", step}, {"epoch", epoch}, {"test_loss", last_eval.loss},
+                   {"test_accuracy", last_eval.accuracy}, {"samples", last_eval.samples}});
+    if (c.save_checkpoints) {
+      CheckpointMeta meta{epoch + 1, step, config_json.dump()};
+      auto dir = fs::path(out_dir) / "checkpoints";
+      save_checkpoint((dir / ("epoch-" + std::to_string(epoch + 1) + ".pt")).string(), trainer, meta);
+      save_checkpoint((dir / "last.pt").string(), trainer, meta);
+    }
+  }
+
+  // --- summary
+  const double total_seconds = seconds_since(run_start);
+  const double sps = train_seconds > 0 ? static_cast<double>(step * samples_per_step) / train_seconds : 0;
+  nlohmann::json summary = {{"event", "summary"}, {"step", step}, {"epoch", c.epochs - 1},
+                            {"wall_seconds", total_seconds}, {"train_seconds", train_seconds},
+                            {"samples_per_sec", sps}, {"best_test_accuracy", best_acc},
+                            {"final_test_accuracy", last_eval.accuracy},
+                            {"data_wait_fraction", train_seconds > 0 ? wait_seconds / train_seconds : 0.0},
+                            {"skipped_steps", skipped}};
+  if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
+  else summary["peak_rss_bytes"] = peak_rss_bytes();
+  metrics.write(summary);
+  std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test accuracy %.4f | "
+              "data wait %.1f%%%s\n",
+              static_cast<long long>(step), format_duration(total_seconds).c_str(),
+              format_duration(train_seconds).c_str(), sps, best_acc,
+              100.0 * summary["data_wait_fraction"].get<double>(),
+              skipped ? (" | " + std::to_string(skipped) + " overflow steps skipped").c_str() : "");
+  std::printf("files: %s/{config.json, metrics.jsonl%s}\n", out_dir.c_str(),
+              c.save_checkpoints ? ", checkpoints/" : "");
+  return 0;
+}
+
+}  // namespace gputrain

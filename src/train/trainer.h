@@ -1,0 +1,61 @@
+// Trainer::step: the one optimizer step that `train` and `benchmark` both run.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "core/device.h"
+#include "data/loader.h"
+#include "models/registry.h"
+#include "train/grad_scaler.h"
+
+namespace gputrain {
+
+struct TrainerOptions {
+  int64_t accumulation_steps = 1;
+  double clip_max_norm = 0.0;  // 0 = no clipping
+  double label_smoothing = 0.0;
+};
+
+struct StepResult {
+  torch::Tensor loss;       // mean loss over the micro-batches, on the device (no host sync)
+  torch::Tensor grad_norm;  // total norm before clipping (defined when clipping is on)
+  bool stepped = true;      // false when the scaler skipped an inf/NaN step
+};
+
+class Trainer {
+ public:
+  Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const RunContext& ctx,
+          TrainerOptions options);
+
+  // Moves a host batch to the device: non-blocking from pinned memory, channels_last for images.
+  Batch to_device(const Batch& batch) const;
+
+  // One optimizer step over `micro` (accumulation_steps micro-batches already on the device):
+  // autocast forward -> loss / k -> scaled backward, for each; then unscale -> clip -> step if
+  // finite -> scaler update -> zero grads (to none).
+  StepResult step(const std::vector<Batch>& micro);
+
+  Net& model() { return *model_; }
+  NetPtr model_ptr() { return model_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  GradScaler& scaler() { return scaler_; }
+  const RunContext& context() const { return ctx_; }
+
+ private:
+  NetPtr model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  RunContext ctx_;
+  TrainerOptions opt_;
+  GradScaler scaler_;
+};
+
+// Gradient-norm clipping that stays on the device (torch's clip_grad_norm_ syncs to the host).
+// Returns the total norm before clipping.
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
+// Converts 4-D parameters and buffers to channels_last (Module::to has no memory-format form).
+void to_channels_last(torch::nn::Module& module);
+
+}  // namespace gputrain

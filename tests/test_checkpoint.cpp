@@ -1,0 +1,75 @@
+// Checkpoints: save -> reload gives the identical next loss; bad files give clear errors.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "test_util.h"
+#include "train/checkpoint.h"
+#include "train/optim.h"
+
+using namespace gputrain;
+
+namespace {
+
+std::unique_ptr<Trainer> make_trainer(uint64_t seed, bool scaler) {
+  torch::manual_seed(seed);
+  auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
+  Config c;  // adamw: the optimizer state (moments) must survive the round trip too
+  RunContext ctx;
+  ctx.grad_scaler = scaler;
+  return std::make_unique<Trainer>(model, make_optimizer(c, *model), ctx, TrainerOptions{});
+}
+
+Batch batch(int64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({8, 1, 8, 8}), torch::randint(0, 3, {8})};
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: save -> reload -> identical next losses", "[checkpoint]") {
+  test::TempDir dir;
+  auto a = make_trainer(1, true);
+  for (int s = 0; s < 3; ++s) a->step({batch(s)});
+  save_checkpoint(dir / "c.pt", *a, {.epoch = 1, .step = 3, .config_json = "{\"x\": 1}"});
+  CHECK_FALSE(std::filesystem::exists(dir / "c.pt.tmp"));
+
+  auto b = make_trainer(99, true);  // different initial weights
+  CheckpointMeta meta = load_checkpoint(dir / "c.pt", *b);
+  CHECK(meta.epoch == 1);
+  CHECK(meta.step == 3);
+  CHECK(meta.config_json == "{\"x\": 1}");
+  CHECK(b->scaler().get_scale() == a->scaler().get_scale());
+  for (int s = 3; s < 6; ++s) {
+    double la = a->step({batch(s)}).loss.item<double>();
+    double lb = b->step({batch(s)}).loss.item<double>();
+    CHECK(la == lb);  // bit-identical on CPU
+  }
+}
+
+TEST_CASE("checkpoint: missing, truncated and foreign files are usage errors", "[checkpoint]") {
+  test::TempDir dir;
+  auto t = make_trainer(1, false);
+  auto code_of = [&](const std::string& path) {
+    try {
+      load_checkpoint(path, *t);
+    } catch (const Error& e) {
+      return e.exit_code;
+    }
+    return 0;
+  };
+  CHECK(code_of(dir / "none.pt") == 2);
+  save_checkpoint(dir / "good.pt", *t, {});
+  auto bytes = test::read_file(dir / "good.pt");
+  test::write_file(dir / "trunc.pt", bytes.substr(0, bytes.size() / 2));
+  CHECK(code_of(dir / "trunc.pt") == 2);
+  test::write_file(dir / "text.pt", "not a checkpoint");
+  CHECK(code_of(dir / "text.pt") == 2);
+  torch::save(torch::ones({3}), dir / "tensor.pt");  // a valid torch file, but not ours
+  CHECK(code_of(dir / "tensor.pt") == 2);
+  CHECK(code_of(dir / "good.pt") == 0);
+}

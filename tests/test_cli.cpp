@@ -1,0 +1,148 @@
+// End to end: the built binary, run as a user would.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gputrain;
+using test::run_gputrain;
+
+namespace {
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(test::read_file(path));
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cli: train on the smoke preset writes the run folder and the loss falls", "[cli]") {
+  test::TempDir dir;
+  auto r = run_gputrain("train --preset smoke --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("configuration:") && Catch::Contains("device report:") &&
+                        Catch::Contains("cuDNN benchmark") && Catch::Contains("done:"));
+  namespace fs = std::filesystem;
+  auto run = dir.path / "run";
+  CHECK(fs::exists(run / "config.json"));
+  CHECK(fs::exists(run / "checkpoints" / "epoch-1.pt"));
+  CHECK(fs::exists(run / "checkpoints" / "epoch-2.pt"));
+  CHECK(fs::exists(run / "checkpoints" / "last.pt"));
+  auto config = nlohmann::json::parse(test::read_file((run / "config.json").string()));
+  CHECK(config["preset"] == "smoke");
+  CHECK(config["batch_size"] == 32);
+
+  auto records = read_jsonl((run / "metrics.jsonl").string());
+  std::vector<double> losses;
+  int evals = 0;
+  for (const auto& rec : records) {
+    REQUIRE(rec.contains("event"));
+    REQUIRE(rec.contains("step"));
+    REQUIRE(rec.contains("epoch"));
+    if (rec["event"] == "step") {
+      CHECK(rec["samples_per_sec"].get<double>() > 0);
+      CHECK(rec["lr"].get<double>() > 0);
+      losses.push_back(rec["loss"].get<double>());
+    }
+    if (rec["event"] == "eval") {
+      ++evals;
+      CHECK(rec["test_accuracy"].get<double>() >= 0);
+      CHECK(rec["test_loss"].get<double>() > 0);
+    }
+  }
+  CHECK(evals == 2);
+  REQUIRE(losses.size() >= 4);
+  CHECK(losses.back() < 0.7 * losses.front());
+  CHECK(records.back()["event"] == "summary");
+  CHECK(records.back()["best_test_accuracy"].get<double>() > 0.5);  // 4 classes: chance is 0.25
+}
+
+TEST_CASE("cli: bad flags exit 2 with every problem and a hint", "[cli]") {
+  auto r = run_gputrain("train --batch_sise 4 --lr -1");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("gputrain: error: unknown flag '--batch_sise' (did you mean 'batch_size'?)"));
+  CHECK_THAT(r.err, Catch::Contains("gputrain: error: lr '-1"));
+  CHECK_THAT(r.err, Catch::Contains("hint: "));
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("cli: unknown commands get a did-you-mean", "[cli]") {
+  auto r = run_gputrain("trian");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unknown command 'trian' (did you mean 'train'?)"));
+}
+
+TEST_CASE("cli: missing data is a clear error with the install hint", "[cli]") {
+  test::TempDir dir;
+  auto r = run_gputrain("train --data_dir " + (dir / "nothing") + " --output_dir " + (dir / "run"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("dataset 'fashion-mnist' not found"));
+  CHECK_THAT(r.err, Catch::Contains("apt-get install dataset-fashion-mnist"));
+}
+
+TEST_CASE("cli: --help, --version, info and presets", "[cli]") {
+  auto help = run_gputrain("--help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("train") && Catch::Contains("info") && Catch::Contains("presets"));
+  auto train_help = run_gputrain("train --help");
+  CHECK(train_help.exit_code == 0);
+  CHECK_THAT(train_help.out, Catch::Contains("--batch_size") && Catch::Contains("--use_amp"));
+
+  auto version = run_gputrain("--version");
+  CHECK(version.exit_code == 0);
+  CHECK_THAT(version.out, Catch::Contains("LibTorch") && Catch::Contains("CUDA"));
+
+  auto info = run_gputrain("info --json");
+  REQUIRE(info.exit_code == 0);
+  auto j = nlohmann::json::parse(info.out);
+  for (const char* key : {"libtorch", "cuda_build", "cudnn", "nccl", "gpus", "cpu"}) CHECK(j.contains(key));
+  CHECK(j["cpu"]["cores"].get<int>() >= 1);
+  auto info_text = run_gputrain("info");
+  CHECK_THAT(info_text.out, Catch::Contains("cuDNN") && Catch::Contains("NCCL") && Catch::Contains("CPU"));
+  CHECK(run_gputrain("info --jsn").exit_code == 2);
+
+  auto presets = run_gputrain("presets");
+  CHECK(presets.exit_code == 0);
+  CHECK_THAT(presets.out, Catch::Contains("quickstart") && Catch::Contains("smoke"));
+  auto show = run_gputrain("presets show smoke");
+  REQUIRE(show.exit_code == 0);
+  CHECK(nlohmann::json::parse(show.out)["dataset"] == "synthetic");
+  auto missing = run_gputrain("presets show smok");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("did you mean 'smoke'"));
+}
+
+TEST_CASE("cli: asking for CUDA without a GPU says so in one line", "[cli]") {
+  if (std::system("nvidia-smi >/dev/null 2>&1") == 0) return;  // has a GPU: covered by [cuda]
+  auto r = run_gputrain("train --preset smoke --device cuda");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("device 'cuda' is not available"));
+}
+
+TEST_CASE("cuda: smoke training with AMP on the GPU", "[cuda]") {
+  test::TempDir dir;
+  auto r = run_gputrain("train --preset smoke --device cuda --use_amp --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("AMP") && Catch::Contains("on ("));
+  auto records = read_jsonl(dir / "run/metrics.jsonl");
+  CHECK(records.back()["best_test_accuracy"].get<double>() > 0.5);
+  CHECK(records.back()["peak_memory_bytes"].get<double>() > 0);
+}
+
+TEST_CASE("cuda: fp16 autocast with the grad scaler trains on the GPU", "[cuda]") {
+  test::TempDir dir;
+  auto r = run_gputrain("train --preset smoke --device cuda --amp_dtype fp16 --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("fp16 autocast + grad scaler"));
+  auto records = read_jsonl(dir / "run/metrics.jsonl");
+  CHECK(records.back()["best_test_accuracy"].get<double>() > 0.5);
+}

@@ -1,0 +1,22 @@
+// Test runner: Catch2's main, plus an exit code 77 ("skipped" for CTest) when the [cuda] tests
+// are asked for on a machine without a GPU, so the skip is visible in the summary.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#include <torch/cuda.h>
+
+#include <cstdio>
+#include <string>
+
+namespace gputrain::test {
+const char* gputrain_exe() { return GPUTRAIN_EXE; }
+}  // namespace gputrain::test
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]).find("[cuda]") != std::string::npos && !torch::cuda::is_available()) {
+      std::printf("skipped: the [cuda] tests need a CUDA device, and torch sees none\n");
+      return 77;
+    }
+  }
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,163 @@
+// Numerics of the step: accumulation, clipping after unscale, channels_last, autocast, schedules.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "config/config.h"
+#include "train/autocast.h"
+#include "train/lr_schedule.h"
+#include "train/optim.h"
+#include "train/trainer.h"
+
+using namespace gputrain;
+
+namespace {
+
+RunContext cpu_context(bool grad_scaler = false) {
+  RunContext ctx;
+  ctx.device = torch::kCPU;
+  ctx.grad_scaler = grad_scaler;
+  return ctx;
+}
+
+std::unique_ptr<Trainer> make_trainer(const RunContext& ctx, TrainerOptions opts,
+                                      const std::string& optimizer = "sgd") {
+  torch::manual_seed(3);
+  auto model = make_model("mlp", ModelSpec{{1, 6, 6}, 5, 16});
+  Config c;
+  c.optimizer = optimizer;
+  c.lr = 0.05;
+  c.weight_decay = 0.01;
+  return std::make_unique<Trainer>(model, make_optimizer(c, *model), ctx, opts);
+}
+
+torch::Tensor flat_params(Trainer& t) {
+  std::vector<torch::Tensor> v;
+  for (auto& p : t.model().parameters()) v.push_back(p.detach().flatten());
+  return torch::cat(v);
+}
+
+Batch batch_of(int64_t n, int64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({n, 1, 6, 6}), torch::randint(0, 5, {n})};
+}
+
+std::vector<Batch> split(const Batch& b, int64_t k) {
+  std::vector<Batch> out;
+  auto xs = b.x.chunk(k), ys = b.y.chunk(k);
+  for (int64_t i = 0; i < k; ++i) out.push_back({xs[i], ys[i]});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("accumulation: k micro-batches of b equal one batch of k*b", "[numerics]") {
+  for (std::string optimizer : {"sgd", "adamw"}) {
+    auto big = make_trainer(cpu_context(), {.accumulation_steps = 1}, optimizer);
+    auto acc = make_trainer(cpu_context(), {.accumulation_steps = 4}, optimizer);
+    for (int s = 0; s < 3; ++s) {
+      Batch b = batch_of(32, 100 + s);
+      auto l1 = big->step({b}).loss;
+      auto l4 = acc->step(split(b, 4)).loss;
+      CHECK(l1.item<double>() == Approx(l4.item<double>()).epsilon(1e-6));
+    }
+    CHECK(torch::allclose(flat_params(*big), flat_params(*acc), 1e-5, 1e-6));
+  }
+}
+
+TEST_CASE("clipping after unscale equals clipping the fp32 gradients", "[numerics]") {
+  auto plain = make_trainer(cpu_context(false), {.clip_max_norm = 0.05});
+  auto scaled = make_trainer(cpu_context(true), {.clip_max_norm = 0.05});
+  for (int s = 0; s < 3; ++s) {
+    Batch b = batch_of(16, 200 + s);
+    auto a = plain->step({b});
+    auto c = scaled->step({b});
+    REQUIRE(a.grad_norm.defined());
+    CHECK(a.grad_norm.item<double>() > 0.05);  // clipping really happened
+    CHECK(a.grad_norm.item<double>() == Approx(c.grad_norm.item<double>()).epsilon(1e-5));
+  }
+  CHECK(torch::allclose(flat_params(*plain), flat_params(*scaled), 1e-5, 1e-6));
+}
+
+TEST_CASE("clip_grad_norm matches torch's clip_grad_norm_", "[numerics]") {
+  torch::manual_seed(1);
+  auto a = torch::randn({10, 10}, torch::requires_grad()), b = torch::randn({10, 10}, torch::requires_grad());
+  (a * b).sum().backward();
+  auto a2 = a.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
+  a2.mutable_grad() = a.grad().clone();
+  b2.mutable_grad() = b.grad().clone();
+  double ours = clip_grad_norm({a, b}, 1.0).item<double>();
+  double theirs = torch::nn::utils::clip_grad_norm_(std::vector<torch::Tensor>{a2, b2}, 1.0);
+  CHECK(ours == Approx(theirs).epsilon(1e-5));
+  CHECK(torch::allclose(a.grad(), a2.grad(), 1e-5, 1e-6));
+  CHECK(torch::allclose(b.grad(), b2.grad(), 1e-5, 1e-6));
+}
+
+TEST_CASE("channels_last gives the same outputs as NCHW", "[numerics]") {
+  for (std::string name : {"cnn", "resnet18"}) {
+    torch::manual_seed(5);
+    auto nchw = make_model(name, ModelSpec{{3, 16, 16}, 7, 8});
+    torch::manual_seed(5);
+    auto nhwc = make_model(name, ModelSpec{{3, 16, 16}, 7, 8});
+    to_channels_last(*nhwc);
+    REQUIRE(nhwc->parameters()[0].is_contiguous(torch::MemoryFormat::ChannelsLast));
+    nchw->eval();
+    nhwc->eval();
+    torch::NoGradGuard ng;
+    auto x = torch::randn({4, 3, 16, 16});
+    auto a = nchw->forward(x);
+    auto b = nhwc->forward(x.contiguous(torch::MemoryFormat::ChannelsLast));
+    CHECK(torch::allclose(a, b, 1e-4, 1e-5));
+  }
+}
+
+TEST_CASE("autocast guard: bf16 inside on CPU, restored after, backward works", "[numerics]") {
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  auto x = torch::randn({4, 8});
+  torch::Tensor y;
+  {
+    AutocastGuard g(true, torch::kCPU, torch::kBFloat16);
+    y = torch::mm(x, w);
+    CHECK(y.scalar_type() == torch::kBFloat16);
+  }
+  CHECK(torch::mm(x, w).scalar_type() == torch::kFloat);
+  CHECK_FALSE(at::autocast::is_autocast_enabled(torch::kCPU));
+  y.to(torch::kFloat).sum().backward();
+  CHECK(w.grad().scalar_type() == torch::kFloat);
+}
+
+TEST_CASE("learning-rate schedules", "[numerics]") {
+  LrSchedule s{.kind = "cosine", .base_lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .total_steps = 110};
+  CHECK(s.at(0) == Approx(0.1));    // warm-up: (0 + 1) / 10
+  CHECK(s.at(9) == Approx(1.0));
+  CHECK(s.at(10) == Approx(1.0));   // cosine starts at the peak
+  CHECK(s.at(60) == Approx(0.55));  // halfway: (1 + 0.1) / 2
+  CHECK(s.at(110) == Approx(0.1));
+
+  LrSchedule st{.kind = "step", .base_lr = 1.0, .steps_per_epoch = 5, .step_size_epochs = 2, .gamma = 0.5};
+  CHECK(st.at(9) == Approx(1.0));
+  CHECK(st.at(10) == Approx(0.5));
+  CHECK(st.at(20) == Approx(0.25));
+
+  LrSchedule oc{.kind = "onecycle", .base_lr = 1.0, .total_steps = 100};
+  CHECK(oc.at(0) == Approx(1.0 / 25));
+  CHECK(oc.at(30) == Approx(1.0));
+  CHECK(oc.at(100) == Approx(1e-4));
+
+  LrSchedule c{.kind = "constant", .base_lr = 0.3};
+  CHECK(c.at(1000) == Approx(0.3));
+}
+
+TEST_CASE("weight decay skips biases and norm parameters", "[numerics]") {
+  auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
+  Config c;
+  c.weight_decay = 0.05;
+  auto opt = make_optimizer(c, *model);
+  REQUIRE(opt->param_groups().size() == 2);
+  auto wd = [](torch::optim::OptimizerParamGroup& g) {
+    return static_cast<torch::optim::AdamWOptions&>(g.options()).weight_decay();
+  };
+  CHECK(wd(opt->param_groups()[0]) == 0.05);
+  CHECK(wd(opt->param_groups()[1]) == 0.0);
+  for (auto& p : opt->param_groups()[1].params()) CHECK(p.dim() == 1);
+}

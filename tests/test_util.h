@@ -1,0 +1,57 @@
+// Helpers shared by the tests: temporary folders, files, and running the built binary.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace gputrain::test {
+
+// A fresh folder under the system temp dir, removed when the object dies.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("gputrain-test-" + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Path of the built gputrain binary (defined in test_main.cpp).
+const char* gputrain_exe();
+
+struct RunResult {
+  int exit_code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the gputrain binary with `args` (a shell-quoted string) and captures its outputs.
+inline RunResult run_gputrain(const std::string& args) {
+  TempDir tmp;
+  std::string cmd = std::string(gputrain_exe()) + " " + args + " >" + (tmp / "out") + " 2>" + (tmp / "err");
+  int status = std::system(cmd.c_str());
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return {code, read_file(tmp / "out"), read_file(tmp / "err")};
+}
+
+}  // namespace gputrain::test

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Installs what gputrain needs on a fresh machine, then configures and builds it.
+# Idempotent: each step checks before it acts, so a second run with nothing changed is quick.
+#
+# Environment:
+#   GPUTRAIN_TORCH_VERSION  torch wheel to pin (default below; CUDA major must match /usr/local/cuda)
+#   GPUTRAIN_VENV           where the torch virtualenv lives (default: per-user cache, keyed by version)
+#   GPUTRAIN_TORCH_PYTHON   a Python that already has torch: use it, install nothing with pip
+#   GPUTRAIN_TORCH_PREFIX   a CMake prefix of an installed LibTorch: use it, install nothing with pip
+#   GPUTRAIN_BUILD_DIR      build folder (default: build)
+#   GPUTRAIN_BUILD_TYPE     CMake build type (default: Release)
+#   GPUTRAIN_SKIP_APT=1     do not touch Debian packages
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+torch_version=${GPUTRAIN_TORCH_VERSION:-2.15.0}
+cache_home=${XDG_CACHE_HOME:-$HOME/.cache}
+venv=${GPUTRAIN_VENV:-$cache_home/gputrain/venv-torch-$torch_version}
+build_dir=${GPUTRAIN_BUILD_DIR:-build}
+build_type=${GPUTRAIN_BUILD_TYPE:-Release}
+
+say() { echo "setup: $*"; }
+
+# --- Debian packages --------------------------------------------------------------------
+apt_packages=(cmake ninja-build ccache g++ libfmt-dev nlohmann-json3-dev catch2 zlib1g-dev
+              dataset-fashion-mnist)
+if [ "${GPUTRAIN_SKIP_APT:-0}" != 1 ]; then
+  missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    say "installing Debian packages: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+# --- LibTorch -------------------------------------------------------------------------
+# Prefer a torch the caller names; otherwise a cached virtualenv with the pinned wheel.
+torch_prefix=${GPUTRAIN_TORCH_PREFIX:-}
+if [ -z "$torch_prefix" ]; then
+  py=${GPUTRAIN_TORCH_PYTHON:-}
+  if [ -z "$py" ]; then
+    py="$venv/bin/python"
+    if ! "$py" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+      say "creating $venv with torch==$torch_version (a large download, once per machine)"
+      base_py=$(command -v python3)
+      "$base_py" -m venv "$venv"
+      "$venv/bin/pip" install -q --upgrade pip
+      "$venv/bin/pip" install -q "torch==$torch_version" numpy
+    fi
+    ln -sfn "$venv" "$root/.venv"
+  fi
+  torch_prefix=$("$py" -c "import torch.utils; print(torch.utils.cmake_prefix_path)")
+fi
+
+# ccache: key on paths relative to the checkout (CI builds fresh clones in new folders) and
+# accept the precompiled header.
+export CCACHE_BASEDIR="$root"
+export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+
+# --- Configure and build --------------------------------------------------------------
+cuda_args=()
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  cuda_args=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+stamp="$torch_prefix|$build_type|${cuda_args[*]:-}|${launcher[*]:-}"
+if [ ! -f "$build_dir/build.ninja" ] || [ "$(cat "$build_dir/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
+  say "configuring $build_dir ($build_type)"
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" "${cuda_args[@]}" "${launcher[@]}"
+  echo "$stamp" > "$build_dir/.setup-stamp"
+fi
+cmake --build "$build_dir"
+say "done: $build_dir/gputrain"
