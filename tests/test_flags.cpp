@@ -108,8 +108,14 @@ TEST_CASE("wrong types and out-of-range values are all reported in one go", "[fl
 }
 
 TEST_CASE("a flag without its value, and --no- on a non-boolean, are errors", "[flags][errors]") {
+  auto p = problems_of({"--bogus", "--batch-size", "0", "--lr", "--epochs", "2"});
+  CHECK(any_contains(p, "unknown flag '--bogus'"));
+  CHECK(any_contains(p, "batch_size '0'"));
+  CHECK(any_contains(p, "--lr needs a value"));
+  CHECK(p.size() == 3);
   CHECK(any_contains(problems_of({"--lr"}), "--lr needs a value"));
   CHECK(any_contains(problems_of({"--no-lr"}), "--no-lr is not valid"));
+  CHECK(any_contains(problems_of({"--no-such"}), "unknown flag '--no-such'"));
   CHECK(any_contains(problems_of({"--device", "gpu"}), "device 'gpu'"));
   CHECK(any_contains(problems_of({"--input_shape", "3x32"}), "input_shape '3x32'"));
 }

@@ -62,7 +62,7 @@ TEST_CASE("loader: every sample exactly once per epoch", "[loader]") {
   }
 }
 
-TEST_CASE("loader: the same order for 0, 1 and 4 workers; new order each epoch", "[loader]") {
+TEST_CASE("loader: the same order for 0, 1 and 4 workers, a new order each epoch", "[loader]") {
   auto ds = std::make_shared<Counting>(200, 20);
   std::vector<std::vector<int64_t>> orders;
   for (int workers : {0, 1, 4}) {

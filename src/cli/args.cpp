@@ -50,12 +50,15 @@ Args parse_args(const std::vector<std::string>& words,
       body = body.substr(0, eq);
     }
     flag.name = normalize_flag_name(body);
-    if (flag.name.rfind("no_", 0) == 0 && !is_bool(flag.name) && is_bool(flag.name.substr(3))) {
+    // "--no-x" negates x; for a non-boolean x the config reports that it cannot be negated.
+    if (flag.name.rfind("no_", 0) == 0 && flag.name.size() > 3 && !is_bool(flag.name)) {
       flag.name = flag.name.substr(3);
       flag.negated = true;
     }
-    // "--lr 0.1": a non-boolean flag without "=" takes the next word as its value.
-    if (!flag.value && !flag.negated && !is_bool(flag.name) && i + 1 < words.size()) {
+    // "--lr 0.1": a non-boolean flag without "=" takes the next word as its value, unless that
+    // word is itself a flag ("--lr -1" still works: one dash).
+    if (!flag.value && !flag.negated && !is_bool(flag.name) && i + 1 < words.size() &&
+        words[i + 1].rfind("--", 0) != 0) {
       flag.value = words[++i];
     }
     args.flags.push_back(std::move(flag));

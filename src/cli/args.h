@@ -24,8 +24,8 @@ struct Args {
   std::optional<std::string> take_value(const std::string& name);
 };
 
-// `is_bool(name)` says whether a flag is a boolean: only then is "--no-x" a negation and
-// "--x value" not consuming the next word. "-h" is "--help"; "--" ends the flags.
+// `is_bool(name)` says whether a flag is a boolean: then "--x value" does not consume the next
+// word. "--no-x" is always read as x negated (and rejected later when x is not a boolean). "-h" is "--help"; "--" ends the flags.
 Args parse_args(const std::vector<std::string>& words,
                 const std::function<bool(const std::string&)>& is_bool);
 

@@ -75,7 +75,7 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("input_shape '" + c.input_shape + "' (expected CxHxW, e.g. 3x32x32)");
   else if (shape[0] * shape[1] * shape[2] > (int64_t{1} << 26))
     problems.push_back("input_shape '" + c.input_shape + "' (more than 2^26 values per sample)");
-  if (c.min_lr > c.lr)
+  if (c.lr >= 0 && c.min_lr > c.lr)
     problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " +
                        format_number(c.lr) + ")");
   if (c.nesterov && c.optimizer == "sgd" && c.momentum == 0)

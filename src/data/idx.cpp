@@ -63,9 +63,9 @@ IdxArray read_idx(const std::string& path) {
     read_exact(b, 4, "header");
     int64_t d = (int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
     if (d == 0) throw fail("dimension " + std::to_string(i) + " is 0");
-    total *= d;
-    if (total > kMaxIdxBytes)
+    if (d > kMaxIdxBytes / total)  // checked before multiplying, so it cannot overflow
       throw fail("absurd header: dimensions multiply to more than 16 GiB (corrupt file?)");
+    total *= d;
     a.dims.push_back(d);
   }
   // Grow while reading, so a header that lies about the size cannot make us allocate it all
