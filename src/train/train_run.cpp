@@ -119,7 +119,7 @@ int run_training(const Config& c) {
   // --- loop
   Progress progress(total_steps, c.epochs);
   const int64_t samples_per_step = c.batch_size * c.accumulation_steps;
-  int64_t step = 0, skipped = 0;
+  int64_t step = 0, skipped = 0, last_epoch = 0;
   double best_acc = 0, train_seconds = 0, wait_seconds = 0, last_lr = c.lr;
   EvalResult last_eval;
   torch::Tensor loss_sum;
@@ -130,6 +130,7 @@ int run_training(const Config& c) {
 
   for (int64_t epoch = 0; epoch < c.epochs && step < total_steps; ++epoch) {
     const auto epoch_start = Clock::now();
+    last_epoch = epoch;
     train_loader.start_epoch(epoch);
     while (step < total_steps) {
       micro.clear();
@@ -191,7 +192,7 @@ int run_training(const Config& c) {
   // --- summary
   const double total_seconds = seconds_since(run_start);
   const double sps = train_seconds > 0 ? static_cast<double>(step * samples_per_step) / train_seconds : 0;
-  nlohmann::json summary = {{"event", "summary"}, {"step", step}, {"epoch", c.epochs - 1},
+  nlohmann::json summary = {{"event", "summary"}, {"step", step}, {"epoch", last_epoch},
                             {"wall_seconds", total_seconds}, {"train_seconds", train_seconds},
                             {"samples_per_sec", sps}, {"best_test_accuracy", best_acc},
                             {"final_test_accuracy", last_eval.accuracy},
