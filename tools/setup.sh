@@ -46,7 +46,8 @@ if [ -z "$torch_prefix" ]; then
   py=${GPUTRAIN_TORCH_PYTHON:-}
   if [ -z "$py" ]; then
     py="$venv/bin/python"
-    if ! "$py" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+    # importlib.metadata answers without importing torch (which takes seconds).
+    if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('torch').split('+')[0] != '$torch_version')" 2>/dev/null; then
       say "creating $venv with torch==$torch_version (a large download, once per machine)"
       base_py=$(command -v python3)
       "$base_py" -m venv "$venv"
@@ -55,7 +56,8 @@ if [ -z "$torch_prefix" ]; then
     fi
     ln -sfn "$venv" "$root/.venv"
   fi
-  torch_prefix=$("$py" -c "import torch.utils; print(torch.utils.cmake_prefix_path)")
+  # torch.utils.cmake_prefix_path is <package>/share/cmake; find_spec locates it without importing.
+  torch_prefix=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('torch').origin), 'share', 'cmake'))")
 fi
 
 # ccache: key on paths relative to the checkout (CI builds fresh clones in new folders) and
