@@ -64,6 +64,30 @@ TEST_CASE("cli: train on the smoke preset writes the run folder and the loss fal
   CHECK(records.back()["best_test_accuracy"].get<double>() > 0.5);  // 4 classes: chance is 0.25
 }
 
+TEST_CASE("cli: the other loop switches run end to end", "[cli]") {
+  struct Case {
+    std::string flags, expect_out;
+  };
+  std::vector<Case> cases = {
+      {"--amp_dtype bf16", "on (bf16 autocast on cpu)"},
+      {"--accumulation_steps 2 --clip_max_norm 0.5 --optimizer sgd --nesterov --lr 0.05 --lr_schedule step",
+       "2 micro-batches (effective batch 64)"},
+      {"--model resnet18 --width 4 --optimizer adam --warmup_steps 3 --random_crop 2 --hflip", "model: resnet18"},
+      {"--model mlp --num_workers 0 --lr_schedule constant --max_steps 5", "n/a for mlp"},
+  };
+  for (const auto& c : cases) {
+    test::TempDir dir;
+    auto r = run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run") + " " + c.flags);
+    INFO(c.flags << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains(c.expect_out));
+    auto records = read_jsonl(dir / "run/metrics.jsonl");
+    CHECK(records.back()["event"] == "summary");
+    if (c.flags.find("clip_max_norm") != std::string::npos) CHECK(records.front().contains("grad_norm"));
+    if (c.flags.find("max_steps") != std::string::npos) CHECK(records.back()["step"] == 5);
+  }
+}
+
 TEST_CASE("cli: bad flags exit 2 with every problem and a hint", "[cli]") {
   auto r = run_gputrain("train --batch_sise 4 --lr -1");
   CHECK(r.exit_code == 2);

@@ -18,9 +18,9 @@ bool Args::take_switch(const std::string& name) {
 std::optional<std::string> Args::take_value(const std::string& name) {
   auto it = std::find_if(flags.begin(), flags.end(), [&](const FlagArg& f) { return f.name == name; });
   if (it == flags.end()) return std::nullopt;
-  std::optional<std::string> v = it->value;
+  std::string v = it->value.value_or("");
   flags.erase(it);
-  return v ? v : std::optional<std::string>("");
+  return v;
 }
 
 Args parse_args(const std::vector<std::string>& words,

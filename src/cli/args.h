@@ -20,7 +20,7 @@ struct Args {
 
   // Removes a boolean command-local flag (like --json or --help) and says whether it was set.
   bool take_switch(const std::string& name);
-  // Removes a command-local flag with a value; nullopt when absent.
+  // Removes a command-local flag with a value; nullopt when absent, "" when given bare.
   std::optional<std::string> take_value(const std::string& name);
 };
 

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "config/fields.h"
-#include "core/error.h"
 #include "core/text.h"
 
 namespace gputrain {
@@ -83,12 +82,6 @@ std::vector<std::string> config_problems(const Config& c) {
   return problems;
 }
 
-void validate(const Config& c) {
-  auto problems = config_problems(c);
-  if (!problems.empty())
-    throw Error(problems, "gputrain train --help lists every flag with its type and range",
-                kExitUsage);
-}
 
 nlohmann::json to_json(const Config& c) {
   nlohmann::json j = nlohmann::json::object();

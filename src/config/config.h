@@ -77,8 +77,6 @@ struct Config {
 
 // Range, choice and cross-field problems, one line each; empty when the config is valid.
 std::vector<std::string> config_problems(const Config& c);
-// Throws gputrain::Error listing every problem of config_problems().
-void validate(const Config& c);
 
 nlohmann::json to_json(const Config& c);
 

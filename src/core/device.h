@@ -32,5 +32,7 @@ std::string cpu_model();
 
 // Peak resident set size of this process in bytes (from /proc/self/status).
 int64_t peak_rss_bytes();
+// Resets that peak to the current RSS (Linux: "5" into /proc/self/clear_refs).
+void reset_peak_rss();
 
 }  // namespace gputrain

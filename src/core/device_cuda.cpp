@@ -2,6 +2,7 @@
 #include "core/device_cuda.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAEvent.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -82,6 +83,28 @@ int64_t cuda_peak_allocated(int device) {
 
 void cuda_reset_peak(int device) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+}
+
+void cuda_synchronize(int device) { torch::cuda::synchronize(device); }
+
+namespace {
+c10::cuda::CUDAEvent& as_event(const std::shared_ptr<void>& p) { return *static_cast<c10::cuda::CUDAEvent*>(p.get()); }
+}  // namespace
+
+void CudaEventTimer::mark() {
+  auto* e = new c10::cuda::CUDAEvent(cudaEventDefault);  // timing enabled
+  events_.emplace_back(e, [](void* p) { delete static_cast<c10::cuda::CUDAEvent*>(p); });
+  e->record();
+}
+
+std::vector<double> CudaEventTimer::intervals_ms() {
+  std::vector<double> out;
+  if (events_.empty()) return out;
+  as_event(events_.back()).synchronize();
+  for (size_t i = 1; i < events_.size(); ++i)
+    out.push_back(as_event(events_[i - 1]).elapsed_time(as_event(events_[i])));
+  events_.clear();
+  return out;
 }
 
 }  // namespace gputrain

@@ -1,6 +1,7 @@
 // CUDA queries (GPUs, library versions). Compiled always; answers "none" without a driver.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,5 +31,17 @@ std::string cuda_driver_version();
 // Peak and current memory of the caching allocator on one GPU.
 int64_t cuda_peak_allocated(int device);
 void cuda_reset_peak(int device);
+void cuda_synchronize(int device);
+
+// Times GPU work without syncing in the loop: mark() records an event on the current stream;
+// intervals_ms() syncs once and returns the times between consecutive marks.
+class CudaEventTimer {
+ public:
+  void mark();
+  std::vector<double> intervals_ms();
+
+ private:
+  std::vector<std::shared_ptr<void>> events_;  // c10::cuda::CUDAEvent, kept opaque here
+};
 
 }  // namespace gputrain

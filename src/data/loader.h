@@ -40,7 +40,6 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   int64_t num_batches() const;
-  const Dataset& dataset() const { return *dataset_; }
 
   // Starts (or restarts) epoch `epoch`: its order is a pure function of (seed, epoch).
   void start_epoch(int64_t epoch);

@@ -75,6 +75,7 @@ int run_training(const Config& c) {
   std::printf("data: %s\n", data.description.c_str());
 
   ModelSpec spec{data.train->sample_shape(), data.train->num_classes(), c.width};
+  if (ctx.cuda) cuda_reset_peak(ctx.device.index());  // the summary's peak is this run's
   NetPtr model = make_model(c.model, spec);
   model->to(ctx.device);
   if (ctx.channels_last) to_channels_last(*model);

@@ -38,7 +38,6 @@ class Trainer {
   StepResult step(const std::vector<Batch>& micro);
 
   Net& model() { return *model_; }
-  NetPtr model_ptr() { return model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   GradScaler& scaler() { return scaler_; }
   const RunContext& context() const { return ctx_; }

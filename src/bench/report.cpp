@@ -1,0 +1,138 @@
+// Benchmark output: the aligned table, and the same results as JSON, CSV and Markdown.
+#include "bench/report.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "core/text.h"
+
+namespace gputrain {
+namespace {
+
+const std::vector<std::string> kHeader = {"Optimization", "samples/s", "Speedup", "Median ms", "p90 ms",
+                                          "Peak memory", "Memory saving", "Data wait", "Loss"};
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+// One row of cells per variant; a skipped variant says why in the second cell.
+std::vector<std::vector<std::string>> cells(const BenchReport& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& v : r.results) {
+    if (!v.skipped.empty()) {
+      rows.push_back({v.name, "skipped: " + v.skipped});
+      continue;
+    }
+    std::string loss = std::isfinite(v.loss) ? fmt("%.4f", v.loss) : "-";
+    if (v.loss_drift) loss += " (drift!)";
+    rows.push_back({v.name, fmt("%.0f", v.samples_per_sec), fmt("%.2fx", v.speedup), fmt("%.2f", v.median_ms),
+                    fmt("%.2f", v.p90_ms), format_bytes(static_cast<double>(v.peak_memory_bytes)),
+                    fmt("%+.1f%%", 100.0 * v.memory_saving), fmt("%.1f%%", 100.0 * v.data_wait_fraction), loss});
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::string format_table(const BenchReport& r) {
+  auto rows = cells(r);
+  std::vector<size_t> width;
+  for (const auto& h : kHeader) width.push_back(h.size());
+  for (const auto& row : rows) {
+    width[0] = std::max(width[0], row[0].size());
+    if (row.size() == kHeader.size())
+      for (size_t i = 1; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string s;
+    for (size_t i = 0; i < row.size(); ++i) {
+      std::string cell = row[i];
+      bool last = i + 1 == row.size();
+      // Numbers right-aligned, names left-aligned; a skip reason runs to the end of the line.
+      if (!last && i > 0) cell = std::string(width[i] - std::min(width[i], cell.size()), ' ') + cell;
+      else if (!last) cell += std::string(width[i] - std::min(width[i], cell.size()), ' ');
+      s += (i ? " | " : "") + cell;
+    }
+    return s + "\n";
+  };
+  std::string out = line(kHeader);
+  size_t total = 0;
+  for (size_t w : width) total += w + 3;
+  out += std::string(total - 3, '-') + "\n";
+  for (const auto& row : rows) out += line(row);
+  out += "memory: " + r.memory_kind + "; timed " + std::to_string(r.settings.repeats) + " x " +
+         std::to_string(r.settings.steps) + " steps after " + std::to_string(r.settings.warmup_steps) +
+         " warm-up steps; stage " + r.settings.stage + "\n";
+  if (!r.verdict.empty()) out += r.verdict + "\n";
+  return out;
+}
+
+std::string format_markdown(const BenchReport& r) {
+  std::string out = "| " + join(kHeader, " | ") + " |\n|";
+  for (size_t i = 0; i < kHeader.size(); ++i) out += i == 0 ? "---|" : "---:|";
+  out += "\n";
+  for (auto row : cells(r)) {
+    row.resize(kHeader.size());
+    out += "| " + join(row, " | ") + " |\n";
+  }
+  if (!r.verdict.empty()) out += "\n" + r.verdict + "\n";
+  return out;
+}
+
+std::string format_csv(const BenchReport& r) {
+  std::string out =
+      "variant,status,reason,samples_per_sec,speedup,median_ms,p90_ms,peak_memory_bytes,memory_saving,"
+      "data_wait_fraction,loss,loss_drift\n";
+  for (const auto& v : r.results) {
+    if (!v.skipped.empty()) {
+      out += v.name + ",skipped,\"" + v.skipped + "\",,,,,,,,,\n";
+      continue;
+    }
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%s,ok,,%.3f,%.4f,%.4f,%.4f,%lld,%.4f,%.4f,%.6f,%s\n", v.name.c_str(),
+                  v.samples_per_sec, v.speedup, v.median_ms, v.p90_ms, static_cast<long long>(v.peak_memory_bytes),
+                  v.memory_saving, v.data_wait_fraction, v.loss, v.loss_drift ? "true" : "false");
+    out += buf;
+  }
+  return out;
+}
+
+nlohmann::json to_json(const BenchReport& r) {
+  nlohmann::json j;
+  j["device"] = nlohmann::json::object();
+  for (const auto& [k, v] : r.context.report) j["device"][k] = v;
+  j["workload"] = *r.workload;
+  j["settings"] = {{"warmup_steps", r.settings.warmup_steps}, {"steps", r.settings.steps},
+                   {"repeats", r.settings.repeats}, {"stage", r.settings.stage}};
+  j["memory_kind"] = r.memory_kind;
+  j["variants"] = nlohmann::json::array();
+  for (const auto& v : r.results) {
+    nlohmann::json o = {{"name", v.name}, {"description", v.description}};
+    if (!v.skipped.empty()) {
+      o["status"] = "skipped";
+      o["reason"] = v.skipped;
+    } else {
+      o["status"] = "ok";
+      o["samples_per_sec"] = v.samples_per_sec;
+      o["speedup"] = v.speedup;
+      o["median_ms"] = v.median_ms;
+      o["p90_ms"] = v.p90_ms;
+      o["peak_memory_bytes"] = v.peak_memory_bytes;
+      o["memory_saving"] = v.memory_saving;
+      o["data_wait_fraction"] = v.data_wait_fraction;
+      o["loss"] = std::isfinite(v.loss) ? nlohmann::json(v.loss) : nlohmann::json(nullptr);
+      o["loss_drift"] = v.loss_drift;
+      o["step_ms"] = v.step_ms;
+    }
+    j["variants"].push_back(o);
+  }
+  if (!r.verdict.empty()) j["verdict"] = r.verdict;
+  return j;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,159 @@
+// Runs one benchmark variant: a fresh model with the variant's switches, the same Trainer::step
+// that `train` runs, warm-up untimed, then `repeats` x `steps` timed steps.
+#include "bench/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "core/device.h"
+#include "core/device_cuda.h"
+#include "data/loader.h"
+#include "train/optim.h"
+#include "train/trainer.h"
+
+namespace gputrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Endless device batches: from the loader (restarting epochs), or, for --stage compute, a few
+// batches loaded once and cycled, so no loading happens in the timed loop.
+class BatchSource {
+ public:
+  BatchSource(Loader& loader, Trainer& trainer, bool preload, int64_t preload_count)
+      : loader_(loader), trainer_(trainer) {
+    loader_.start_epoch(epoch_);
+    if (preload)
+      for (int64_t i = 0; i < preload_count; ++i) cache_.push_back(fetch());
+  }
+  Batch next() {
+    if (cache_.empty()) return fetch();
+    return cache_[static_cast<size_t>(i_++ % static_cast<int64_t>(cache_.size()))];
+  }
+
+ private:
+  Batch fetch() {
+    auto b = loader_.next();
+    if (!b) {
+      loader_.start_epoch(++epoch_);
+      b = loader_.next();
+    }
+    return trainer_.to_device(*b);
+  }
+  Loader& loader_;
+  Trainer& trainer_;
+  int64_t epoch_ = 0, i_ = 0;
+  std::vector<Batch> cache_;
+};
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = q * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+}  // namespace
+
+VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchSettings& s,
+                          const StepCallback& on_step) {
+  VariantResult r;
+  r.name = v.name;
+  r.description = v.description;
+  r.skipped = v.skipped;
+  if (!r.skipped.empty()) return r;
+  const Config& c = v.config;
+
+  RunContext ctx = make_run_context(c);  // applies this variant's global switches and the seed
+  const int dev = ctx.cuda ? ctx.device.index() : -1;
+  NetPtr model = make_model(c.model, {data.train->sample_shape(), data.train->num_classes(), c.width});
+  model->to(ctx.device);
+  if (ctx.channels_last) to_channels_last(*model);
+  Trainer trainer(model, make_optimizer(c, *model), ctx,
+                  {c.accumulation_steps, c.clip_max_norm, c.label_smoothing});
+  set_lr(trainer.optimizer(), c.lr);  // constant: the schedule does not change speed
+  Loader loader(data.train, {c.batch_size, c.shuffle, true, c.num_workers, c.prefetch_factor,
+                             true, ctx.pin_memory, static_cast<uint64_t>(c.seed)});
+  BatchSource source(loader, trainer, s.stage == "compute", 4 * c.accumulation_steps);
+
+  std::vector<Batch> micro;
+  torch::Tensor loss_sum;
+  auto one_step = [&] {
+    micro.clear();
+    for (int64_t k = 0; k < c.accumulation_steps; ++k) micro.push_back(source.next());
+    if (s.stage == "data") return;
+    auto loss = trainer.step(micro).loss;
+    loss_sum = loss_sum.defined() ? loss_sum + loss : loss;
+  };
+
+  const int64_t total = s.warmup_steps + s.repeats * s.steps;
+  int64_t done = 0;
+  for (int64_t i = 0; i < s.warmup_steps; ++i, ++done) {
+    one_step();
+    on_step(done + 1, total);
+  }
+  if (ctx.cuda) {
+    cuda_synchronize(dev);
+    cuda_reset_peak(dev);
+  } else {
+    reset_peak_rss();
+  }
+
+  double wall = 0, wait = 0;
+  for (int64_t rep = 0; rep < s.repeats; ++rep) {
+    loss_sum = torch::Tensor();
+    loader.take_wait_seconds();
+    CudaEventTimer gpu_timer;
+    std::vector<double> host_marks;
+    auto t0 = Clock::now();
+    if (ctx.cuda) gpu_timer.mark();
+    for (int64_t i = 0; i < s.steps; ++i, ++done) {
+      one_step();
+      if (ctx.cuda) gpu_timer.mark();
+      else host_marks.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      on_step(done + 1, total);
+    }
+    if (ctx.cuda) {
+      auto ms = gpu_timer.intervals_ms();  // syncs once
+      r.step_ms.insert(r.step_ms.end(), ms.begin(), ms.end());
+    } else {
+      for (size_t i = 0; i < host_marks.size(); ++i)
+        r.step_ms.push_back(host_marks[i] - (i ? host_marks[i - 1] : 0.0));
+    }
+    wall += std::chrono::duration<double>(Clock::now() - t0).count();
+    wait += loader.take_wait_seconds();
+  }
+
+  double total_ms = 0;
+  for (double m : r.step_ms) total_ms += m;
+  const double samples = static_cast<double>(c.batch_size * c.accumulation_steps) * static_cast<double>(r.step_ms.size());
+  r.samples_per_sec = total_ms > 0 ? samples / (total_ms / 1000.0) : 0;
+  r.median_ms = percentile(r.step_ms, 0.5);
+  r.p90_ms = percentile(r.step_ms, 0.9);
+  r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
+  r.peak_memory_bytes = ctx.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
+  r.loss = loss_sum.defined() ? loss_sum.item<double>() / static_cast<double>(s.steps) : std::nan("");
+  return r;
+}
+
+void compare_with_baseline(std::vector<VariantResult>& results) {
+  if (results.empty() || !results[0].skipped.empty()) return;
+  const VariantResult& base = results[0];
+  for (auto& r : results) {
+    if (!r.skipped.empty()) continue;
+    r.speedup = base.samples_per_sec > 0 ? r.samples_per_sec / base.samples_per_sec : 0;
+    r.memory_saving = base.peak_memory_bytes > 0
+                          ? 1.0 - static_cast<double>(r.peak_memory_bytes) / static_cast<double>(base.peak_memory_bytes)
+                          : 0;
+    // Same data, same seed, same steps: the loss should agree closely. Mixed precision moves it
+    // a little; anything beyond 5% (or 0.02 absolute for small losses) is worth a look.
+    if (same_samples_as_baseline(r.name) && std::isfinite(r.loss) && std::isfinite(base.loss))
+      r.loss_drift = std::fabs(r.loss - base.loss) > std::max(0.02, 0.05 * std::fabs(base.loss));
+  }
+}
+
+}  // namespace gputrain

@@ -1,0 +1,141 @@
+// gputrain benchmark: variant expansion and skip reasons, and a short real run on CPU.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/variants.h"
+#include "core/error.h"
+#include "test_util.h"
+
+using namespace gputrain;
+
+namespace {
+
+const Variant& find(const std::vector<Variant>& vs, const std::string& name) {
+  auto it = std::find_if(vs.begin(), vs.end(), [&](const Variant& v) { return v.name == name; });
+  REQUIRE(it != vs.end());
+  return *it;
+}
+
+}  // namespace
+
+TEST_CASE("bench: the baseline turns every optimization off", "[bench]") {
+  Config w;
+  Config b = baseline_config(w);
+  CHECK_FALSE(b.use_amp);
+  CHECK_FALSE(b.cudnn_benchmark);
+  CHECK_FALSE(b.tf32);
+  CHECK_FALSE(b.channels_last);
+  CHECK(b.num_workers == 0);
+  CHECK_FALSE(b.pin_memory);
+  CHECK_FALSE(b.non_blocking);
+  CHECK(b.batch_size == w.batch_size);
+}
+
+TEST_CASE("bench: variants on a CPU say why they are skipped", "[bench]") {
+  Config w;
+  auto vs = expand_variants(w, {}, DeviceCaps{});
+  CHECK(vs.size() == variant_names().size());
+  CHECK(vs.front().name == "baseline");
+  CHECK(vs.back().name == "all");
+  CHECK(find(vs, "amp_fp16").skipped == "fp16 autocast n/a on cpu");
+  CHECK(find(vs, "cudnn_benchmark").skipped == "n/a on cpu (no cuDNN)");
+  CHECK(find(vs, "tf32").skipped == "n/a on cpu");
+  CHECK_THAT(find(vs, "pinned_non_blocking").skipped, Catch::Contains("n/a on cpu"));
+  CHECK(find(vs, "amp_bf16").skipped.empty());
+  CHECK(find(vs, "workers").config.num_workers >= 2);
+  CHECK(find(vs, "batch_x2").config.batch_size == 2 * w.batch_size);
+  const Config& all = find(vs, "all").config;
+  CHECK(all.channels_last);
+  CHECK(all.num_workers >= 2);
+  CHECK_FALSE(all.use_amp);  // auto AMP is off on CPU
+  CHECK(all.batch_size == w.batch_size);
+}
+
+TEST_CASE("bench: GPU capabilities decide AMP dtype and TF32", "[bench]") {
+  Config w;
+  DeviceCaps t4{.cuda = true, .bf16 = false, .tf32 = false, .name = "Tesla T4"};
+  auto vs = expand_variants(w, {}, t4);
+  CHECK(find(vs, "amp_bf16").skipped == "bf16 n/a on Tesla T4 (needs compute capability 8.0+)");
+  CHECK_THAT(find(vs, "tf32").skipped, Catch::Contains("Tesla T4"));
+  CHECK(find(vs, "all").config.amp_dtype == "fp16");
+  CHECK(find(vs, "all").config.cudnn_benchmark);
+  CHECK(find(vs, "all").config.pin_memory);
+
+  DeviceCaps h100{.cuda = true, .bf16 = true, .tf32 = true, .name = "H100"};
+  auto hv = expand_variants(w, {}, h100);
+  CHECK(find(hv, "all").config.amp_dtype == "bf16");
+  CHECK(find(hv, "all").config.tf32);
+  for (const auto& v : hv) CHECK(v.skipped.empty());
+}
+
+TEST_CASE("bench: --variants picks a subset, always with the baseline; typos are errors", "[bench]") {
+  auto vs = expand_variants(Config{}, {"channels_last", "all"}, DeviceCaps{});
+  REQUIRE(vs.size() == 3);
+  CHECK(vs[0].name == "baseline");
+  CHECK(vs[1].name == "channels_last");
+  try {
+    expand_variants(Config{}, {"chanels_last", "fastest"}, DeviceCaps{});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.exit_code == 2);
+    REQUIRE(e.problems.size() == 2);
+    CHECK_THAT(e.problems[0], Catch::Contains("did you mean 'channels_last'"));
+  }
+}
+
+TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain("benchmark --preset smoke --warmup_steps 1 --steps 3 --json " + (dir / "b.json") +
+                              " --csv " + (dir / "b.csv") + " --markdown " + (dir / "b.md"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Optimization") && Catch::Contains("Speedup") &&
+                        Catch::Contains("skipped: n/a on cpu") && Catch::Contains("bottleneck (all): "));
+  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/10 baseline"));
+
+  auto j = nlohmann::json::parse(test::read_file(dir / "b.json"));
+  for (const char* key : {"device", "workload", "settings", "variants", "memory_kind", "verdict"})
+    CHECK(j.contains(key));
+  CHECK(j["workload"]["preset"] == "smoke");
+  CHECK(j["settings"]["steps"] == 3);
+  REQUIRE(j["variants"].size() == 10);
+  CHECK(j["variants"][0]["name"] == "baseline");
+  CHECK(j["variants"][0]["speedup"].get<double>() == 1.0);
+  int ran = 0;
+  for (const auto& v : j["variants"]) {
+    INFO(v.dump());
+    if (v["status"] == "skipped") {
+      CHECK_FALSE(v["reason"].get<std::string>().empty());
+      continue;
+    }
+    ++ran;
+    CHECK(v["samples_per_sec"].get<double>() > 0);
+    CHECK(v["median_ms"].get<double>() > 0);
+    CHECK(v["p90_ms"].get<double>() >= v["median_ms"].get<double>());
+    CHECK(v["peak_memory_bytes"].get<double>() > 0);
+    CHECK(v["step_ms"].size() == 3);
+    CHECK(v["loss"].get<double>() > 0);
+    CHECK(v["data_wait_fraction"].get<double>() >= 0);
+  }
+  CHECK(ran == 6);  // baseline, amp_bf16, channels_last, workers, batch_x2, all
+
+  std::istringstream csv(test::read_file(dir / "b.csv"));
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  CHECK(lines == 11);
+  CHECK_THAT(test::read_file(dir / "b.md"), Catch::Contains("| Optimization | samples/s |"));
+}
+
+TEST_CASE("bench: bad benchmark flags exit 2 with every problem", "[bench][cli]") {
+  auto r = test::run_gputrain("benchmark --preset smoke --steps 0 --variants fastest --stage gpu --bogus");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--steps has value '0'"));
+  CHECK_THAT(r.err, Catch::Contains("stage 'gpu'"));
+  CHECK_THAT(r.err, Catch::Contains("unknown variant 'fastest'"));
+  CHECK_THAT(r.err, Catch::Contains("unknown flag '--bogus'"));
+}
