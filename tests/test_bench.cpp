@@ -51,8 +51,11 @@ TEST_CASE("bench: variants on a CPU say why they are skipped", "[bench]") {
   const Config& all = find(vs, "all").config;
   CHECK(all.channels_last);
   CHECK(all.num_workers >= 2);
-  CHECK_FALSE(all.use_amp);  // auto AMP is off on CPU
+  CHECK_FALSE(all.use_amp);  // auto AMP is off on a CPU without native bf16
   CHECK(all.batch_size == w.batch_size);
+  auto bf16_cpu = expand_variants(w, {}, DeviceCaps{.bf16 = true});
+  CHECK(find(bf16_cpu, "all").config.use_amp);
+  CHECK(find(bf16_cpu, "all").config.amp_dtype == "bf16");
 }
 
 TEST_CASE("bench: GPU capabilities decide AMP dtype and TF32", "[bench]") {

@@ -112,7 +112,15 @@ nlohmann::json to_json(const BenchReport& r) {
   j["memory_kind"] = r.memory_kind;
   j["variants"] = nlohmann::json::array();
   for (const auto& v : r.results) {
-    nlohmann::json o = {{"name", v.name}, {"description", v.description}};
+    const Config& c = v.config;
+    // The switches a variant sets, so other tools (tools/compare_pytorch.py) can mirror it.
+    nlohmann::json o = {{"name", v.name},
+                        {"description", v.description},
+                        {"switches",
+                         {{"use_amp", c.use_amp}, {"amp_dtype", c.amp_dtype}, {"cudnn_benchmark", c.cudnn_benchmark},
+                          {"tf32", c.tf32}, {"channels_last", c.channels_last}, {"num_workers", c.num_workers},
+                          {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
+                          {"non_blocking", c.non_blocking}, {"batch_size", c.batch_size}}}};
     if (!v.skipped.empty()) {
       o["status"] = "skipped";
       o["reason"] = v.skipped;

@@ -65,6 +65,7 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
   r.name = v.name;
   r.description = v.description;
   r.skipped = v.skipped;
+  r.config = v.config;
   if (!r.skipped.empty()) return r;
   const Config& c = v.config;
 

@@ -18,6 +18,7 @@ struct BenchSettings {
 
 struct VariantResult {
   std::string name, description, skipped;
+  Config config;                // the variant's configuration
   std::vector<double> step_ms;  // every timed step, all repeats
   double median_ms = 0, p90_ms = 0, samples_per_sec = 0;
   double speedup = 0;             // samples/s relative to the baseline

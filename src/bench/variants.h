@@ -9,7 +9,7 @@ namespace gputrain {
 
 struct DeviceCaps {
   bool cuda = false;
-  bool bf16 = false;  // native bf16 on the GPU (compute capability 8.0+)
+  bool bf16 = false;  // native bf16: GPU compute capability 8.0+, or a CPU with AVX512/AMX-BF16
   bool tf32 = false;
   std::string name = "cpu";
 };

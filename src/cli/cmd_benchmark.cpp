@@ -117,6 +117,7 @@ int cmd_benchmark(const std::vector<std::string>& words) {
   RunContext probe = make_run_context(baseline_config(workload));
   DeviceCaps caps;
   caps.cuda = probe.cuda;
+  caps.bf16 = !probe.cuda && cpu_has_bf16();
   if (probe.cuda) {
     auto gpu = query_gpus().at(probe.device.index());
     caps.bf16 = gpu.bf16;

@@ -27,6 +27,16 @@ std::string cpu_model() {
   return "unknown";
 }
 
+bool cpu_has_bf16() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0)
+      return line.find(" avx512_bf16") != std::string::npos || line.find(" amx_bf16") != std::string::npos;
+  }
+  return false;
+}
+
 int64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
   std::string line;
@@ -92,14 +102,15 @@ RunContext make_run_context(const Config& c) {
     ctx.grad_scaler = dt == "fp16";
     if (r.back().first != "AMP")
       r.push_back({"AMP", dt == "fp16" ? "on (fp16 autocast + grad scaler)" : "on (bf16 autocast)"});
-  } else if (c.amp_dtype == "bf16") {
-    ctx.amp = true;
-    ctx.amp_dtype = torch::kBFloat16;
-    r.push_back({"AMP", "on (bf16 autocast on cpu)"});
   } else if (c.amp_dtype == "fp16") {
     r.push_back({"AMP", "off: fp16 autocast n/a on cpu (--amp_dtype bf16 runs CPU bf16)"});
+  } else if (c.amp_dtype == "bf16" || cpu_has_bf16()) {
+    ctx.amp = true;
+    ctx.amp_dtype = torch::kBFloat16;
+    r.push_back({"AMP", c.amp_dtype == "bf16" ? "on (bf16 autocast on cpu)"
+                                              : "on (bf16 autocast on cpu: native bf16 instructions)"});
   } else {
-    r.push_back({"AMP", "off on cpu (auto; --amp_dtype bf16 forces CPU bf16 autocast)"});
+    r.push_back({"AMP", "off on cpu (auto: no native bf16; --amp_dtype bf16 forces CPU bf16 autocast)"});
   }
 
   // --- cuDNN and TF32 (global switches; CUDA only)
