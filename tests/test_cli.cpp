@@ -97,6 +97,16 @@ TEST_CASE("cli: bad flags exit 2 with every problem and a hint", "[cli]") {
   CHECK(r.out.empty());
 }
 
+TEST_CASE("cli: a run never overwrites an earlier run's folder", "[cli]") {
+  test::TempDir dir;
+  REQUIRE(run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run")).exit_code == 0);
+  auto before = test::read_file(dir / "run/metrics.jsonl");
+  auto r = run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("already holds a run"));
+  CHECK(test::read_file(dir / "run/metrics.jsonl") == before);
+}
+
 TEST_CASE("cli: unknown commands get a did-you-mean", "[cli]") {
   auto r = run_gputrain("trian");
   CHECK(r.exit_code == 2);

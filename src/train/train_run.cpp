@@ -106,6 +106,9 @@ int run_training(const Config& c) {
 
   // --- run folder
   std::string out_dir = c.output_dir.empty() ? default_output_dir(c) : c.output_dir;
+  if (fs::exists(fs::path(out_dir) / "metrics.jsonl"))  // never mix two runs or overwrite one
+    throw usage_error("output_dir '" + out_dir + "' already holds a run (metrics.jsonl)",
+                      "pass a new --output_dir, or remove that folder first");
   std::error_code ec;
   fs::create_directories(fs::path(out_dir) / "checkpoints", ec);
   if (ec) throw usage_error("cannot create output_dir '" + out_dir + "' (" + ec.message() + ")");
