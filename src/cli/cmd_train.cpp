@@ -1,5 +1,6 @@
 // `gputrain train`: resolve the configuration and run training.
 #include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "config/fields.h"
 #include "config/merge.h"
 #include "core/error.h"
+#include "train/checkpoint.h"
 #include "train/train_run.h"
 
 namespace gputrain {
@@ -50,7 +52,21 @@ int cmd_train(const std::vector<std::string>& words) {
   if (!args.positionals.empty())
     throw usage_error("unexpected argument '" + args.positionals[0] + "' to train",
                       "flags start with --, e.g. --epochs 3 (gputrain train --help)");
-  return run_training(resolve_config(args.flags));
+  Config c = resolve_config(args.flags);
+  if (!c.resume.empty()) {
+    // auto: the run folder's last checkpoint, or a fresh start when there is none yet (so one
+    // command line serves the first session and every later one).
+    std::string path = c.resume == "auto" ? c.output_dir + "/checkpoints/last.pt" : c.resume;
+    if (c.resume == "auto" && !std::filesystem::exists(path)) {
+      std::printf("resume: no checkpoint in %s yet; starting a new run\n", c.output_dir.c_str());
+      c.resume.clear();
+    } else {
+      auto meta = read_checkpoint_meta(path);
+      c = resolve_resumed_config(nlohmann::json::parse(meta.config_json), args.flags);
+      c.resume = path;
+    }
+  }
+  return run_training(c);
 }
 
 }  // namespace gputrain

@@ -31,6 +31,25 @@ std::vector<int64_t> parse_shape(const std::string& text) {
   return dims;
 }
 
+double parse_duration(const std::string& text) {
+  if (text.empty()) return -1;
+  double total = 0, number = 0;
+  bool have_digits = false;
+  for (char ch : text) {
+    if (ch >= '0' && ch <= '9') {
+      number = number * 10 + (ch - '0');
+      have_digits = true;
+    } else if ((ch == 'h' || ch == 'm' || ch == 's') && have_digits) {
+      total += number * (ch == 'h' ? 3600 : ch == 'm' ? 60 : 1);
+      number = 0;
+      have_digits = false;
+    } else {
+      return -1;
+    }
+  }
+  return total + number;  // trailing digits are seconds
+}
+
 namespace {
 
 std::string format_number(double x) {
@@ -77,6 +96,10 @@ std::vector<std::string> config_problems(const Config& c) {
   if (c.lr >= 0 && c.min_lr > c.lr)
     problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " +
                        format_number(c.lr) + ")");
+  if (!c.time_limit.empty() && parse_duration(c.time_limit) <= 0)
+    problems.push_back("time_limit '" + c.time_limit + "' (expected a duration like 8h45m, 90m or 3600)");
+  if (c.resume == "auto" && c.output_dir.empty())
+    problems.push_back("resume 'auto' needs --output_dir (the run folder to continue)");
   if (c.nesterov && c.optimizer == "sgd" && c.momentum == 0)
     problems.push_back("nesterov needs a momentum > 0 (got --momentum 0)");
   return problems;

@@ -69,8 +69,13 @@ struct Config {
   int64_t threads = 0;  // intra-op CPU threads; 0 = torch's default
   int64_t seed = 42;
 
-  // Output
+  // Output and resilience
   std::string output_dir;  // default: runs/<date-time>-<preset>
+  std::string resume;      // "" | auto | path to a checkpoint
+  int64_t keep_checkpoints = 3;  // epoch-N.pt files kept (last.pt and best.pt always)
+  std::string time_limit;        // e.g. "8h45m": checkpoint and stop cleanly before it
+  int64_t max_bad_steps = 20;    // consecutive non-finite losses before giving up (exit 3)
+  bool deterministic = false;    // deterministic algorithms (bit-identical resumes)
   int64_t log_every = 50;
   bool save_checkpoints = true;
 };
@@ -85,4 +90,6 @@ nlohmann::json to_json(const Config& c);
 namespace gputrain {
 // Parses "3x32x32" (or "3,32,32"); returns an empty vector when malformed.
 std::vector<int64_t> parse_shape(const std::string& text);
+// Parses "8h45m", "90m", "30s", "1h", "3600" (seconds); returns -1 when malformed.
+double parse_duration(const std::string& text);
 }  // namespace gputrain

@@ -9,6 +9,8 @@ namespace gputrain {
 // Exit codes: usage, config and input errors are 2; failures while running are 1.
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 1;
+// Training stopped because the loss or the weights stayed non-finite.
+constexpr int kExitNonFinite = 3;
 
 struct Error : std::runtime_error {
   Error(std::vector<std::string> problems, std::string hint, int exit_code)

@@ -63,7 +63,7 @@ void Loader::stop_workers() {
   workers_.clear();
 }
 
-void Loader::start_epoch(int64_t epoch) {
+void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
   auto order = std::make_shared<const std::vector<int64_t>>(epoch_order(epoch));
   {
     std::lock_guard<std::mutex> lk(m_);
@@ -71,7 +71,7 @@ void Loader::start_epoch(int64_t epoch) {
     order_ = std::move(order);
     ++generation_;
     n_batches_ = num_batches();
-    next_issue_ = next_consume_ = 0;
+    next_issue_ = next_consume_ = std::min(first_batch, n_batches_);
     ready_.clear();
   }
   if (opt_.num_workers > 0 && workers_.empty()) start_workers();

@@ -42,7 +42,8 @@ class Loader {
   int64_t num_batches() const;
 
   // Starts (or restarts) epoch `epoch`: its order is a pure function of (seed, epoch).
-  void start_epoch(int64_t epoch);
+  // `first_batch` > 0 resumes inside the epoch, skipping batches already consumed.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the epoch, in order; nullopt at the end. Rethrows a worker's error.
   std::optional<Batch> next();
   // The sample order of an epoch.

@@ -4,7 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <mutex>
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <torch/serialize.h>
 
@@ -32,8 +36,15 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   trainer.scaler().save(archive);
   archive.write("meta.format", c10::IValue(std::string("gputrain-checkpoint-1")));
   archive.write("meta.epoch", c10::IValue(meta.epoch));
+  archive.write("meta.batch", c10::IValue(meta.batch));
   archive.write("meta.step", c10::IValue(meta.step));
+  archive.write("meta.best_accuracy", c10::IValue(meta.best_accuracy));
   archive.write("meta.config", c10::IValue(meta.config_json));
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("rng.cpu", gen.get_state());
+  }
 
   const std::string tmp = path + ".tmp";
   archive.save_to(tmp);
@@ -42,28 +53,29 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   fsync_path(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
 }
 
-CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
-  if (!std::filesystem::exists(path))
-    throw usage_error("checkpoint '" + path + "' does not exist");
-  CheckpointMeta meta;
+namespace {
+
+CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
+  c10::IValue format, epoch, batch, step, best, config;
+  if (!archive.try_read("meta.format", format) || !format.isString() ||
+      format.toStringRef() != "gputrain-checkpoint-1")
+    throw std::runtime_error("not written by gputrain (no gputrain format tag)");
+  archive.read("meta.epoch", epoch);
+  archive.read("meta.batch", batch);
+  archive.read("meta.step", step);
+  archive.read("meta.best_accuracy", best);
+  archive.read("meta.config", config);
+  return {epoch.toInt(), batch.toInt(), step.toInt(), best.toDouble(), config.toStringRef()};
+}
+
+// Runs `body` on the opened archive; every failure becomes one usage error naming the file.
+template <typename F>
+auto with_archive(const std::string& path, torch::Device device, F body) {
+  if (!std::filesystem::exists(path)) throw usage_error("checkpoint '" + path + "' does not exist");
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path, trainer.context().device);
-    c10::IValue format, epoch, step, config;
-    if (!archive.try_read("meta.format", format) || format.toStringRef() != "gputrain-checkpoint-1")
-      throw usage_error("checkpoint '" + path + "' was not written by gputrain (no gputrain format tag)");
-    archive.read("meta.epoch", epoch);
-    archive.read("meta.step", step);
-    archive.read("meta.config", config);
-    torch::serialize::InputArchive model, optimizer;
-    archive.read("model", model);
-    archive.read("optimizer", optimizer);
-    trainer.model().load(model);
-    trainer.optimizer().load(optimizer);
-    trainer.scaler().load(archive);
-    meta.epoch = epoch.toInt();
-    meta.step = step.toInt();
-    meta.config_json = config.toStringRef();
+    archive.load_from(path, device);
+    return body(archive);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -71,7 +83,50 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
     throw usage_error("checkpoint '" + path + "' cannot be loaded: " + what.substr(0, what.find('\n')),
                       "the file is truncated, corrupt, or from a different model/optimizer");
   }
-  return meta;
+}
+
+}  // namespace
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  return with_archive(path, torch::kCPU, [](torch::serialize::InputArchive& a) { return read_meta(a); });
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep) {
+  std::vector<std::pair<int64_t, std::filesystem::path>> epochs;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("epoch-", 0) == 0 && name.ends_with(".pt"))
+      epochs.push_back({std::stoll(name.substr(6, name.size() - 9)), e.path()});
+  }
+  std::sort(epochs.begin(), epochs.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < epochs.size(); ++i) std::filesystem::remove(epochs[i].second);
+}
+
+bool all_finite(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (const auto& t : module.parameters())
+    if (!torch::isfinite(t).all().item<bool>()) return false;
+  for (const auto& t : module.buffers())
+    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>()) return false;
+  return true;
+}
+
+CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
+  return with_archive(path, trainer.context().device, [&](torch::serialize::InputArchive& archive) {
+    CheckpointMeta meta = read_meta(archive);
+    torch::serialize::InputArchive model, optimizer;
+    archive.read("model", model);
+    archive.read("optimizer", optimizer);
+    trainer.model().load(model);
+    trainer.optimizer().load(optimizer);
+    trainer.scaler().load(archive);
+    torch::Tensor rng;
+    archive.read("rng.cpu", rng);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng);
+    return meta;
+  });
 }
 
 }  // namespace gputrain

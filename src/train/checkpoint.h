@@ -7,8 +7,10 @@
 namespace gputrain {
 
 struct CheckpointMeta {
-  int64_t epoch = 0;  // epochs completed
+  int64_t epoch = 0;  // the epoch to continue (all earlier ones are complete)
+  int64_t batch = 0;  // micro-batches of that epoch already consumed (0 at an epoch boundary)
   int64_t step = 0;   // optimizer steps completed
+  double best_accuracy = 0;
   std::string config_json;
 };
 
@@ -16,8 +18,17 @@ struct CheckpointMeta {
 // leaves either the old file or the new one, never a torn one.
 void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta);
 
-// Restores the model, optimizer and scaler of `trainer`; throws a usage error for a missing,
-// corrupt or foreign file.
+// Restores the model, optimizer, scaler and RNG state of `trainer`; throws a usage error for a
+// missing, corrupt or foreign file.
 CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer);
+
+// Reads only the metadata (to recover a run's configuration before building anything).
+CheckpointMeta read_checkpoint_meta(const std::string& path);
+
+// Deletes all but the newest `keep` epoch-N.pt files in `dir`.
+void prune_checkpoints(const std::string& dir, int64_t keep);
+
+// True when every parameter and buffer is finite (checked before saving).
+bool all_finite(torch::nn::Module& module);
 
 }  // namespace gputrain

@@ -3,6 +3,9 @@
 #include "train/train_run.h"
 
 #include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -15,6 +18,7 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/signals.h"
 #include "core/text.h"
 #include "data/make_dataset.h"
 #include "monitor/metrics.h"
@@ -67,6 +71,7 @@ void print_report(const RunContext& ctx) {
 
 int run_training(const Config& c) {
   const auto run_start = Clock::now();
+  install_stop_handlers();  // first: a signal during set-up stops after the first step
   print_config(c);
   RunContext ctx = make_run_context(c);
   print_report(ctx);
@@ -106,36 +111,89 @@ int run_training(const Config& c) {
 
   // --- run folder
   std::string out_dir = c.output_dir.empty() ? default_output_dir(c) : c.output_dir;
-  if (fs::exists(fs::path(out_dir) / "metrics.jsonl"))  // never mix two runs or overwrite one
+  const auto ckpt_dir = fs::path(out_dir) / "checkpoints";
+  if (c.resume.empty() && fs::exists(fs::path(out_dir) / "metrics.jsonl"))  // never mix or overwrite runs
     throw usage_error("output_dir '" + out_dir + "' already holds a run (metrics.jsonl)",
-                      "pass a new --output_dir, or remove that folder first");
+                      "pass a new --output_dir, remove that folder, or continue it with --resume auto");
   std::error_code ec;
-  fs::create_directories(fs::path(out_dir) / "checkpoints", ec);
+  fs::create_directories(ckpt_dir, ec);
   if (ec) throw usage_error("cannot create output_dir '" + out_dir + "' (" + ec.message() + ")");
-  for (const auto& entry : fs::directory_iterator(fs::path(out_dir) / "checkpoints"))
+  for (const auto& entry : fs::directory_iterator(ckpt_dir))
     if (entry.path().extension() == ".tmp") fs::remove(entry.path());  // torn writes of a crash
   nlohmann::json config_json = to_json(c);
   config_json["output_dir"] = out_dir;
+  config_json["resume"] = "";  // a resumed run's configuration must not point at a checkpoint
   std::ofstream(fs::path(out_dir) / "config.json") << config_json.dump(2) << "\n";
   MetricsWriter metrics((fs::path(out_dir) / "metrics.jsonl").string());
   std::printf("output: %s\n", out_dir.c_str());
 
+  // --- resume
+  int64_t step = 0, first_epoch = 0, first_batch = 0;
+  double best_acc = 0;
+  if (!c.resume.empty()) {
+    CheckpointMeta meta = load_checkpoint(c.resume, trainer);
+    step = meta.step;
+    first_epoch = meta.epoch;
+    first_batch = meta.batch;
+    best_acc = meta.best_accuracy;
+    std::printf("resumed from %s: epoch %lld, batch %lld, step %lld\n", c.resume.c_str(),
+                static_cast<long long>(first_epoch + 1), static_cast<long long>(first_batch),
+                static_cast<long long>(step));
+    metrics.write({{"event", "resume"}, {"step", step}, {"epoch", first_epoch}, {"checkpoint", c.resume}});
+  }
+
+  const int64_t first_step = step;  // steps before this session (for throughput and timing)
+
+  // --- stop conditions: signals, the time limit, a loss that stays non-finite
+  const double time_limit = c.time_limit.empty() ? 0 : parse_duration(c.time_limit);
+  double last_save_seconds = 1, last_eval_seconds = 0;
+  // Test hook: from this optimizer step on, inputs become NaN (exercises the bad-loss stop).
+  const char* fault_env = std::getenv("GPUTRAIN_FAULT_NAN_STEP");
+  const int64_t fault_nan_step = fault_env ? std::atoll(fault_env) : -1;
+  auto device_long = torch::TensorOptions().dtype(torch::kLong).device(ctx.device);
+  torch::Tensor bad_run = torch::zeros({}, device_long), worst_bad_run = torch::zeros({}, device_long);
+
+  auto checkpoint_meta = [&](int64_t epoch, int64_t batch) {
+    return CheckpointMeta{epoch, batch, step, best_acc, config_json.dump()};
+  };
+  // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
+  auto save = [&](const std::string& name, const CheckpointMeta& meta) {
+    if (!c.save_checkpoints && name != "last.pt") return;
+    if (!all_finite(trainer.model()))
+      throw Error({"weights are not finite at step " + std::to_string(step) + "; no checkpoint written"},
+                  "the last checkpoint in " + ckpt_dir.string() + " is intact", kExitNonFinite);
+    auto t0 = Clock::now();
+    save_checkpoint((ckpt_dir / name).string(), trainer, meta);
+    last_save_seconds = seconds_since(t0);
+  };
+  auto check_bad_steps = [&] {
+    int64_t worst = worst_bad_run.item<int64_t>();
+    if (worst >= c.max_bad_steps)
+      throw Error({"the loss was not finite for " + std::to_string(worst) + " consecutive steps (by step " +
+                   std::to_string(step) + ")"},
+                  "lower --lr, set --clip_max_norm, or try --amp_dtype bf16; checkpoints written before "
+                  "are intact",
+                  kExitNonFinite);
+  };
+
   // --- loop
   Progress progress(total_steps, c.epochs);
   const int64_t samples_per_step = c.batch_size * c.accumulation_steps;
-  int64_t step = 0, skipped = 0, last_epoch = 0;
-  double best_acc = 0, train_seconds = 0, wait_seconds = 0, last_lr = c.lr;
+  int64_t skipped = 0, last_epoch = first_epoch;
+  double train_seconds = 0, wait_seconds = 0, last_lr = c.lr;
   EvalResult last_eval;
   torch::Tensor loss_sum;
   int64_t window_steps = 0;
   auto window_start = Clock::now();
   std::vector<Batch> micro;
   micro.reserve(static_cast<size_t>(c.accumulation_steps));
+  std::string stop_reason;
 
-  for (int64_t epoch = 0; epoch < c.epochs && step < total_steps; ++epoch) {
+  for (int64_t epoch = first_epoch; epoch < c.epochs && step < total_steps; ++epoch) {
     const auto epoch_start = Clock::now();
     last_epoch = epoch;
-    train_loader.start_epoch(epoch);
+    int64_t consumed = epoch == first_epoch ? first_batch : 0;  // micro-batches taken this epoch
+    train_loader.start_epoch(epoch, consumed);
     while (step < total_steps) {
       micro.clear();
       while (static_cast<int64_t>(micro.size()) < c.accumulation_steps) {
@@ -144,11 +202,16 @@ int run_training(const Config& c) {
         micro.push_back(trainer.to_device(*host));
       }
       if (static_cast<int64_t>(micro.size()) < c.accumulation_steps) break;  // epoch tail
+      consumed += c.accumulation_steps;
+      if (fault_nan_step >= 0 && step >= fault_nan_step) micro[0].x = micro[0].x * std::nan("");
 
       last_lr = schedule.at(step);
       set_lr(trainer.optimizer(), last_lr);
       StepResult r = trainer.step(micro);
       skipped += r.stepped ? 0 : 1;
+      // Consecutive non-finite losses, counted on the device (no sync): read at log time.
+      bad_run = torch::where(torch::isfinite(r.loss), torch::zeros_like(bad_run), bad_run + 1);
+      worst_bad_run = torch::maximum(worst_bad_run, bad_run);
       loss_sum = loss_sum.defined() ? loss_sum + r.loss : r.loss;
       ++step;
       ++window_steps;
@@ -167,16 +230,41 @@ int run_training(const Config& c) {
                               {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
         if (r.grad_norm.defined()) rec["grad_norm"] = r.grad_norm.item<double>();
         if (ctx.grad_scaler) rec["loss_scale"] = trainer.scaler().get_scale();
+        if (skipped) rec["skipped_steps"] = skipped;
         metrics.write(rec);
         loss_sum = torch::Tensor();
         window_steps = 0;
         window_start = Clock::now();
+        check_bad_steps();
       }
+
+      // Stop between steps: on a signal, or when the next step, a save and an evaluation
+      // might not fit before the time limit.
+      double step_seconds = seconds_since(run_start) / static_cast<double>(std::max<int64_t>(1, step - first_step));
+      if (stop_signal()) {
+        stop_reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+      } else if (time_limit > 0 && seconds_since(run_start) + 2 * step_seconds + 3 * last_save_seconds +
+                                           last_eval_seconds + 2 >= time_limit) {
+        stop_reason = "time limit " + c.time_limit;
+      }
+      if (!stop_reason.empty()) break;
     }
     wait_seconds += train_loader.take_wait_seconds();
     train_seconds += seconds_since(epoch_start);
+    // Stopped inside an epoch: save the position in it. At its very end, finish it normally
+    // (evaluation and epoch checkpoint) and stop after.
+    const bool epoch_done = consumed + c.accumulation_steps > micro_per_epoch || step >= total_steps;
+    if (!stop_reason.empty() && !epoch_done) {
+      check_bad_steps();
+      save("last.pt", checkpoint_meta(epoch, consumed));
+      break;
+    }
 
+    check_bad_steps();
+    auto eval_start = Clock::now();
     last_eval = evaluate(trainer, test_loader);
+    last_eval_seconds = seconds_since(eval_start);
+    const bool improved = last_eval.accuracy > best_acc;
     best_acc = std::max(best_acc, last_eval.accuracy);
     char buf[160];
     std::snprintf(buf, sizeof buf, "epoch %lld/%lld | test loss %.4f | test accuracy %.4f | %s",
@@ -185,17 +273,26 @@ int run_training(const Config& c) {
     progress.line(buf);
     metrics.write({{"event", "eval"}, {"step", step}, {"epoch", epoch}, {"test_loss", last_eval.loss},
                    {"test_accuracy", last_eval.accuracy}, {"samples", last_eval.samples}});
-    if (c.save_checkpoints) {
-      CheckpointMeta meta{epoch + 1, step, config_json.dump()};
-      auto dir = fs::path(out_dir) / "checkpoints";
-      save_checkpoint((dir / ("epoch-" + std::to_string(epoch + 1) + ".pt")).string(), trainer, meta);
-      save_checkpoint((dir / "last.pt").string(), trainer, meta);
-    }
+    auto meta = checkpoint_meta(epoch + 1, 0);
+    save("epoch-" + std::to_string(epoch + 1) + ".pt", meta);
+    save("last.pt", meta);
+    if (improved) save("best.pt", meta);
+    if (c.save_checkpoints) prune_checkpoints(ckpt_dir.string(), c.keep_checkpoints);
+    if (!stop_reason.empty()) break;
+  }
+
+  if (!stop_reason.empty()) {
+    metrics.write({{"event", "stopped"}, {"step", step}, {"epoch", last_epoch}, {"reason", stop_reason}});
+    progress.line("stopped (" + stop_reason + ") at step " + std::to_string(step) + "; checkpoint " +
+                  (ckpt_dir / "last.pt").string());
+    progress.line("resume with: gputrain train --output_dir " + out_dir + " --resume auto");
+    return stop_reason.rfind("SIG", 0) == 0 ? exit_code_for_signal(stop_signal()) : 0;
   }
 
   // --- summary
   const double total_seconds = seconds_since(run_start);
-  const double sps = train_seconds > 0 ? static_cast<double>(step * samples_per_step) / train_seconds : 0;
+  const double sps =
+      train_seconds > 0 ? static_cast<double>((step - first_step) * samples_per_step) / train_seconds : 0;
   nlohmann::json summary = {{"event", "summary"}, {"step", step}, {"epoch", last_epoch},
                             {"wall_seconds", total_seconds}, {"train_seconds", train_seconds},
                             {"samples_per_sec", sps}, {"best_test_accuracy", best_acc},

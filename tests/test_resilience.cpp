@@ -1,0 +1,145 @@
+// Never lose a run: SIGTERM then resume gives the identical losses, the time limit stops in
+// time with a checkpoint, a loss that stays NaN exits 3 without writing bad weights.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "test_util.h"
+
+using namespace gputrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Step losses by step number (the last record wins) and the events seen.
+struct Metrics {
+  std::map<int64_t, double> loss;
+  std::vector<nlohmann::json> events;
+};
+Metrics read_metrics(const std::string& path) {
+  Metrics m;
+  std::istringstream in(test::read_file(path));
+  for (std::string line; std::getline(in, line);) {
+    auto r = nlohmann::json::parse(line);
+    if (r["event"] == "step") m.loss[r["step"].get<int64_t>()] = r["loss"].get<double>();
+    else m.events.push_back(r);
+  }
+  return m;
+}
+
+// Runs gputrain in the background, sends `signal` after `delay` seconds, returns the exit code.
+int run_and_signal(const std::string& args, const char* signal, double delay, const std::string& log) {
+  std::string cmd = "sh -c '" + std::string(test::gputrain_exe()) + " " + args + " >" + log +
+                    " 2>&1 & pid=$!; sleep " + std::to_string(delay) + "; kill -" + signal +
+                    " $pid; wait $pid; exit $?'";
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+const std::string kFlags = "--preset smoke --synthetic_train_size 4096 --epochs 40 --lr_schedule constant --log_every 1";
+
+}  // namespace
+
+TEST_CASE("durations parse as the time limit expects", "[resilience]") {
+  CHECK(parse_duration("8h45m") == 8 * 3600 + 45 * 60);
+  CHECK(parse_duration("90m") == 5400);
+  CHECK(parse_duration("30s") == 30);
+  CHECK(parse_duration("3600") == 3600);
+  CHECK(parse_duration("1h30") == 3630);
+  CHECK(parse_duration("") < 0);
+  CHECK(parse_duration("8 hours") < 0);
+  CHECK(parse_duration("h") < 0);
+}
+
+TEST_CASE("SIGTERM mid-epoch: checkpoint, exit 143, and resuming continues identically", "[resilience]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  int code = run_and_signal("train " + kFlags + " --output_dir " + run, "TERM", 1.0, dir / "log1");
+  INFO(test::read_file(dir / "log1"));
+  REQUIRE(code == 143);
+  CHECK_THAT(test::read_file(dir / "log1"), Catch::Contains("resume with: gputrain train --output_dir " + run +
+                                                            " --resume auto"));
+  REQUIRE(fs::exists(run + "/checkpoints/last.pt"));
+  auto stopped = read_metrics(run + "/metrics.jsonl");
+  REQUIRE(stopped.events.back()["event"] == "stopped");
+  const int64_t stop_step = stopped.events.back()["step"].get<int64_t>();
+
+  // Resume for 30 more steps, and compare with a run that was never interrupted.
+  const std::string more = " --max_steps " + std::to_string(stop_step + 30);
+  auto resumed = test::run_gputrain("train " + kFlags + " --output_dir " + run + " --resume auto" + more);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("resumed from"));
+  auto reference = test::run_gputrain("train " + kFlags + " --output_dir " + (dir / "ref") + more);
+  REQUIRE(reference.exit_code == 0);
+
+  auto a = read_metrics(run + "/metrics.jsonl").loss;
+  auto b = read_metrics(dir / "ref/metrics.jsonl").loss;
+  REQUIRE(a.size() == static_cast<size_t>(stop_step + 30));
+  for (int64_t s = stop_step + 1; s <= stop_step + 30; ++s) {
+    INFO("step " << s);
+    CHECK(a.at(s) == b.at(s));  // bit-identical on CPU
+  }
+}
+
+TEST_CASE("resume: a different preset is refused; auto without a checkpoint starts fresh", "[resilience]") {
+  test::TempDir dir;
+  auto fresh = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run") + " --resume auto");
+  REQUIRE(fresh.exit_code == 0);
+  CHECK_THAT(fresh.out, Catch::Contains("starting a new run"));
+  auto other = test::run_gputrain("train --preset quickstart --output_dir " + (dir / "run") + " --resume auto");
+  CHECK(other.exit_code == 2);
+  CHECK_THAT(other.err, Catch::Contains("differs from the resumed run's 'smoke'"));
+  auto missing = test::run_gputrain("train --resume " + (dir / "nope.pt"));
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("does not exist"));
+}
+
+TEST_CASE("the time limit stops in time with a checkpoint and the resume command", "[resilience]") {
+  test::TempDir dir;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = test::run_gputrain("train " + kFlags + " --epochs 400 --log_every 100 --time_limit 3 --output_dir " +
+                              (dir / "run"));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("stopped (time limit 3)") && Catch::Contains("--resume auto"));
+  CHECK(secs < 15);  // a full run would take minutes; the limit is 3 s (wide slack for slow CI)
+  CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
+}
+
+TEST_CASE("a loss that stays NaN exits 3 and leaves the last good checkpoint", "[resilience]") {
+  test::TempDir dir;
+  // Steps 1-16 are epoch 1 (a clean checkpoint); NaN inputs from step 20 on.
+  std::string cmd = "GPUTRAIN_FAULT_NAN_STEP=20 " + std::string(test::gputrain_exe()) +
+                    " train --preset smoke --epochs 3 --log_every 1 --max_bad_steps 3 --output_dir " +
+                    (dir / "nan") + " >" + (dir / "log") + " 2>&1";
+  int status = std::system(cmd.c_str());
+  INFO(test::read_file(dir / "log"));
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK_THAT(test::read_file(dir / "log"), Catch::Contains("not finite for 3 consecutive steps"));
+  REQUIRE(fs::exists(dir / "nan/checkpoints/last.pt"));
+  CHECK_FALSE(fs::exists(dir / "nan/checkpoints/epoch-2.pt"));
+  // The checkpoint left behind resumes cleanly (its weights are finite) from the end of epoch 1.
+  auto resumed = test::run_gputrain("train --output_dir " + (dir / "nan") + " --resume auto --epochs 2");
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("epoch 2, batch 0, step 16"));
+}
+
+TEST_CASE("only the newest epoch checkpoints are kept, plus last and best", "[resilience]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain("train --preset smoke --epochs 3 --keep_checkpoints 1 --output_dir " + (dir / "run"));
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::exists(dir / "run/checkpoints/epoch-3.pt"));
+  CHECK_FALSE(fs::exists(dir / "run/checkpoints/epoch-2.pt"));
+  CHECK_FALSE(fs::exists(dir / "run/checkpoints/epoch-1.pt"));
+  CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
+  CHECK(fs::exists(dir / "run/checkpoints/best.pt"));
+}
