@@ -42,7 +42,8 @@ int run_and_signal(const std::string& args, const char* signal, double delay, co
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-const std::string kFlags = "--preset smoke --synthetic_train_size 4096 --epochs 40 --lr_schedule constant --log_every 1";
+const std::string kFlags =
+    "--preset smoke --synthetic_train_size 4096 --epochs 40 --lr_schedule constant --log_every 1 --deterministic";
 
 }  // namespace
 

@@ -113,15 +113,21 @@ RunContext make_run_context(const Config& c) {
     r.push_back({"AMP", "off on cpu (auto: no native bf16; --amp_dtype bf16 forces CPU bf16 autocast)"});
   }
 
-  // --- cuDNN and TF32 (global switches; CUDA only)
+  // --- determinism, cuDNN and TF32 (global switches)
   auto& ctx_g = at::globalContext();
-  ctx_g.setDeterministicCuDNN(c.cudnn_deterministic);
-  bool bench = ctx.cuda && c.cudnn_benchmark && !c.cudnn_deterministic;
+  if (c.deterministic && ctx.cuda) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);  // cuBLAS needs it
+  ctx_g.setDeterministicAlgorithms(c.deterministic, /*warn_only=*/false);
+  r.push_back({"deterministic", c.deterministic ? "on (deterministic algorithms; an op without one raises)"
+                                                : "off (--deterministic for bit-identical runs)"});
+  ctx_g.setDeterministicCuDNN(c.cudnn_deterministic || c.deterministic);
+  bool bench = ctx.cuda && c.cudnn_benchmark && !c.cudnn_deterministic && !c.deterministic;
   ctx_g.setBenchmarkCuDNN(bench);
   if (!ctx.cuda) r.push_back({"cuDNN benchmark", "n/a on cpu"});
-  else if (c.cudnn_deterministic && c.cudnn_benchmark) r.push_back({"cuDNN benchmark", "off (--cudnn_deterministic)"});
+  else if ((c.cudnn_deterministic || c.deterministic) && c.cudnn_benchmark)
+    r.push_back({"cuDNN benchmark", "off (deterministic kernels requested)"});
   else r.push_back({"cuDNN benchmark", bench ? "on" : "off (--no-cudnn_benchmark)"});
-  r.push_back({"cuDNN deterministic", !ctx.cuda ? "n/a on cpu" : c.cudnn_deterministic ? "on" : "off"});
+  r.push_back({"cuDNN deterministic",
+               !ctx.cuda ? "n/a on cpu" : (c.cudnn_deterministic || c.deterministic) ? "on" : "off"});
 
   bool tf32 = ctx.cuda && c.tf32 && gpu.tf32;
   ctx_g.setAllowTF32CuBLAS(tf32);

@@ -2,6 +2,7 @@
 #include "core/device_cuda.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -74,6 +75,18 @@ std::string cuda_driver_version() {
   int v = 0;
   if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) return "n/a (no driver)";
   return dotted(v, 1000, 10, 100);
+}
+
+at::Tensor cuda_rng_state(int device) {
+  auto gen = at::cuda::detail::getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_cuda_rng_state(int device, const at::Tensor& state) {
+  auto gen = at::cuda::detail::getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
 }
 
 int64_t cuda_peak_allocated(int device) {

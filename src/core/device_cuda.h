@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 namespace gputrain {
 
 struct GpuInfo {
@@ -27,6 +29,10 @@ std::string cudnn_version();
 std::string nccl_version();
 // The driver's CUDA version ("n/a" without a driver).
 std::string cuda_driver_version();
+
+// The random generator state of one GPU (for checkpoints).
+at::Tensor cuda_rng_state(int device);
+void set_cuda_rng_state(int device, const at::Tensor& state);
 
 // Peak and current memory of the caching allocator on one GPU.
 int64_t cuda_peak_allocated(int device);

@@ -58,7 +58,7 @@ class ResNet18 : public Net {
     x = torch::relu(bn1_(conv1_(x)));
     for (auto& layer : layers_)
       for (auto& block : *layer) x = block->as<BasicBlock>()->forward(x);
-    x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+    x = x.mean({2, 3});  // global average pool; unlike adaptive_avg_pool2d, deterministic on CUDA
     return fc_(x);
   }
 

@@ -12,6 +12,7 @@
 
 #include <torch/serialize.h>
 
+#include "core/device_cuda.h"
 #include "core/error.h"
 
 namespace gputrain {
@@ -45,6 +46,8 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
     std::lock_guard<std::mutex> lock(gen.mutex());
     archive.write("rng.cpu", gen.get_state());
   }
+  const auto& ctx = trainer.context();
+  if (ctx.cuda) archive.write("rng.cuda", cuda_rng_state(ctx.device.index()));
 
   const std::string tmp = path + ".tmp";
   archive.save_to(tmp);
@@ -122,9 +125,15 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
     trainer.scaler().load(archive);
     torch::Tensor rng;
     archive.read("rng.cpu", rng);
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(rng);
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(rng);
+    }
+    const auto& ctx = trainer.context();
+    torch::Tensor cuda_rng;
+    if (ctx.cuda && archive.try_read("rng.cuda", cuda_rng))  // absent in a checkpoint from a CPU run
+      set_cuda_rng_state(ctx.device.index(), cuda_rng.cpu());
     return meta;
   });
 }
