@@ -144,3 +144,42 @@ TEST_CASE("only the newest epoch checkpoints are kept, plus last and best", "[re
   CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
   CHECK(fs::exists(dir / "run/checkpoints/best.pt"));
 }
+
+TEST_CASE("SIGKILL inside a checkpoint save leaves the previous checkpoint intact", "[resilience]") {
+  test::TempDir dir;
+  // Saves per epoch: epoch-N, last, best (improved) => the 4th save is epoch 2's epoch-2.pt,
+  // the 5th its last.pt: die inside that one.
+  std::string cmd = "GPUTRAIN_FAULT_KILL_IN_SAVE=5 " + std::string(test::gputrain_exe()) +
+                    " train --preset smoke --epochs 3 --output_dir " + (dir / "run") + " >" + (dir / "log") + " 2>&1";
+  int status = std::system(cmd.c_str());
+  CHECK((WIFSIGNALED(status) || WEXITSTATUS(status) == 137 || WEXITSTATUS(status) == 128 + 9));
+  CHECK(fs::exists(dir / "run/checkpoints/last.pt.tmp"));  // the torn write
+  // The previous last.pt (end of epoch 1) is intact: resuming from it works and cleans the torn file.
+  auto r = test::run_gputrain("train --output_dir " + (dir / "run") + " --resume auto");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("epoch 2, batch 0, step 16"));
+  CHECK_FALSE(fs::exists(dir / "run/checkpoints/last.pt.tmp"));
+}
+
+TEST_CASE("an out-of-memory step halves the micro-batch and keeps the effective batch", "[resilience]") {
+  test::TempDir dir;
+  std::string cmd = "GPUTRAIN_FAULT_OOM_STEP=5 " + std::string(test::gputrain_exe()) +
+                    " train --preset smoke --epochs 1 --output_dir " + (dir / "run") + " >" + (dir / "log") + " 2>&1";
+  int status = std::system(cmd.c_str());
+  std::string log = test::read_file(dir / "log");
+  INFO(log);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK_THAT(log, Catch::Contains("out of memory at step 5: micro-batch 32 -> 16, accumulation x2"));
+  bool found = false;
+  for (const auto& e : read_metrics(dir / "run/metrics.jsonl").events) {
+    if (e["event"] != "oom") continue;
+    found = true;
+    CHECK(e["step"] == 5);
+    CHECK(e["micro_batch"] == 16);
+    CHECK(e["accumulation"] == 2);
+    CHECK(e["effective_batch"] == 32);
+  }
+  CHECK(found);
+  CHECK_THAT(log, Catch::Contains("done: 16 steps"));
+}

@@ -100,6 +100,8 @@ void cuda_reset_peak(int device) {
 
 void cuda_synchronize(int device) { torch::cuda::synchronize(device); }
 
+void cuda_empty_cache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+
 namespace {
 c10::cuda::CUDAEvent& as_event(const std::shared_ptr<void>& p) { return *static_cast<c10::cuda::CUDAEvent*>(p.get()); }
 }  // namespace

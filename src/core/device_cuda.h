@@ -38,6 +38,8 @@ void set_cuda_rng_state(int device, const at::Tensor& state);
 int64_t cuda_peak_allocated(int device);
 void cuda_reset_peak(int device);
 void cuda_synchronize(int device);
+// Returns cached, unused blocks to the driver (after an out-of-memory error).
+void cuda_empty_cache();
 
 // Times GPU work without syncing in the loop: mark() records an event on the current stream;
 // intervals_ms() syncs once and returns the times between consecutive marks.

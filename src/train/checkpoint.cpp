@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 
@@ -52,6 +54,11 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   const std::string tmp = path + ".tmp";
   archive.save_to(tmp);
   fsync_path(tmp, O_RDONLY);
+  // Test hook: GPUTRAIN_FAULT_KILL_IN_SAVE=N dies by SIGKILL inside the N-th save, between
+  // writing the temporary file and renaming it: the worst moment for a crash.
+  static int saves = 0;
+  if (const char* fault = std::getenv("GPUTRAIN_FAULT_KILL_IN_SAVE"); fault && ++saves == std::atoi(fault))
+    std::raise(SIGKILL);
   std::filesystem::rename(tmp, path);
   fsync_path(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
 }

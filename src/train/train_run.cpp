@@ -207,7 +207,13 @@ int run_training(const Config& c) {
 
       last_lr = schedule.at(step);
       set_lr(trainer.optimizer(), last_lr);
+      const int64_t split_before = trainer.split();
       StepResult r = trainer.step(micro);
+      if (trainer.split() != split_before)
+        metrics.write({{"event", "oom"}, {"step", step + 1}, {"epoch", epoch},
+                       {"micro_batch", c.batch_size / trainer.split()},
+                       {"accumulation", c.accumulation_steps * trainer.split()},
+                       {"effective_batch", samples_per_step}});
       skipped += r.stepped ? 0 : 1;
       // Consecutive non-finite losses, counted on the device (no sync): read at log time.
       bad_run = torch::where(torch::isfinite(r.loss), torch::zeros_like(bad_run), bad_run + 1);

@@ -5,6 +5,11 @@
 #include <ATen/ops/_foreach_norm.h>
 #include <torch/nn/functional/loss.h>
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/device_cuda.h"
+#include "core/error.h"
 #include "train/autocast.h"
 
 namespace gputrain {
@@ -34,7 +39,9 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
       optimizer_(std::move(optimizer)),
       ctx_(ctx),
       opt_(options),
-      scaler_(ctx.grad_scaler, ctx.device) {}
+      scaler_(ctx.grad_scaler, ctx.device) {
+  if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_STEP")) oom_fault_step_ = std::atoll(fault);
+}
 
 Batch Trainer::to_device(const Batch& b) const {
   Batch d;
@@ -45,20 +52,52 @@ Batch Trainer::to_device(const Batch& b) const {
 }
 
 StepResult Trainer::step(const std::vector<Batch>& micro) {
+  while (true) {
+    try {
+      StepResult r = try_step(micro);
+      ++steps_;
+      return r;
+    } catch (const c10::OutOfMemoryError&) {
+      // Drop what the failed attempt left (gradients, cached blocks), then retry in halves.
+      optimizer_->zero_grad(/*set_to_none=*/true);
+      if (ctx_.cuda) cuda_empty_cache();
+      const int64_t batch = micro.front().x.size(0);
+      if (batch / (split_ * 2) < 1)
+        throw runtime_error("out of memory even with a micro-batch of 1 sample (step " + std::to_string(steps_ + 1) + ")",
+                            "use a smaller model or --width, or a device with more memory");
+      split_ *= 2;
+      std::fprintf(stderr, "gputrain: out of memory at step %lld: micro-batch %lld -> %lld, accumulation x%lld "
+                   "(the effective batch is unchanged)\n", static_cast<long long>(steps_ + 1),
+                   static_cast<long long>(batch * 2 / split_), static_cast<long long>(batch / split_),
+                   static_cast<long long>(split_));
+    }
+  }
+}
+
+StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   model_->train();
   StepResult r;
-  const double k = static_cast<double>(micro.size());
+  if (steps_ + 1 == oom_fault_step_ && split_ == 1)
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
+  // Every loader batch splits into split_ chunks; the loss of each is weighted by its share of
+  // the samples, so the gradient equals that of the whole batch.
+  int64_t total = 0;
+  for (const auto& b : micro) total += b.y.size(0);
   auto ce = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(opt_.label_smoothing);
   for (const auto& b : micro) {
-    torch::Tensor loss;
-    {
-      AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
-      auto logits = model_->forward(b.x);
-      loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), b.y, ce) / k;
+    auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      torch::Tensor loss;
+      {
+        AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
+        auto logits = model_->forward(xs[i]);
+        loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), ys[i], ce) *
+               (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
+      }
+      scaler_.scale(loss).backward();  // backward runs outside autocast, as in PyTorch
+      auto detached = loss.detach();
+      r.loss = r.loss.defined() ? r.loss + detached : detached;
     }
-    scaler_.scale(loss).backward();  // backward runs outside autocast, as in PyTorch
-    auto detached = loss.detach();
-    r.loss = r.loss.defined() ? r.loss + detached : detached;
   }
   // Data-parallel all-reduce of the gradients belongs here (after backward, before unscale).
   scaler_.unscale_(*optimizer_);

@@ -37,6 +37,11 @@ class Trainer {
   // finite -> scaler update -> zero grads (to none).
   StepResult step(const std::vector<Batch>& micro);
 
+  // Out of memory, `step` splits every loader batch into `split` chunks (accumulating over them)
+  // and retries: same data, same effective batch, half the activation memory per halving.
+  // Throws a runtime error when a chunk would go below one sample.
+  int64_t split() const { return split_; }
+
   Net& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   GradScaler& scaler() { return scaler_; }
@@ -48,6 +53,11 @@ class Trainer {
   RunContext ctx_;
   TrainerOptions opt_;
   GradScaler scaler_;
+  int64_t split_ = 1;
+  int64_t oom_fault_step_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_STEP raises OOM at that step once
+  int64_t steps_ = 0;
+
+  StepResult try_step(const std::vector<Batch>& micro);
 };
 
 // Gradient-norm clipping that stays on the device (torch's clip_grad_norm_ syncs to the host).
