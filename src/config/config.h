@@ -76,6 +76,7 @@ struct Config {
   std::string time_limit;        // e.g. "8h45m": checkpoint and stop cleanly before it
   int64_t max_bad_steps = 20;    // consecutive non-finite losses before giving up (exit 3)
   bool deterministic = false;    // deterministic algorithms (bit-identical resumes)
+  double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;
   bool save_checkpoints = true;
 };

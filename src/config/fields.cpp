@@ -83,6 +83,7 @@ std::vector<Field> make_fields() {
       {"keep_checkpoints", &C::keep_checkpoints, "output", "epoch checkpoints kept (last and best always)", {}, 1, 1e6},
       {"time_limit", &C::time_limit, "output", "stop cleanly with a checkpoint before this much time, e.g. 8h45m"},
       {"max_bad_steps", &C::max_bad_steps, "output", "consecutive non-finite losses before stopping (exit 3)", {}, 1, 1e9},
+      {"monitor_interval", &C::monitor_interval, "output", "seconds between monitor.csv samples (0 = off)", {}, 0, 3600},
       {"deterministic", &C::deterministic, "speed", "deterministic algorithms (bit-identical resume)"},
   };
 }

@@ -22,6 +22,8 @@
 #include "core/text.h"
 #include "data/make_dataset.h"
 #include "monitor/metrics.h"
+#include "monitor/report_html.h"
+#include "monitor/sampler.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
@@ -126,6 +128,9 @@ int run_training(const Config& c) {
   std::ofstream(fs::path(out_dir) / "config.json") << config_json.dump(2) << "\n";
   MetricsWriter metrics((fs::path(out_dir) / "metrics.jsonl").string());
   std::printf("output: %s\n", out_dir.c_str());
+  Monitor monitor((fs::path(out_dir) / "monitor.csv").string(), c.monitor_interval,
+                  ctx.cuda ? ctx.device.index() : -1);
+  std::printf("monitor: %s\n", monitor.status().c_str());
 
   // --- resume
   int64_t step = 0, first_epoch = 0, first_batch = 0;
@@ -288,7 +293,9 @@ int run_training(const Config& c) {
   }
 
   if (!stop_reason.empty()) {
-    metrics.write({{"event", "stopped"}, {"step", step}, {"epoch", last_epoch}, {"reason", stop_reason}});
+    metrics.write({{"event", "stopped"}, {"step", step}, {"epoch", last_epoch}, {"reason", stop_reason},
+                   {"monitor", monitor.finish()}});
+    write_html_report(out_dir);
     progress.line("stopped (" + stop_reason + ") at step " + std::to_string(step) + "; checkpoint " +
                   (ckpt_dir / "last.pt").string());
     progress.line("resume with: gputrain train --output_dir " + out_dir + " --resume auto");
@@ -307,14 +314,27 @@ int run_training(const Config& c) {
                             {"skipped_steps", skipped}};
   if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
   else summary["peak_rss_bytes"] = peak_rss_bytes();
+  summary["monitor"] = monitor.finish();
   metrics.write(summary);
+  const auto& mon = summary["monitor"];
+  if (mon.contains("mean_cpu_percent")) {
+    std::printf("monitor: CPU %.0f%% of a core (mean), peak RSS %s", mon["mean_cpu_percent"].get<double>(),
+                format_bytes(mon["peak_rss_bytes"].get<double>()).c_str());
+    if (mon.contains("mean_gpu_util"))
+      std::printf(" | GPU utilization %.0f%% mean, %.0f%% max | GPU memory peak %s | power %.0f W mean",
+                  mon["mean_gpu_util"].get<double>(), mon["max_gpu_util"].get<double>(),
+                  format_bytes(mon["peak_gpu_mem_used_bytes"].get<double>()).c_str(),
+                  mon["mean_gpu_power_w"].get<double>());
+    std::printf("\n");
+  }
+  write_html_report(out_dir);
   std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test accuracy %.4f | "
               "data wait %.1f%%%s\n",
               static_cast<long long>(step), format_duration(total_seconds).c_str(),
               format_duration(train_seconds).c_str(), sps, best_acc,
               100.0 * summary["data_wait_fraction"].get<double>(),
               skipped ? (" | " + std::to_string(skipped) + " overflow steps skipped").c_str() : "");
-  std::printf("files: %s/{config.json, metrics.jsonl%s}\n", out_dir.c_str(),
+  std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s}\n", out_dir.c_str(),
               c.save_checkpoints ? ", checkpoints/" : "");
   return 0;
 }

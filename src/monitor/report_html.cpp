@@ -1,0 +1,220 @@
+// report.html: a self-contained page (inline SVG, no network) with a run's curves and settings.
+#include "monitor/report_html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace gputrain {
+namespace {
+
+using Points = std::vector<std::pair<double, double>>;
+struct Series {
+  std::string name;
+  Points points;
+};
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '<') out += "&lt;";
+    else if (ch == '>') out += "&gt;";
+    else if (ch == '&') out += "&amp;";
+    else if (ch == '"') out += "&quot;";
+    else out += ch;
+  }
+  return out;
+}
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, std::fabs(x) >= 1e4 || (x != 0 && std::fabs(x) < 1e-2) ? "%.2e" : "%.4g", x);
+  return buf;
+}
+
+// A line chart: axes with min/max labels, one polyline per series, a legend.
+std::string chart(const std::string& title, const std::string& x_label, const std::vector<Series>& series) {
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const auto& s : series)
+    for (auto [x, y] : s.points) {
+      if (!std::isfinite(y)) continue;
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  std::ostringstream o;
+  o << "<figure><figcaption>" << escape(title) << "</figcaption>";
+  if (!std::isfinite(x0)) return o.str() + "<p class=\"none\">no data</p></figure>";
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + 1;
+  const double W = 520, H = 220, L = 60, R = 10, T = 10, B = 30;
+  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
+  auto py = [&](double y) { return T + (1 - (y - y0) / (y1 - y0)) * (H - T - B); };
+  o << "<svg viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W << "\" height=\"" << H << "\">"
+    << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\"" << H - T - B
+    << "\" fill=\"none\" stroke=\"#999\"/>"
+    << "<text x=\"" << L - 4 << "\" y=\"" << T + 10 << "\" text-anchor=\"end\">" << num(y1) << "</text>"
+    << "<text x=\"" << L - 4 << "\" y=\"" << H - B << "\" text-anchor=\"end\">" << num(y0) << "</text>"
+    << "<text x=\"" << L << "\" y=\"" << H - 8 << "\">" << num(x0) << "</text>"
+    << "<text x=\"" << W - R << "\" y=\"" << H - 8 << "\" text-anchor=\"end\">" << num(x1) << "</text>"
+    << "<text x=\"" << (L + W) / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">" << escape(x_label) << "</text>";
+  for (size_t i = 0; i < series.size(); ++i) {
+    o << "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" << colors[i % 4] << "\" points=\"";
+    for (auto [x, y] : series[i].points)
+      if (std::isfinite(y)) o << px(x) << "," << py(y) << " ";
+    o << "\"/>";
+    if (series.size() > 1)
+      o << "<text x=\"" << L + 8 << "\" y=\"" << T + 16 + 14 * i << "\" fill=\"" << colors[i % 4] << "\">"
+        << escape(series[i].name) << "</text>";
+  }
+  return o.str() + "</svg></figure>";
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    try {
+      out.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception&) {
+      // A line torn by a crash: skip it, keep the rest.
+    }
+  }
+  return out;
+}
+
+// monitor.csv columns by name -> (time, value) points.
+std::map<std::string, Points> read_monitor(const fs::path& path) {
+  std::map<std::string, Points> cols;
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> header;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    for (std::string cell; std::getline(ss, cell, ',');) v.push_back(cell);
+    return v;
+  };
+  if (std::getline(in, line)) header = split(line);
+  while (std::getline(in, line)) {
+    auto cells = split(line);
+    if (cells.empty() || cells[0].empty() || cells[0] == "time_s") continue;
+    double t = std::atof(cells[0].c_str());
+    for (size_t i = 1; i < cells.size() && i < header.size(); ++i)
+      if (!cells[i].empty()) cols[header[i]].push_back({t, std::atof(cells[i].c_str())});
+  }
+  return cols;
+}
+
+}  // namespace
+
+std::string write_html_report(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  if (!fs::exists(dir / "metrics.jsonl"))
+    throw usage_error("'" + run_dir + "' holds no run (no metrics.jsonl)", "pass a folder written by gputrain train");
+  auto records = read_jsonl(dir / "metrics.jsonl");
+  Series loss{"loss", {}}, lr{"lr", {}}, sps{"samples/s", {}}, acc{"test accuracy", {}}, test_loss{"test loss", {}};
+  nlohmann::json summary;
+  for (const auto& r : records) {
+    std::string ev = r.value("event", "");
+    double step = r.value("step", 0.0);
+    if (ev == "step") {
+      loss.points.push_back({step, r.value("loss", NAN)});
+      lr.points.push_back({step, r.value("lr", NAN)});
+      sps.points.push_back({step, r.value("samples_per_sec", NAN)});
+    } else if (ev == "eval") {
+      acc.points.push_back({r.value("epoch", 0.0) + 1, r.value("test_accuracy", NAN)});
+      test_loss.points.push_back({r.value("epoch", 0.0) + 1, r.value("test_loss", NAN)});
+    } else if (ev == "summary") {
+      summary = r;
+    }
+  }
+  std::ostringstream o;
+  o << "<!doctype html><html><head><meta charset=\"utf-8\"><title>gputrain report: " << escape(run_dir)
+    << "</title><style>body{font-family:sans-serif;margin:2em;max-width:1120px}figure{display:inline-block;"
+       "margin:0 1em 1em 0}figcaption{font-weight:bold}svg text{font-size:11px;fill:#333}table{border-collapse:"
+       "collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.none{color:#999}</style></head><body>"
+    << "<h1>gputrain run: " << escape(run_dir) << "</h1>";
+  if (!summary.is_null()) {
+    o << "<p>" << summary.value("step", 0) << " steps in " << num(summary.value("wall_seconds", 0.0))
+      << " s, " << num(summary.value("samples_per_sec", 0.0)) << " samples/s, best test accuracy "
+      << num(summary.value("best_test_accuracy", 0.0)) << ", data wait "
+      << num(100 * summary.value("data_wait_fraction", 0.0)) << "%</p>";
+  }
+  o << "<h2>Training</h2>" << chart("Training loss", "step", {loss}) << chart("Test accuracy", "epoch", {acc})
+    << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
+    << chart("Throughput (samples/s)", "step", {sps});
+
+  auto mon = read_monitor(dir / "monitor.csv");
+  o << "<h2>Telemetry</h2>";
+  if (mon.empty()) {
+    o << "<p class=\"none\">no monitor.csv samples</p>";
+  } else {
+    Points rss_mib;
+    for (auto [t, v] : mon["rss_bytes"]) rss_mib.push_back({t, v / 1048576.0});
+    o << chart("Host CPU (% of one core)", "seconds", {{"cpu", mon["cpu_percent"]}})
+      << chart("Host RSS (MiB)", "seconds", {{"rss", rss_mib}});
+    if (mon.count("gpu_util")) {
+      Points mem_gib;
+      for (auto [t, v] : mon["gpu_mem_used_bytes"]) mem_gib.push_back({t, v / 1073741824.0});
+      o << chart("GPU utilization (%)", "seconds", {{"util", mon["gpu_util"]}})
+        << chart("GPU memory used (GiB)", "seconds", {{"memory", mem_gib}})
+        << chart("GPU power (W)", "seconds", {{"power", mon["gpu_power_w"]}})
+        << chart("GPU temperature (C)", "seconds", {{"temperature", mon["gpu_temp_c"]}});
+    } else {
+      o << "<p class=\"none\">no GPU telemetry</p>";
+    }
+  }
+
+  if (fs::exists(dir / "benchmark.json")) {
+    std::ifstream in(dir / "benchmark.json");
+    try {
+      auto bench = nlohmann::json::parse(in);
+      o << "<h2>Benchmark</h2><table><tr><th>variant</th><th>samples/s</th><th>speedup</th><th>peak memory "
+           "(bytes)</th><th>data wait</th><th>loss</th></tr>";
+      for (const auto& v : bench["variants"]) {
+        if (v.value("status", "") != "ok") {
+          o << "<tr><td>" << escape(v.value("name", "")) << "</td><td colspan=\"5\">skipped: "
+            << escape(v.value("reason", "")) << "</td></tr>";
+          continue;
+        }
+        o << "<tr><td>" << escape(v.value("name", "")) << "</td><td>" << num(v.value("samples_per_sec", 0.0))
+          << "</td><td>" << num(v.value("speedup", 0.0)) << "x</td><td>" << v.value("peak_memory_bytes", 0)
+          << "</td><td>" << num(100 * v.value("data_wait_fraction", 0.0)) << "%</td><td>"
+          << (v["loss"].is_number() ? num(v["loss"].get<double>()) : "-") << "</td></tr>";
+      }
+      o << "</table>";
+    } catch (const nlohmann::json::exception&) {
+      o << "<p class=\"none\">benchmark.json is not valid JSON</p>";
+    }
+  }
+
+  o << "<h2>Configuration</h2><table>";
+  std::ifstream cin(dir / "config.json");
+  try {
+    auto config = nlohmann::json::parse(cin);
+    for (const auto& [k, v] : config.items())
+      o << "<tr><td>" << escape(k) << "</td><td>" << escape(v.is_string() ? v.get<std::string>() : v.dump())
+        << "</td></tr>";
+  } catch (const nlohmann::json::exception&) {
+    o << "<tr><td colspan=\"2\">config.json missing or not valid JSON</td></tr>";
+  }
+  o << "</table></body></html>\n";
+
+  const fs::path out = dir / "report.html", tmp = dir / "report.html.tmp";
+  std::ofstream(tmp) << o.str();
+  fs::rename(tmp, out);
+  return out.string();
+}
+
+}  // namespace gputrain

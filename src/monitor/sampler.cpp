@@ -1,0 +1,188 @@
+// A sampler thread: GPU telemetry through NVML and host stats, every interval, to monitor.csv.
+// NVML is dlopen'd: machines without a driver have no libnvidia-ml, and gputrain must still run.
+#include "monitor/sampler.h"
+
+#include <dlfcn.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace gputrain {
+namespace {
+
+// The few NVML types used, declared here (their layout is part of NVML's stable C ABI).
+struct NvmlUtilization {
+  unsigned int gpu, memory;
+};
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
+constexpr int kNvmlTemperatureGpu = 0;
+constexpr int kNvmlClockSm = 1;
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// User + system CPU seconds of this process.
+double process_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+int64_t rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+}  // namespace
+
+struct Monitor::Nvml {
+  int (*init)();
+  int (*shutdown)();
+  int (*handle)(unsigned int, void**);
+  int (*utilization)(void*, NvmlUtilization*);
+  int (*memory)(void*, NvmlMemory*);
+  int (*temperature)(void*, int, unsigned int*);
+  int (*power)(void*, unsigned int*);
+  int (*clock)(void*, int, unsigned int*);
+  int (*throttle)(void*, unsigned long long*);
+};
+
+Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
+    : interval_(interval_s), gpu_index_(gpu_index) {
+  if (interval_ <= 0) {
+    status_ = "off (--monitor_interval 0)";
+    return;
+  }
+  status_ = "host CPU and RSS every " + std::to_string(interval_).substr(0, 4) + " s";
+  if (gpu_index_ >= 0) {
+    nvml_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!nvml_) {
+      status_ += "; no GPU telemetry (libnvidia-ml.so.1 not found)";
+    } else {
+      fn_ = std::make_unique<Nvml>();
+      auto sym = [&](const char* name) { return dlsym(nvml_, name); };
+      fn_->init = reinterpret_cast<int (*)()>(sym("nvmlInit_v2"));
+      fn_->shutdown = reinterpret_cast<int (*)()>(sym("nvmlShutdown"));
+      fn_->handle = reinterpret_cast<int (*)(unsigned int, void**)>(sym("nvmlDeviceGetHandleByIndex_v2"));
+      fn_->utilization = reinterpret_cast<int (*)(void*, NvmlUtilization*)>(sym("nvmlDeviceGetUtilizationRates"));
+      fn_->memory = reinterpret_cast<int (*)(void*, NvmlMemory*)>(sym("nvmlDeviceGetMemoryInfo"));
+      fn_->temperature = reinterpret_cast<int (*)(void*, int, unsigned int*)>(sym("nvmlDeviceGetTemperature"));
+      fn_->power = reinterpret_cast<int (*)(void*, unsigned int*)>(sym("nvmlDeviceGetPowerUsage"));
+      fn_->clock = reinterpret_cast<int (*)(void*, int, unsigned int*)>(sym("nvmlDeviceGetClockInfo"));
+      fn_->throttle = reinterpret_cast<int (*)(void*, unsigned long long*)>(
+          sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
+      // NVML's index is the physical one; with CUDA_VISIBLE_DEVICES remapping this may differ.
+      if (fn_->init && fn_->handle && fn_->init() == 0 &&
+          fn_->handle(static_cast<unsigned int>(gpu_index_), &device_) == 0) {
+        status_ += "; GPU utilization, memory, temperature, power, SM clock, throttle reasons (NVML)";
+      } else {
+        status_ += "; no GPU telemetry (NVML did not initialize)";
+        device_ = nullptr;
+      }
+    }
+  }
+  // Appends (a resumed run continues the file); the header goes into a new file only.
+  csv_ = std::fopen(csv_path.c_str(), "a");
+  if (csv_ && std::ftell(csv_) == 0)
+    std::fprintf(csv_, "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,"
+                       "gpu_power_w,sm_clock_mhz,throttle_reasons\n");
+  start_ = last_wall_s_ = now_s();
+  last_cpu_s_ = process_cpu_s();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Monitor::~Monitor() {
+  finish();
+  if (device_ && fn_->shutdown) fn_->shutdown();
+  if (nvml_) dlclose(nvml_);
+}
+
+MonitorSample Monitor::sample() {
+  MonitorSample s;
+  double wall = now_s(), cpu = process_cpu_s();
+  s.time_s = wall - start_;
+  s.cpu_percent = wall > last_wall_s_ ? 100.0 * (cpu - last_cpu_s_) / (wall - last_wall_s_) : 0;
+  last_wall_s_ = wall;
+  last_cpu_s_ = cpu;
+  s.rss_bytes = rss_bytes();
+  if (device_) {
+    s.gpu = true;
+    NvmlUtilization u{};
+    NvmlMemory mem{};
+    unsigned int temp = 0, power_mw = 0, clock = 0;
+    unsigned long long throttle = 0;
+    if (fn_->utilization && fn_->utilization(device_, &u) == 0) s.gpu_util = u.gpu, s.gpu_mem_util = u.memory;
+    if (fn_->memory && fn_->memory(device_, &mem) == 0) s.gpu_mem_used = static_cast<int64_t>(mem.used);
+    if (fn_->temperature && fn_->temperature(device_, kNvmlTemperatureGpu, &temp) == 0) s.gpu_temp_c = temp;
+    if (fn_->power && fn_->power(device_, &power_mw) == 0) s.gpu_power_w = power_mw / 1000.0;
+    if (fn_->clock && fn_->clock(device_, kNvmlClockSm, &clock) == 0) s.sm_clock_mhz = clock;
+    if (fn_->throttle && fn_->throttle(device_, &throttle) == 0) s.throttle_reasons = throttle;
+  }
+  return s;
+}
+
+void Monitor::loop() {
+  std::unique_lock<std::mutex> lk(m_);
+  while (!cv_.wait_for(lk, std::chrono::duration<double>(interval_), [&] { return stop_; })) {
+    MonitorSample s = sample();
+    samples_.push_back(s);
+    if (csv_) {
+      std::fprintf(csv_, "%.3f,%.1f,%lld,", s.time_s, s.cpu_percent, static_cast<long long>(s.rss_bytes));
+      if (s.gpu)
+        std::fprintf(csv_, "%.0f,%.0f,%lld,%.0f,%.1f,%.0f,%llu\n", s.gpu_util, s.gpu_mem_util,
+                     static_cast<long long>(s.gpu_mem_used), s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz,
+                     static_cast<unsigned long long>(s.throttle_reasons));
+      else
+        std::fprintf(csv_, ",,,,,,\n");
+      std::fflush(csv_);
+    }
+  }
+}
+
+nlohmann::json Monitor::finish() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (csv_) {
+    std::fclose(csv_);
+    csv_ = nullptr;
+  }
+  nlohmann::json j = {{"samples", samples_.size()}};
+  if (samples_.empty()) return j;
+  double cpu = 0, util = 0, power = 0, max_util = 0;
+  int64_t peak_rss = 0, peak_gpu_mem = 0;
+  for (const auto& s : samples_) {
+    cpu += s.cpu_percent;
+    peak_rss = std::max(peak_rss, s.rss_bytes);
+    util += s.gpu_util;
+    power += s.gpu_power_w;
+    max_util = std::max(max_util, s.gpu_util);
+    peak_gpu_mem = std::max(peak_gpu_mem, s.gpu_mem_used);
+  }
+  const double n = static_cast<double>(samples_.size());
+  j["mean_cpu_percent"] = cpu / n;
+  j["peak_rss_bytes"] = peak_rss;
+  if (samples_.front().gpu) {
+    j["mean_gpu_util"] = util / n;
+    j["max_gpu_util"] = max_util;
+    j["peak_gpu_mem_used_bytes"] = peak_gpu_mem;
+    j["mean_gpu_power_w"] = power / n;
+  }
+  return j;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,61 @@
+// A sampler thread: GPU telemetry through NVML (dlopen'd, optional) and host stats, written to
+// monitor.csv every interval, summarized at the end of the run.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace gputrain {
+
+struct MonitorSample {
+  double time_s = 0;
+  double cpu_percent = 0;  // this process, 100 = one core
+  int64_t rss_bytes = 0;
+  bool gpu = false;  // the GPU fields below are valid
+  double gpu_util = 0, gpu_mem_util = 0;
+  int64_t gpu_mem_used = 0;
+  double gpu_temp_c = 0, gpu_power_w = 0, sm_clock_mhz = 0;
+  uint64_t throttle_reasons = 0;
+};
+
+class Monitor {
+ public:
+  // gpu_index < 0: host stats only. interval_s <= 0: no sampling at all.
+  Monitor(const std::string& csv_path, double interval_s, int gpu_index);
+  ~Monitor();
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  // One line for the device report: what is sampled, or why there is no GPU telemetry.
+  const std::string& status() const { return status_; }
+  // Mean/max utilization, peak memory, mean power, mean CPU, peak RSS (stops the sampler).
+  nlohmann::json finish();
+
+ private:
+  void loop();
+  MonitorSample sample();
+
+  std::string status_;
+  double interval_;
+  int gpu_index_;
+  void* nvml_ = nullptr;       // dlopen handle
+  void* device_ = nullptr;     // nvmlDevice_t
+  struct Nvml;                 // the NVML entry points (resolved with dlsym)
+  std::unique_ptr<Nvml> fn_;
+  std::FILE* csv_ = nullptr;
+  std::vector<MonitorSample> samples_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+  double start_ = 0, last_cpu_s_ = 0, last_wall_s_ = 0;
+};
+
+}  // namespace gputrain
