@@ -80,6 +80,12 @@ std::string chart(const std::string& title, const std::string& x_label, const st
   return o.str() + "</svg></figure>";
 }
 
+// A number field, or NaN when absent or null (metrics.jsonl writes a non-finite loss as null).
+double number(const nlohmann::json& r, const char* key) {
+  auto it = r.find(key);
+  return it != r.end() && it->is_number() ? it->get<double>() : NAN;
+}
+
 std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);
@@ -127,14 +133,14 @@ std::string write_html_report(const std::string& run_dir) {
   nlohmann::json summary;
   for (const auto& r : records) {
     std::string ev = r.value("event", "");
-    double step = r.value("step", 0.0);
+    double step = number(r, "step");
     if (ev == "step") {
-      loss.points.push_back({step, r.value("loss", NAN)});
-      lr.points.push_back({step, r.value("lr", NAN)});
-      sps.points.push_back({step, r.value("samples_per_sec", NAN)});
+      loss.points.push_back({step, number(r, "loss")});
+      lr.points.push_back({step, number(r, "lr")});
+      sps.points.push_back({step, number(r, "samples_per_sec")});
     } else if (ev == "eval") {
-      acc.points.push_back({r.value("epoch", 0.0) + 1, r.value("test_accuracy", NAN)});
-      test_loss.points.push_back({r.value("epoch", 0.0) + 1, r.value("test_loss", NAN)});
+      acc.points.push_back({number(r, "epoch") + 1, number(r, "test_accuracy")});
+      test_loss.points.push_back({number(r, "epoch") + 1, number(r, "test_loss")});
     } else if (ev == "summary") {
       summary = r;
     }
@@ -146,10 +152,10 @@ std::string write_html_report(const std::string& run_dir) {
        "collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.none{color:#999}</style></head><body>"
     << "<h1>gputrain run: " << escape(run_dir) << "</h1>";
   if (!summary.is_null()) {
-    o << "<p>" << summary.value("step", 0) << " steps in " << num(summary.value("wall_seconds", 0.0))
-      << " s, " << num(summary.value("samples_per_sec", 0.0)) << " samples/s, best test accuracy "
-      << num(summary.value("best_test_accuracy", 0.0)) << ", data wait "
-      << num(100 * summary.value("data_wait_fraction", 0.0)) << "%</p>";
+    o << "<p>" << summary.value("step", 0) << " steps in " << num(number(summary, "wall_seconds"))
+      << " s, " << num(number(summary, "samples_per_sec")) << " samples/s, best test accuracy "
+      << num(number(summary, "best_test_accuracy")) << ", data wait "
+      << num(100 * number(summary, "data_wait_fraction")) << "%</p>";
   }
   o << "<h2>Training</h2>" << chart("Training loss", "step", {loss}) << chart("Test accuracy", "epoch", {acc})
     << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
@@ -188,9 +194,9 @@ std::string write_html_report(const std::string& run_dir) {
             << escape(v.value("reason", "")) << "</td></tr>";
           continue;
         }
-        o << "<tr><td>" << escape(v.value("name", "")) << "</td><td>" << num(v.value("samples_per_sec", 0.0))
-          << "</td><td>" << num(v.value("speedup", 0.0)) << "x</td><td>" << v.value("peak_memory_bytes", 0)
-          << "</td><td>" << num(100 * v.value("data_wait_fraction", 0.0)) << "%</td><td>"
+        o << "<tr><td>" << escape(v.value("name", "")) << "</td><td>" << num(number(v, "samples_per_sec"))
+          << "</td><td>" << num(number(v, "speedup")) << "x</td><td>" << v.value("peak_memory_bytes", 0)
+          << "</td><td>" << num(100 * number(v, "data_wait_fraction")) << "%</td><td>"
           << (v["loss"].is_number() ? num(v["loss"].get<double>()) : "-") << "</td></tr>";
       }
       o << "</table>";

@@ -64,6 +64,16 @@ void print_config(const Config& c) {
   }
 }
 
+// The report is a convenience: failing to write it must not fail a finished run.
+void write_report_safely(const std::string& out_dir) {
+  try {
+    write_html_report(out_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gputrain: warning: report.html not written (%s); `gputrain report %s` retries\n",
+                 e.what(), out_dir.c_str());
+  }
+}
+
 void print_report(const RunContext& ctx) {
   std::printf("device report:\n");
   for (const auto& [what, state] : ctx.report) std::printf("  %-21s %s\n", what.c_str(), state.c_str());
@@ -295,7 +305,7 @@ int run_training(const Config& c) {
   if (!stop_reason.empty()) {
     metrics.write({{"event", "stopped"}, {"step", step}, {"epoch", last_epoch}, {"reason", stop_reason},
                    {"monitor", monitor.finish()}});
-    write_html_report(out_dir);
+    write_report_safely(out_dir);
     progress.line("stopped (" + stop_reason + ") at step " + std::to_string(step) + "; checkpoint " +
                   (ckpt_dir / "last.pt").string());
     progress.line("resume with: gputrain train --output_dir " + out_dir + " --resume auto");
@@ -327,7 +337,7 @@ int run_training(const Config& c) {
                   mon["mean_gpu_power_w"].get<double>());
     std::printf("\n");
   }
-  write_html_report(out_dir);
+  write_report_safely(out_dir);
   std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test accuracy %.4f | "
               "data wait %.1f%%%s\n",
               static_cast<long long>(step), format_duration(total_seconds).c_str(),
