@@ -10,8 +10,8 @@
 #include "core/device.h"
 #include "core/device_cuda.h"
 #include "data/loader.h"
+#include "train/build.h"
 #include "train/optim.h"
-#include "train/trainer.h"
 
 namespace gputrain {
 namespace {
@@ -71,14 +71,12 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
 
   RunContext ctx = make_run_context(c);  // applies this variant's global switches and the seed
   const int dev = ctx.cuda ? ctx.device.index() : -1;
-  NetPtr model = make_model(c.model, {data.train->sample_shape(), data.train->num_classes(), c.width});
-  model->to(ctx.device);
-  if (ctx.channels_last) to_channels_last(*model);
-  Trainer trainer(model, make_optimizer(c, *model), ctx,
-                  {c.accumulation_steps, c.clip_max_norm, c.label_smoothing});
+  auto trainer_ptr = build_trainer(c, ctx, *data.train);
+  Trainer& trainer = *trainer_ptr;
   set_lr(trainer.optimizer(), c.lr);  // constant: the schedule does not change speed
-  Loader loader(data.train, {c.batch_size, c.shuffle, true, c.num_workers, c.prefetch_factor,
-                             true, ctx.pin_memory, static_cast<uint64_t>(c.seed)});
+  LoaderOptions lo = train_loader_options(c, ctx);
+  lo.drop_last = lo.persistent_workers = true;  // whole batches only; threads live across epochs
+  Loader loader(data.train, lo);
   BatchSource source(loader, trainer, s.stage == "compute", 4 * c.accumulation_steps);
 
   std::vector<Batch> micro;

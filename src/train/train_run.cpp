@@ -24,6 +24,7 @@
 #include "monitor/metrics.h"
 #include "monitor/report_html.h"
 #include "monitor/sampler.h"
+#include "train/build.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
@@ -91,16 +92,13 @@ int run_training(const Config& c) {
   DataSplits data = make_datasets(c);
   std::printf("data: %s\n", data.description.c_str());
 
-  ModelSpec spec{data.train->sample_shape(), data.train->num_classes(), c.width};
   if (ctx.cuda) cuda_reset_peak(ctx.device.index());  // the summary's peak is this run's
-  NetPtr model = make_model(c.model, spec);
-  model->to(ctx.device);
-  if (ctx.channels_last) to_channels_last(*model);
+  std::unique_ptr<Trainer> trainer_ptr = build_trainer(c, ctx, *data.train);
+  Trainer& trainer = *trainer_ptr;
   std::printf("model: %s, %s parameters\n", c.model.c_str(),
-              std::to_string(parameter_count(*model)).c_str());
+              std::to_string(parameter_count(trainer.model())).c_str());
 
-  LoaderOptions train_opts{c.batch_size, c.shuffle, c.drop_last, c.num_workers, c.prefetch_factor,
-                           c.persistent_workers, ctx.pin_memory, static_cast<uint64_t>(c.seed)};
+  LoaderOptions train_opts = train_loader_options(c, ctx);
   LoaderOptions test_opts = train_opts;
   test_opts.batch_size = c.eval_batch_size;
   test_opts.shuffle = test_opts.drop_last = false;
@@ -116,8 +114,6 @@ int run_training(const Config& c) {
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
 
-  Trainer trainer(model, make_optimizer(c, *model), ctx,
-                  TrainerOptions{c.accumulation_steps, c.clip_max_norm, c.label_smoothing});
   LrSchedule schedule{c.lr_schedule, c.lr,         c.min_lr,        c.warmup_steps, total_steps,
                       steps_per_epoch, c.lr_step_size, c.lr_gamma};
 

@@ -1,0 +1,17 @@
+// Builds what a Config asks for, the same way for `train` and `benchmark`: the Trainer (model on
+// the device, channels_last, optimizer, scaler) and the training Loader's options.
+#pragma once
+#include <memory>
+
+#include "config/config.h"
+#include "core/device.h"
+#include "data/loader.h"
+#include "train/trainer.h"
+
+namespace gputrain {
+
+std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, const Dataset& train_data);
+
+LoaderOptions train_loader_options(const Config& c, const RunContext& ctx);
+
+}  // namespace gputrain
