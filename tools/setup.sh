@@ -25,7 +25,7 @@ say() { echo "setup: $*"; }
 
 # --- Debian packages --------------------------------------------------------------------
 apt_packages=(cmake ninja-build ccache g++ libfmt-dev nlohmann-json3-dev catch2 zlib1g-dev
-              dataset-fashion-mnist)
+              dataset-fashion-mnist clang libclang-rt-14-dev)  # clang: the libFuzzer targets
 if [ "${GPUTRAIN_SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets in tests/fuzz with clang (AddressSanitizer + UBSan) and runs each
+# for SECONDS (default 60). Exits non-zero on the first crash, leak or timeout; the reproducer
+# is left in build/fuzz/. Usage: tools/fuzz.sh [SECONDS]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+seconds=${1:-60}
+out=build/fuzz
+mkdir -p "$out"
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc)
+
+build() {  # name sources... -- libs...
+  local name=$1; shift
+  local srcs=() libs=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do srcs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && libs=("$@")
+  # Rebuild only when a source is newer than the binary.
+  if [ ! -x "$out/$name" ] || [ -n "$(find "${srcs[@]}" src -newer "$out/$name" -name '*.[ch]*' | head -n 1)" ]; then
+    clang++ "${flags[@]}" "${srcs[@]}" -o "$out/$name" "${libs[@]}"
+  fi
+}
+build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
+build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/core/text.cpp
+
+# Seeds: a tiny valid IDX file (raw and gzip) and the shipped presets.
+mkdir -p "$out/seeds_idx" "$out/seeds_config"
+printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02abcdefgh' > "$out/seeds_idx/images"
+gzip -kfn "$out/seeds_idx/images"
+cp presets/*.json "$out/seeds_config/"
+
+status=0
+for target in fuzz_idx fuzz_config; do
+  corpus="$out/corpus_${target#fuzz_}"
+  mkdir -p "$corpus"
+  echo "fuzz: $target for ${seconds}s"
+  if ! (cd "$out" && ./"$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        "corpus_${target#fuzz_}" "seeds_${target#fuzz_}" 2>"$target.log"); then
+    echo "fuzz: $target FAILED; see $out/$target.log and the crash-* file in $out"
+    tail -n 30 "$out/$target.log"
+    status=1
+  else
+    grep -E "stat::number_of_executed_units" "$out/$target.log" | sed "s/^/fuzz: $target /"
+  fi
+done
+exit $status
