@@ -183,3 +183,25 @@ TEST_CASE("an out-of-memory step halves the micro-batch and keeps the effective 
   CHECK(found);
   CHECK_THAT(log, Catch::Contains("done: 16 steps"));
 }
+
+TEST_CASE("--auto_batch_size grows, bisects and keeps a margin (simulated memory limit)", "[resilience]") {
+  test::TempDir dir;
+  // The hook makes any probe above 100 samples run out of memory, and enables the search on CPU.
+  std::string cmd = "GPUTRAIN_FAULT_OOM_ABOVE=100 " + std::string(test::gputrain_exe()) +
+                    " train --preset smoke --epochs 1 --auto_batch_size --output_dir " + (dir / "run") + " >" +
+                    (dir / "log") + " 2>&1";
+  int status = std::system(cmd.c_str());
+  std::string log = test::read_file(dir / "log");
+  INFO(log);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  // 32 and 64 fit, 128 does not; bisection finds 100 or just below; 90% of it, rounded to 8.
+  CHECK_THAT(log, Catch::Contains("auto_batch_size: 88 (largest that fit: 97") ||
+                      Catch::Contains("auto_batch_size: 88 (largest that fit: 100"));
+  auto config = nlohmann::json::parse(test::read_file(dir / "run/config.json"));
+  CHECK(config["batch_size"] == 88);
+  CHECK(config["auto_batch_size"] == false);
+
+  auto cpu = test::run_gputrain("train --preset smoke --epochs 1 --auto_batch_size --output_dir " + (dir / "cpu"));
+  REQUIRE(cpu.exit_code == 0);
+  CHECK_THAT(cpu.out, Catch::Contains("auto_batch_size: n/a on cpu"));
+}

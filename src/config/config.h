@@ -26,6 +26,7 @@ struct Config {
 
   // Loader
   int64_t batch_size = 128;
+  bool auto_batch_size = false;  // find the largest batch that fits (CUDA) before training
   int64_t eval_batch_size = 512;
   int64_t num_workers = 2;
   int64_t prefetch_factor = 2;

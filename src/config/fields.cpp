@@ -36,6 +36,7 @@ std::vector<Field> make_fields() {
       {"hflip", &C::hflip, "data", "random horizontal flip"},
 
       {"batch_size", &C::batch_size, "loader", "samples per micro-batch", {}, 1, 1 << 20},
+      {"auto_batch_size", &C::auto_batch_size, "loader", "find the largest micro-batch that fits in GPU memory"},
       {"eval_batch_size", &C::eval_batch_size, "loader", "samples per evaluation batch", {}, 1, 1 << 20},
       {"num_workers", &C::num_workers, "loader", "loader threads (0 = main thread)", {}, 0, 256},
       {"prefetch_factor", &C::prefetch_factor, "loader", "batches in flight per worker", {}, 1, 64},

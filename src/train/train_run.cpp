@@ -24,6 +24,7 @@
 #include "monitor/metrics.h"
 #include "monitor/report_html.h"
 #include "monitor/sampler.h"
+#include "train/auto_batch.h"
 #include "train/build.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -82,7 +83,7 @@ void print_report(const RunContext& ctx) {
 
 }  // namespace
 
-int run_training(const Config& c) {
+int run_training(Config c) {
   const auto run_start = Clock::now();
   install_stop_handlers();  // first: a signal during set-up stops after the first step
   print_config(c);
@@ -97,6 +98,23 @@ int run_training(const Config& c) {
   Trainer& trainer = *trainer_ptr;
   std::printf("model: %s, %s parameters\n", c.model.c_str(),
               std::to_string(parameter_count(trainer.model())).c_str());
+  nlohmann::json batch_search;
+  if (c.auto_batch_size) {
+    if (!ctx.cuda && !std::getenv("GPUTRAIN_FAULT_OOM_ABOVE")) {
+      std::printf("auto_batch_size: n/a on cpu (no device memory limit); keeping --batch_size %lld\n",
+                  static_cast<long long>(c.batch_size));
+    } else {
+      auto found = find_batch_size(trainer, data.train->sample_shape(), data.train->num_classes(), c.batch_size,
+                                   data.train->size() / c.accumulation_steps);
+      std::printf("auto_batch_size: %lld (largest that fit: %lld, minus a 10%% margin; %zu probes)\n",
+                  static_cast<long long>(found.batch_size), static_cast<long long>(found.largest_fit),
+                  found.trials.size());
+      batch_search = {{"event", "auto_batch_size"}, {"step", 0}, {"epoch", 0}, {"batch_size", found.batch_size},
+                      {"largest_fit", found.largest_fit}, {"trials", found.trials}};
+      c.batch_size = found.batch_size;
+    }
+    c.auto_batch_size = false;  // the run's batch size is now fixed: a resume must not search again
+  }
 
   LoaderOptions train_opts = train_loader_options(c, ctx);
   LoaderOptions test_opts = train_opts;
@@ -134,6 +152,7 @@ int run_training(const Config& c) {
   std::ofstream(fs::path(out_dir) / "config.json") << config_json.dump(2) << "\n";
   MetricsWriter metrics((fs::path(out_dir) / "metrics.jsonl").string());
   std::printf("output: %s\n", out_dir.c_str());
+  if (!batch_search.is_null()) metrics.write(batch_search);
   Monitor monitor((fs::path(out_dir) / "monitor.csv").string(), c.monitor_interval,
                   ctx.cuda ? ctx.device.index() : -1);
   std::printf("monitor: %s\n", monitor.status().c_str());

@@ -5,6 +5,6 @@
 namespace gputrain {
 
 // Returns the process exit code.
-int run_training(const Config& c);
+int run_training(Config c);
 
 }  // namespace gputrain

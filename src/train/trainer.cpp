@@ -41,6 +41,7 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
       opt_(options),
       scaler_(ctx.grad_scaler, ctx.device) {
   if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_STEP")) oom_fault_step_ = std::atoll(fault);
+  if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_ABOVE")) oom_above_ = std::atoll(fault);
 }
 
 Batch Trainer::to_device(const Batch& b) const {
@@ -71,6 +72,27 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
                    static_cast<long long>(batch * 2 / split_), static_cast<long long>(batch / split_),
                    static_cast<long long>(split_));
     }
+  }
+}
+
+bool Trainer::probe(const Batch& b) {
+  model_->train();
+  try {
+    if (oom_above_ >= 0 && b.x.size(0) > oom_above_)
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
+    {
+      AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
+      auto logits = model_->forward(b.x);
+      auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), b.y);
+      loss.backward();
+    }
+    if (ctx_.cuda) cuda_synchronize(ctx_.device.index());  // surface asynchronous failures here
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    return true;
+  } catch (const c10::OutOfMemoryError&) {
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    if (ctx_.cuda) cuda_empty_cache();
+    return false;
   }
 }
 

@@ -42,6 +42,10 @@ class Trainer {
   // Throws a runtime error when a chunk would go below one sample.
   int64_t split() const { return split_; }
 
+  // Forward and backward on `batch` without changing the weights; false when it ran out of
+  // memory (the cache is emptied). For the batch-size search.
+  bool probe(const Batch& batch);
+
   Net& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   GradScaler& scaler() { return scaler_; }
@@ -56,6 +60,7 @@ class Trainer {
   int64_t split_ = 1;
   int64_t oom_fault_step_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_STEP raises OOM at that step once
   int64_t steps_ = 0;
+  int64_t oom_above_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_ABOVE makes larger probes run out of memory
 
   StepResult try_step(const std::vector<Batch>& micro);
 };
