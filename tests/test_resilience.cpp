@@ -184,7 +184,7 @@ TEST_CASE("an out-of-memory step halves the micro-batch and keeps the effective 
   CHECK_THAT(log, Catch::Contains("done: 16 steps"));
 }
 
-TEST_CASE("--auto_batch_size grows, bisects and keeps a margin (simulated memory limit)", "[resilience]") {
+TEST_CASE("auto batch size: grows, bisects and keeps a margin (simulated memory limit)", "[resilience]") {
   test::TempDir dir;
   // The hook makes any probe above 100 samples run out of memory, and enables the search on CPU.
   std::string cmd = "GPUTRAIN_FAULT_OOM_ABOVE=100 " + std::string(test::gputrain_exe()) +
