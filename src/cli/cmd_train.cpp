@@ -9,6 +9,7 @@
 #include "config/fields.h"
 #include "config/merge.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "train/checkpoint.h"
 #include "train/train_run.h"
 
@@ -20,21 +21,19 @@ void print_train_help() {
               "Precedence: built-in defaults < preset (default: quickstart) < --config < flags.\n"
               "Flags take snake_case or kebab-case; booleans take --x, --x=false, --no-x.\n");
   std::string group;
+  const Config defaults;
   for (const auto& f : config_fields()) {
     if (f.group != group) {
       group = f.group;
       std::printf("\n%s:\n", group.c_str());
     }
-    Config defaults;
     auto v = f.get(defaults);
     std::string def = v.is_string() ? v.get<std::string>() : v.dump();
-    std::string type = f.choices.empty() ? f.type_name() : "{" + [&] {
-      std::string s;
-      for (const auto& ch : f.choices) s += (s.empty() ? "" : "|") + ch;
-      return s;
-    }() + "}";
-    std::printf("  --%-22s %-10s %s%s\n", f.name.c_str(), f.is_bool() ? "" : type.c_str(), f.help.c_str(),
-                def.empty() ? "" : (" [" + def + "]").c_str());
+    std::string type;  // built by appends: gcc 12 warns falsely on "{" + std::string
+    if (!f.choices.empty()) type.append("{").append(join(f.choices, "|")).append("}");
+    else if (!f.is_bool()) type = f.type_name();
+    if (!def.empty()) def = " [" + def + "]";
+    std::printf("  --%-22s %-10s %s%s\n", f.name.c_str(), type.c_str(), f.help.c_str(), def.c_str());
   }
 }
 

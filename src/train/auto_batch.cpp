@@ -9,7 +9,6 @@ namespace gputrain {
 BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape,
                             int64_t num_classes, int64_t start, int64_t cap) {
   BatchSearch s;
-  const auto& ctx = trainer.context();
   auto fits = [&](int64_t b) {
     std::vector<int64_t> dims{b};
     dims.insert(dims.end(), sample_shape.begin(), sample_shape.end());
