@@ -118,13 +118,11 @@ TEST_CASE("the time limit stops in time with a checkpoint and the resume command
 TEST_CASE("a loss that stays NaN exits 3 and leaves the last good checkpoint", "[resilience]") {
   test::TempDir dir;
   // Steps 1-16 are epoch 1 (a clean checkpoint); NaN inputs from step 20 on.
-  std::string cmd = "GPUTRAIN_FAULT_NAN_STEP=20 " + std::string(test::gputrain_exe()) +
-                    " train --preset smoke --epochs 3 --log_every 1 --max_bad_steps 3 --output_dir " +
-                    (dir / "nan") + " >" + (dir / "log") + " 2>&1";
-  int status = std::system(cmd.c_str());
-  INFO(test::read_file(dir / "log"));
-  CHECK(WEXITSTATUS(status) == 3);
-  CHECK_THAT(test::read_file(dir / "log"), Catch::Contains("not finite for 3 consecutive steps"));
+  auto r = test::run_gputrain("train --preset smoke --epochs 3 --log_every 1 --max_bad_steps 3 --output_dir " +
+                                  (dir / "nan"), "GPUTRAIN_FAULT_NAN_STEP=20");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Catch::Contains("not finite for 3 consecutive steps"));
   REQUIRE(fs::exists(dir / "nan/checkpoints/last.pt"));
   CHECK_FALSE(fs::exists(dir / "nan/checkpoints/epoch-2.pt"));
   // The checkpoint left behind resumes cleanly (its weights are finite) from the end of epoch 1.
@@ -149,10 +147,9 @@ TEST_CASE("SIGKILL inside a checkpoint save leaves the previous checkpoint intac
   test::TempDir dir;
   // Saves per epoch: epoch-N, last, best (improved) => the 4th save is epoch 2's epoch-2.pt,
   // the 5th its last.pt: die inside that one.
-  std::string cmd = "GPUTRAIN_FAULT_KILL_IN_SAVE=5 " + std::string(test::gputrain_exe()) +
-                    " train --preset smoke --epochs 3 --output_dir " + (dir / "run") + " >" + (dir / "log") + " 2>&1";
-  int status = std::system(cmd.c_str());
-  CHECK((WIFSIGNALED(status) || WEXITSTATUS(status) == 137 || WEXITSTATUS(status) == 128 + 9));
+  auto killed = test::run_gputrain("train --preset smoke --epochs 3 --output_dir " + (dir / "run"),
+                                   "GPUTRAIN_FAULT_KILL_IN_SAVE=5");
+  CHECK(killed.exit_code == 128 + 9);
   CHECK(fs::exists(dir / "run/checkpoints/last.pt.tmp"));  // the torn write
   // The previous last.pt (end of epoch 1) is intact: resuming from it works and cleans the torn file.
   auto r = test::run_gputrain("train --output_dir " + (dir / "run") + " --resume auto");
@@ -164,12 +161,11 @@ TEST_CASE("SIGKILL inside a checkpoint save leaves the previous checkpoint intac
 
 TEST_CASE("an out-of-memory step halves the micro-batch and keeps the effective batch", "[resilience]") {
   test::TempDir dir;
-  std::string cmd = "GPUTRAIN_FAULT_OOM_STEP=5 " + std::string(test::gputrain_exe()) +
-                    " train --preset smoke --epochs 1 --output_dir " + (dir / "run") + " >" + (dir / "log") + " 2>&1";
-  int status = std::system(cmd.c_str());
-  std::string log = test::read_file(dir / "log");
+  auto r = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run"),
+                              "GPUTRAIN_FAULT_OOM_STEP=5");
+  std::string log = r.out + r.err;
   INFO(log);
-  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(r.exit_code == 0);
   CHECK_THAT(log, Catch::Contains("out of memory at step 5: micro-batch 32 -> 16, accumulation x2"));
   bool found = false;
   for (const auto& e : read_metrics(dir / "run/metrics.jsonl").events) {
@@ -187,13 +183,11 @@ TEST_CASE("an out-of-memory step halves the micro-batch and keeps the effective 
 TEST_CASE("auto batch size: grows, bisects and keeps a margin (simulated memory limit)", "[resilience]") {
   test::TempDir dir;
   // The hook makes any probe above 100 samples run out of memory, and enables the search on CPU.
-  std::string cmd = "GPUTRAIN_FAULT_OOM_ABOVE=100 " + std::string(test::gputrain_exe()) +
-                    " train --preset smoke --epochs 1 --auto_batch_size --output_dir " + (dir / "run") + " >" +
-                    (dir / "log") + " 2>&1";
-  int status = std::system(cmd.c_str());
-  std::string log = test::read_file(dir / "log");
+  auto r = test::run_gputrain("train --preset smoke --epochs 1 --auto_batch_size --output_dir " + (dir / "run"),
+                              "GPUTRAIN_FAULT_OOM_ABOVE=100");
+  std::string log = r.out + r.err;
   INFO(log);
-  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(r.exit_code == 0);
   // 32 and 64 fit, 128 does not; bisection finds 100 or just below; 90% of it, rounded to 8.
   CHECK_THAT(log, Catch::Contains("auto_batch_size: 88 (largest that fit: 97") ||
                       Catch::Contains("auto_batch_size: 88 (largest that fit: 100"));

@@ -46,11 +46,13 @@ struct RunResult {
 };
 
 // Runs the gputrain binary with `args` (a shell-quoted string) and captures its outputs.
-inline RunResult run_gputrain(const std::string& args) {
+// `env` prefixes the command ("GPUTRAIN_FAULT_OOM_STEP=5"). A death by signal N reads as
+// exit code 128 + N, as a shell reports it.
+inline RunResult run_gputrain(const std::string& args, const std::string& env = "") {
   TempDir tmp;
-  std::string cmd = std::string(gputrain_exe()) + " " + args + " >" + (tmp / "out") + " 2>" + (tmp / "err");
+  std::string cmd = env + " " + gputrain_exe() + " " + args + " >" + (tmp / "out") + " 2>" + (tmp / "err");
   int status = std::system(cmd.c_str());
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
   return {code, read_file(tmp / "out"), read_file(tmp / "err")};
 }
 

@@ -5,7 +5,10 @@ namespace gputrain {
 
 SyntheticDataset::SyntheticDataset(int64_t size, std::vector<int64_t> shape, int64_t num_classes,
                                    uint64_t seed, int64_t first)
-    : size_(size), classes_(num_classes), first_(first), shape_(std::move(shape)), seed_(seed) {}
+    : size_(size), classes_(num_classes), first_(first), shape_(std::move(shape)), seed_(seed) {
+  numel_ = 1;
+  for (auto d : shape_) numel_ *= d;  // cached: get() runs once per sample
+}
 
 int64_t SyntheticDataset::get(int64_t index, float* out, uint64_t) const {
   index += first_;
@@ -14,8 +17,7 @@ int64_t SyntheticDataset::get(int64_t index, float* out, uint64_t) const {
   // The class pattern is regenerated from its seed instead of stored: shapes can be large.
   Rng pattern(mix_seed(seed_, 2, static_cast<uint64_t>(label)));
   Rng noise(mix_seed(seed_, 3, static_cast<uint64_t>(index)));
-  int64_t n = sample_numel();
-  for (int64_t i = 0; i < n; ++i) out[i] = 0.6f * pattern.uniform() + 0.4f * noise.uniform();
+  for (int64_t i = 0; i < numel_; ++i) out[i] = 0.6f * pattern.uniform() + 0.4f * noise.uniform();
   return label;
 }
 

@@ -18,7 +18,7 @@ class SyntheticDataset : public Dataset {
   int64_t get(int64_t index, float* out, uint64_t seed) const override;
 
  private:
-  int64_t size_, classes_, first_;
+  int64_t size_, classes_, first_, numel_;
   std::vector<int64_t> shape_;
   uint64_t seed_;
 };
