@@ -21,7 +21,7 @@ class Counting : public Dataset {
   int64_t size() const override { return n_; }
   std::vector<int64_t> sample_shape() const override { return {1, 1, 1}; }
   int64_t num_classes() const override { return 3; }
-  int64_t get(int64_t i, float* out, uint64_t) const override {
+  int64_t get(int64_t i, float* out, float*, uint64_t) const override {
     if (sleep_us_) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
     if (i == fail_at_) throw std::runtime_error("sample " + std::to_string(i) + " is broken");
     out[0] = static_cast<float>(i);

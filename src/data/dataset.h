@@ -10,17 +10,25 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
-  // Shape of one sample, e.g. {1, 28, 28}.
+  // Shape of one sample, e.g. {1, 28, 28} for an image, {T, F} for a sequence, {F} for a table row.
   virtual std::vector<int64_t> sample_shape() const = 0;
+  // Classification: the number of classes. Regression: 0, and targets are floats.
   virtual int64_t num_classes() const = 0;
-  // Writes sample `index` as float32 into `out` (sample_numel() values) and returns its label.
-  // `seed` drives any randomness (augmentation), so a sample is reproducible whatever thread
-  // loads it. Must be safe to call from several threads at once.
-  virtual int64_t get(int64_t index, float* out, uint64_t seed) const = 0;
+  // Regression only: the shape of one sample's float target, e.g. {3} for yaw/pitch/roll.
+  virtual std::vector<int64_t> target_shape() const { return {}; }
+  // Writes sample `index` as float32 into `x` (sample_numel() values). Classification: returns
+  // the label (`target` is unused). Regression: writes target_numel() floats into `target` and
+  // returns 0. `seed` drives any randomness (augmentation), so a sample is reproducible whatever
+  // thread loads it. Must be safe to call from several threads at once. Throws gputrain::Error
+  // (usage, exit 2) for bad input, naming the file.
+  virtual int64_t get(int64_t index, float* x, float* target, uint64_t seed) const = 0;
 
-  int64_t sample_numel() const {
+  bool is_regression() const { return num_classes() == 0; }
+  int64_t sample_numel() const { return numel(sample_shape()); }
+  int64_t target_numel() const { return is_regression() ? numel(target_shape()) : 0; }
+  static int64_t numel(const std::vector<int64_t>& shape) {
     int64_t n = 1;
-    for (auto d : sample_shape()) n *= d;
+    for (auto d : shape) n *= d;
     return n;
   }
 };
@@ -39,6 +47,8 @@ struct Rng {
   }
   // Uniform in [0, 1).
   float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
+  // Uniform in [lo, hi).
+  float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [0, n).
   uint64_t below(uint64_t n) { return next() % n; }
 };

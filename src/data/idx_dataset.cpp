@@ -26,7 +26,7 @@ IdxDataset::IdxDataset(IdxArray images, IdxArray labels, const std::string& wher
   classes_ = std::max<int64_t>(classes_, 10);  // MNIST-family: 10 classes even in a tiny subset
 }
 
-int64_t IdxDataset::get(int64_t index, float* out, uint64_t) const {
+int64_t IdxDataset::get(int64_t index, float* out, float*, uint64_t) const {
   const uint8_t* src = images_.data.data() + index * numel_;
   for (int64_t i = 0; i < numel_; ++i) out[i] = src[i] * (1.0f / 255.0f);
   return labels_.data[index];

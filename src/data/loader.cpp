@@ -43,7 +43,7 @@ Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t b) const {
   for (int64_t j = 0; j < count; ++j) {
     int64_t index = order[static_cast<size_t>(begin + j)];
     uint64_t seed = mix_seed(opt_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(index));
-    y[j] = dataset_->get(index, x + j * numel, seed);
+    y[j] = dataset_->get(index, x + j * numel, nullptr, seed);
   }
   return batch;
 }

@@ -10,7 +10,7 @@ SyntheticDataset::SyntheticDataset(int64_t size, std::vector<int64_t> shape, int
   for (auto d : shape_) numel_ *= d;  // cached: get() runs once per sample
 }
 
-int64_t SyntheticDataset::get(int64_t index, float* out, uint64_t) const {
+int64_t SyntheticDataset::get(int64_t index, float* out, float*, uint64_t) const {
   index += first_;
   Rng pick(mix_seed(seed_, 1, static_cast<uint64_t>(index)));
   int64_t label = static_cast<int64_t>(pick.below(static_cast<uint64_t>(classes_)));

@@ -15,7 +15,7 @@ class SyntheticDataset : public Dataset {
   int64_t size() const override { return size_; }
   std::vector<int64_t> sample_shape() const override { return shape_; }
   int64_t num_classes() const override { return classes_; }
-  int64_t get(int64_t index, float* out, uint64_t seed) const override;
+  int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
 
  private:
   int64_t size_, classes_, first_, numel_;

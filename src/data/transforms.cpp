@@ -55,8 +55,8 @@ TransformedDataset::TransformedDataset(DatasetPtr base,
                                        std::vector<std::shared_ptr<const Transform>> transforms)
     : base_(std::move(base)), transforms_(std::move(transforms)), shape_(base_->sample_shape()) {}
 
-int64_t TransformedDataset::get(int64_t index, float* out, uint64_t seed) const {
-  int64_t label = base_->get(index, out, seed);
+int64_t TransformedDataset::get(int64_t index, float* out, float* target, uint64_t seed) const {
+  int64_t label = base_->get(index, out, target, seed);
   Rng rng(mix_seed(seed, 0x7a));
   for (const auto& t : transforms_) t->apply(out, shape_, rng);
   return label;

@@ -47,7 +47,7 @@ class TransformedDataset : public Dataset {
   int64_t size() const override { return base_->size(); }
   std::vector<int64_t> sample_shape() const override { return shape_; }
   int64_t num_classes() const override { return base_->num_classes(); }
-  int64_t get(int64_t index, float* out, uint64_t seed) const override;
+  int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
 
  private:
   DatasetPtr base_;
