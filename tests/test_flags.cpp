@@ -117,7 +117,7 @@ TEST_CASE("a flag without its value, and --no- on a non-boolean, are errors", "[
   CHECK(any_contains(problems_of({"--no-lr"}), "--no-lr is not valid"));
   CHECK(any_contains(problems_of({"--no-such"}), "unknown flag '--no-such'"));
   CHECK(any_contains(problems_of({"--device", "gpu"}), "device 'gpu'"));
-  CHECK(any_contains(problems_of({"--input_shape", "3x32"}), "input_shape '3x32'"));
+  CHECK(any_contains(problems_of({"--input_shape", "3x-32"}), "input_shape '3x-32'"));
 }
 
 TEST_CASE("JSON files: unknown keys, wrong types, bad syntax, missing files", "[flags][errors]") {

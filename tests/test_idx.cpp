@@ -101,7 +101,7 @@ TEST_CASE("IDX dataset: images and labels must agree", "[idx]") {
   CHECK(ok.size() == 5);
   CHECK(ok.sample_shape() == std::vector<int64_t>{1, 2, 2});
   float out[4];
-  CHECK(ok.get(1, out, 0) == 3);
+  CHECK(ok.get(1, out, nullptr, 0) == 3);
   CHECK(out[0] == Approx(ramp(8)[4] / 255.0f));
 
   try {

@@ -22,15 +22,27 @@ build() {  # name sources... -- libs...
 }
 build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
 build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/core/text.cpp
+build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp src/core/text.cpp
+build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp -- -lz
 
 # Seeds: a tiny valid IDX file (raw and gzip) and the shipped presets.
 mkdir -p "$out/seeds_idx" "$out/seeds_config"
 printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02abcdefgh' > "$out/seeds_idx/images"
 gzip -kfn "$out/seeds_idx/images"
 cp presets/*.json "$out/seeds_config/"
+# A tiny CSV with quotes, a fractional column and string labels.
+mkdir -p "$out/seeds_csv"
+printf 'x,y,label\n1,2.5,a\n"3",-4,"b"\r\n5,6,a\n' > "$out/seeds_csv/tiny.csv"
+# A tiny .npy (two float32) and .npz archives of it, stored and deflated.
+mkdir -p "$out/seeds_npy"
+printf '\x93NUMPY\x01\x00\x76\x00%-117s\n\x00\x00\x80\x3f\x00\x00\x00\xc0' \
+  "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }" > "$out/seeds_npy/tiny.npy"
+if command -v zip >/dev/null; then
+  (cd "$out/seeds_npy" && rm -f stored.npz deflated.npz && zip -qX0 stored.npz tiny.npy && zip -qX9 deflated.npz tiny.npy)
+fi
 
 status=0
-for target in fuzz_idx fuzz_config; do
+for target in fuzz_idx fuzz_config fuzz_csv fuzz_npy; do
   corpus="$out/corpus_${target#fuzz_}"
   mkdir -p "$corpus"
   echo "fuzz: $target for ${seconds}s"

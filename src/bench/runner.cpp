@@ -22,8 +22,7 @@ using Clock = std::chrono::steady_clock;
 // batches loaded once and cycled, so no loading happens in the timed loop.
 class BatchSource {
  public:
-  BatchSource(Loader& loader, Trainer& trainer, bool preload, int64_t preload_count)
-      : loader_(loader), trainer_(trainer) {
+  BatchSource(Loader& loader, bool preload, int64_t preload_count) : loader_(loader) {
     loader_.start_epoch(epoch_);
     if (preload)
       for (int64_t i = 0; i < preload_count; ++i) cache_.push_back(fetch());
@@ -40,10 +39,9 @@ class BatchSource {
       loader_.start_epoch(++epoch_);
       b = loader_.next();
     }
-    return trainer_.to_device(*b);
+    return *b;
   }
   Loader& loader_;
-  Trainer& trainer_;
   int64_t epoch_ = 0, i_ = 0;
   std::vector<Batch> cache_;
 };
@@ -77,7 +75,7 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
   LoaderOptions lo = train_loader_options(c, ctx);
   lo.drop_last = lo.persistent_workers = true;  // whole batches only; threads live across epochs
   Loader loader(data.train, lo);
-  BatchSource source(loader, trainer, s.stage == "compute", 4 * c.accumulation_steps);
+  BatchSource source(loader, s.stage == "compute", 4 * c.accumulation_steps);
 
   std::vector<Batch> micro;
   torch::Tensor loss_sum;

@@ -1,8 +1,12 @@
 // Validation of a merged Config (every problem at once) and its JSON form.
 #include "config/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
+#include <functional>
+#include <numeric>
 #include <regex>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +32,29 @@ std::vector<int64_t> parse_shape(const std::string& text) {
       return {};
     }
   }
+  return dims;
+}
+
+std::vector<double> parse_numbers(const std::string& text) {
+  std::vector<double> out;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    size_t end = text.find(',', start);
+    std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    char* stop = nullptr;
+    double x = std::strtod(item.c_str(), &stop);
+    if (item.empty() || *stop != '\0' || !std::isfinite(x)) return {};
+    out.push_back(x);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_image_size(const std::string& text) {
+  auto dims = parse_shape(text);
+  if (dims.size() == 1) dims.push_back(dims[0]);
+  if (dims.size() != 2 || dims[0] > 16384 || dims[1] > 16384) return {};
   return dims;
 }
 
@@ -68,6 +95,8 @@ std::string range_text(const Field& f) {
   return kind;
 }
 
+bool file_based_task(const std::string& dataset) { return dataset == "csv" || dataset == "npy"; }
+
 }  // namespace
 
 std::vector<std::string> config_problems(const Config& c) {
@@ -89,10 +118,37 @@ std::vector<std::string> config_problems(const Config& c) {
   if (!std::regex_match(c.device, device_re))
     problems.push_back("device '" + c.device + "' (expected auto, cpu, cuda or cuda:N)");
   auto shape = parse_shape(c.input_shape);
-  if (shape.size() != 3)
-    problems.push_back("input_shape '" + c.input_shape + "' (expected CxHxW, e.g. 3x32x32)");
-  else if (shape[0] * shape[1] * shape[2] > (int64_t{1} << 26))
+  if (shape.empty() || shape.size() > 5)
+    problems.push_back("input_shape '" + c.input_shape + "' (expected 1 to 5 sizes, e.g. 3x32x32, 64x8 or 20)");
+  else if (std::accumulate(shape.begin(), shape.end(), 1.0, std::multiplies<double>()) > double(int64_t{1} << 26))
     problems.push_back("input_shape '" + c.input_shape + "' (more than 2^26 values per sample)");
+  if (!c.image_size.empty() && parse_image_size(c.image_size).empty())
+    problems.push_back("image_size '" + c.image_size + "' (expected HxW or N, e.g. 224 or 64x48)");
+  for (auto [name, text] : {std::pair{"normalize_mean", &c.normalize_mean}, {"normalize_std", &c.normalize_std}})
+    if (!text->empty() && parse_numbers(*text).empty())
+      problems.push_back(std::string(name) + " '" + *text + "' (expected numbers like 0.485,0.456,0.406)");
+  if (c.normalize_mean.empty() != c.normalize_std.empty())
+    problems.push_back("normalize_mean and normalize_std go together (got only one)");
+  for (double s : parse_numbers(c.normalize_std))
+    if (s <= 0) problems.push_back("normalize_std '" + c.normalize_std + "' (expected values > 0)");
+  auto jitter = parse_numbers(c.color_jitter);
+  if (!c.color_jitter.empty() && (jitter.empty() || jitter.size() > 4 ||
+                                  std::any_of(jitter.begin(), jitter.end(), [](double v) { return v < 0; }) ||
+                                  (jitter.size() == 4 && jitter[3] > 0.5)))
+    problems.push_back("color_jitter '" + c.color_jitter +
+                       "' (expected brightness[,contrast[,saturation[,hue]]] >= 0, hue <= 0.5)");
+  if (c.task == "regression" && !file_based_task(c.dataset))
+    problems.push_back("task 'regression' needs float targets from --dataset csv or npy (got '" + c.dataset + "')");
+  if (c.image_channels != 1 && c.image_channels != 3)
+    problems.push_back("image_channels '" + std::to_string(c.image_channels) + "' (expected 1 or 3)");
+  const bool file_based = file_based_task(c.dataset);
+  if (file_based && c.train_file.empty())
+    problems.push_back("dataset '" + c.dataset + "' needs --train_file (the training ." +
+                       (c.dataset == "csv" ? std::string("csv") : std::string("npy or .npz")) + " file)");
+  if (c.dataset == "csv" && c.target.empty())
+    problems.push_back("dataset 'csv' needs --target (the label column, or columns for regression)");
+  if (c.dataset != "csv" && (!c.target.empty() || !c.features.empty() || c.window > 0))
+    problems.push_back("--target, --features and --window are for --dataset csv (got '" + c.dataset + "')");
   if (c.lr >= 0 && c.min_lr > c.lr)
     problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " +
                        format_number(c.lr) + ")");

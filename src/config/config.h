@@ -14,15 +14,34 @@ struct Config {
   std::string config;                 // an optional JSON file applied after the preset
 
   // Data
-  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | synthetic
+  std::string dataset = "fashion-mnist";  // see kDatasets in fields.cpp
   std::string data_dir;  // empty = the dataset's standard folder (/usr/share/datasets/<name>)
-  std::string input_shape = "1x28x28";  // synthetic only: CxHxW
+  std::string train_file;     // csv / npy: the training file (.csv, .npy or .npz)
+  std::string test_file;      // csv / npy: an optional test file
+  std::string train_targets;  // npy: the .npy of training targets when train_file is a .npy
+  std::string test_targets;   // npy: the .npy of test targets
+  std::string target;         // csv: target column(s), comma-separated
+  std::string features;       // csv: feature columns, comma-separated; empty = all others
+  std::string task = "auto";  // auto | classification | regression
+  int64_t window = 0;         // csv: rows per sliding window over a time series; 0 = tabular
+  int64_t stride = 1;         // csv: rows between window starts
+  int64_t horizon = 1;        // csv: predict the target this many rows after a window
+  std::string image_size;     // HxW or N: image_folder decode size, or a resize of image data
+  int64_t image_channels = 3;  // image_folder: 3 (RGB) or 1 (grayscale)
+  double val_split = 0;        // fraction of the training data held out for evaluation
+  bool skip_bad_samples = false;  // skip (and count) unreadable images instead of stopping
+  bool cache = false;             // keep decoded samples in memory
+  std::string input_shape = "1x28x28";  // synthetic only: any shape, e.g. 3x32x32, 64x8, 20
   int64_t num_classes = 10;             // synthetic only
   int64_t synthetic_train_size = 8192;
   int64_t synthetic_test_size = 1024;
   bool normalize = true;
+  std::string normalize_mean;  // per-channel means, comma-separated; empty = computed from the data
+  std::string normalize_std;   // per-channel stds; empty = computed from the data
   int64_t random_crop = 0;  // padding in pixels for a random crop; 0 = off
   bool hflip = false;
+  std::string color_jitter;  // brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1
+  bool log1p = false;        // sign(x) * log(1 + |x|) on inputs (count data)
 
   // Loader
   int64_t batch_size = 128;
@@ -92,6 +111,10 @@ nlohmann::json to_json(const Config& c);
 namespace gputrain {
 // Parses "3x32x32" (or "3,32,32"); returns an empty vector when malformed.
 std::vector<int64_t> parse_shape(const std::string& text);
+// Parses "0.5,0.25" into numbers; returns an empty vector when malformed or empty.
+std::vector<double> parse_numbers(const std::string& text);
+// Parses an image size "HxW" or "N" (square); returns {} when malformed.
+std::vector<int64_t> parse_image_size(const std::string& text);
 // Parses "8h45m", "90m", "30s", "1h", "3600" (seconds); returns -1 when malformed.
 double parse_duration(const std::string& text);
 }  // namespace gputrain

@@ -17,7 +17,8 @@ using C = Config;
 // Choices shared with other modules (the model registry and dataset factory test that
 // they agree with these lists).
 const std::vector<std::string> kModels = {"mlp", "cnn", "resnet18"};
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "cifar100", "image_folder",
+                                            "csv",           "npy",   "synthetic"};
 
 std::vector<Field> make_fields() {
   const double inf = std::numeric_limits<double>::infinity();
@@ -27,13 +28,33 @@ std::vector<Field> make_fields() {
 
       {"dataset", &C::dataset, "data", "dataset format", kDatasets},
       {"data_dir", &C::data_dir, "data", "dataset folder (default /usr/share/datasets/<dataset>)"},
-      {"input_shape", &C::input_shape, "data", "synthetic sample shape CxHxW"},
+      {"train_file", &C::train_file, "data", "csv/npy: training file (.csv, .npy or .npz)"},
+      {"test_file", &C::test_file, "data", "csv/npy: test file (default: hold out --val_split)"},
+      {"train_targets", &C::train_targets, "data", "npy: .npy of training targets (when train_file is .npy)"},
+      {"test_targets", &C::test_targets, "data", "npy: .npy of test targets"},
+      {"target", &C::target, "data", "csv: target column(s), comma-separated"},
+      {"features", &C::features, "data", "csv: feature columns, comma-separated (default: all others)"},
+      {"task", &C::task, "data", "auto (from the targets), classification or regression",
+       {"auto", "classification", "regression"}},
+      {"window", &C::window, "data", "csv: rows per sliding window over a time series (0 = tabular rows)", {}, 0, 1e6},
+      {"stride", &C::stride, "data", "csv: rows between window starts", {}, 1, 1e9},
+      {"horizon", &C::horizon, "data", "csv: predict the target this many rows after a window", {}, 0, 1e9},
+      {"image_size", &C::image_size, "data", "image size HxW or N (image_folder decode size; resizes others)"},
+      {"image_channels", &C::image_channels, "data", "image_folder: 3 (RGB) or 1 (grayscale)", {}, 1, 3},
+      {"val_split", &C::val_split, "data", "fraction of the training data held out for evaluation (0 = off)", {}, 0, 0.9},
+      {"skip_bad_samples", &C::skip_bad_samples, "data", "skip and count unreadable images instead of stopping"},
+      {"cache", &C::cache, "data", "keep decoded samples in memory after their first read"},
+      {"input_shape", &C::input_shape, "data", "synthetic sample shape, e.g. 3x32x32, 64x8 (sequence), 20 (table)"},
       {"num_classes", &C::num_classes, "data", "synthetic class count", {}, 2, 100000},
       {"synthetic_train_size", &C::synthetic_train_size, "data", "synthetic train samples", {}, 1, 1e9},
       {"synthetic_test_size", &C::synthetic_test_size, "data", "synthetic test samples", {}, 1, 1e9},
-      {"normalize", &C::normalize, "data", "normalize inputs with the dataset's mean/std"},
+      {"normalize", &C::normalize, "data", "normalize inputs per channel (image) or feature (table)"},
+      {"normalize_mean", &C::normalize_mean, "data", "per-channel means (default: computed from the training data)"},
+      {"normalize_std", &C::normalize_std, "data", "per-channel stds (default: computed from the training data)"},
       {"random_crop", &C::random_crop, "data", "random crop padding in pixels (0 = off)", {}, 0, 64},
       {"hflip", &C::hflip, "data", "random horizontal flip"},
+      {"color_jitter", &C::color_jitter, "data", "brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1"},
+      {"log1p", &C::log1p, "data", "sign(x)*log(1+|x|) on inputs (count data)"},
 
       {"batch_size", &C::batch_size, "loader", "samples per micro-batch", {}, 1, 1 << 20},
       {"auto_batch_size", &C::auto_batch_size, "loader", "find the largest micro-batch that fits in GPU memory"},

@@ -23,6 +23,9 @@ class Dataset {
   // (usage, exit 2) for bad input, naming the file.
   virtual int64_t get(int64_t index, float* x, float* target, uint64_t seed) const = 0;
 
+  // Unreadable samples skipped so far (--skip_bad_samples), for the run summary.
+  virtual int64_t bad_samples() const { return 0; }
+
   bool is_regression() const { return num_classes() == 0; }
   int64_t sample_numel() const { return numel(sample_shape()); }
   int64_t target_numel() const { return is_regression() ? numel(target_shape()) : 0; }
@@ -34,6 +37,24 @@ class Dataset {
 };
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
+
+// Base of the wrappers (transforms, subsets, caching): forwards everything to the wrapped
+// dataset, so each wrapper overrides only what it changes.
+class DatasetWrapper : public Dataset {
+ public:
+  explicit DatasetWrapper(DatasetPtr base) : base_(std::move(base)) {}
+  int64_t size() const override { return base_->size(); }
+  std::vector<int64_t> sample_shape() const override { return base_->sample_shape(); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  std::vector<int64_t> target_shape() const override { return base_->target_shape(); }
+  int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override {
+    return base_->get(index, x, target, seed);
+  }
+  int64_t bad_samples() const override { return base_->bad_samples(); }
+
+ protected:
+  DatasetPtr base_;
+};
 
 // A small, fast, seedable generator (splitmix64) for shuffling and augmentation.
 struct Rng {

@@ -1,51 +1,156 @@
-// The Loader: worker threads fill whole batches ahead of the consumer, bounded by the prefetch
+// The Loader: worker threads fill staging buffers ahead of the consumer, bounded by the prefetch
 // window; the consumer takes them strictly in order, so results never depend on thread timing.
+//
+// Staging buffers (pinned on CUDA) come from a pool and go back to it when the batch tensors
+// that view them die, or, after a device copy, once the copy's event has completed: no host
+// allocation per batch, and no buffer is overwritten while something still reads it.
 #include "data/loader.h"
 
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <deque>
 
 namespace gputrain {
 
+class StagingPool {
+ public:
+  StagingPool(std::vector<int64_t> x_dims, std::vector<int64_t> y_dims, bool regression, bool pin)
+      : x_dims_(std::move(x_dims)), y_dims_(std::move(y_dims)), regression_(regression), pin_(pin) {}
+
+  struct Slot {
+    torch::Tensor x, y;
+    std::shared_ptr<void> fence;  // a device copy still reading this slot
+  };
+
+  // A free slot (a new one when all are in use), safe to write.
+  int acquire() {
+    std::shared_ptr<void> fence;
+    int id;
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      if (free_.empty()) {
+        auto opts = torch::TensorOptions().pinned_memory(pin_);
+        slots_.push_back({torch::empty(x_dims_, opts.dtype(torch::kFloat)),
+                          torch::empty(y_dims_, opts.dtype(regression_ ? torch::kFloat : torch::kLong)), nullptr});
+        free_.push_back(static_cast<int>(slots_.size()) - 1);
+      }
+      id = free_.back();
+      free_.pop_back();
+      fence = std::move(slots_[static_cast<size_t>(id)].fence);
+    }
+    DeviceCopier::wait(fence);
+    return id;
+  }
+  void release(int id, std::shared_ptr<void> fence = nullptr) {
+    std::lock_guard<std::mutex> lk(m_);
+    slots_[static_cast<size_t>(id)].fence = std::move(fence);
+    free_.push_back(id);
+  }
+  // The slot's buffers; a deque keeps references valid while the pool grows.
+  Slot& slot(int id) {
+    std::lock_guard<std::mutex> lk(m_);
+    return slots_[static_cast<size_t>(id)];
+  }
+  int64_t size() {
+    std::lock_guard<std::mutex> lk(m_);
+    return static_cast<int64_t>(slots_.size());
+  }
+
+ private:
+  std::vector<int64_t> x_dims_, y_dims_;
+  bool regression_, pin_;
+  std::mutex m_;
+  std::deque<Slot> slots_;
+  std::vector<int> free_;
+};
+
+namespace {
+
+// Returns a slot to the pool when the last tensor viewing it dies, after `fence` if one is set.
+struct Lease {
+  std::shared_ptr<StagingPool> pool;
+  int slot;
+  std::shared_ptr<void> fence;
+  ~Lease() { pool->release(slot, std::move(fence)); }
+};
+
+}  // namespace
+
 Loader::Loader(DatasetPtr dataset, LoaderOptions options)
-    : dataset_(std::move(dataset)), opt_(options), shape_(dataset_->sample_shape()) {
+    : dataset_(std::move(dataset)),
+      opt_(options),
+      copier_(opt_.device, opt_.non_blocking, opt_.channels_last) {
   opt_.pin_memory = opt_.pin_memory && torch::cuda::is_available();  // pinning needs a driver
+  std::vector<int64_t> x_dims{opt_.batch_size}, y_dims{opt_.batch_size};
+  for (auto d : dataset_->sample_shape()) x_dims.push_back(d);
+  if (dataset_->is_regression()) y_dims.push_back(dataset_->target_numel());
+  pool_ = std::make_shared<StagingPool>(x_dims, y_dims, dataset_->is_regression(), opt_.pin_memory);
 }
 
 Loader::~Loader() { stop_workers(); }
 
 int64_t Loader::num_batches() const {
-  int64_t n = dataset_->size(), b = opt_.batch_size;
+  const int64_t world = opt_.world_size, all = dataset_->size();
+  const int64_t n = world == 1 ? all : opt_.drop_last ? all / world : (all + world - 1) / world;
+  const int64_t b = opt_.batch_size;
   return opt_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
-  std::vector<int64_t> order(static_cast<size_t>(dataset_->size()));
+  const int64_t n = dataset_->size(), world = opt_.world_size;
+  std::vector<int64_t> order(static_cast<size_t>(n));
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
   if (opt_.shuffle) {
     Rng rng(mix_seed(opt_.seed, 0x5u, static_cast<uint64_t>(epoch)));
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
   }
-  return order;
+  if (world == 1) return order;
+  // Every rank gets the same number of samples: drop the tail, or pad by wrapping around.
+  const int64_t per_rank = opt_.drop_last ? n / world : (n + world - 1) / world;
+  std::vector<int64_t> mine;
+  for (int64_t k = 0; k < per_rank; ++k)
+    mine.push_back(order[static_cast<size_t>((k * world + opt_.rank) % std::max<int64_t>(n, 1))]);
+  return mine;
 }
 
-Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t b) const {
+Loader::Ready Loader::make_batch(const std::vector<int64_t>& order, int64_t b, int64_t epoch) const {
+  Ready r;
   int64_t begin = b * opt_.batch_size;
-  int64_t count = std::min(opt_.batch_size, static_cast<int64_t>(order.size()) - begin);
-  std::vector<int64_t> dims{count};
-  dims.insert(dims.end(), shape_.begin(), shape_.end());
-  auto opts = torch::TensorOptions().pinned_memory(opt_.pin_memory);
-  Batch batch{torch::empty(dims, opts.dtype(torch::kFloat)), torch::empty({count}, opts.dtype(torch::kLong))};
-  float* x = batch.x.data_ptr<float>();
-  int64_t* y = batch.y.data_ptr<int64_t>();
-  const int64_t numel = batch.x.numel() / std::max<int64_t>(count, 1);
-  for (int64_t j = 0; j < count; ++j) {
-    int64_t index = order[static_cast<size_t>(begin + j)];
-    uint64_t seed = mix_seed(opt_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(index));
-    y[j] = dataset_->get(index, x + j * numel, nullptr, seed);
+  r.count = std::min(opt_.batch_size, static_cast<int64_t>(order.size()) - begin);
+  try {
+    r.slot = pool_->acquire();
+    auto& slot = pool_->slot(r.slot);
+    float* x = slot.x.data_ptr<float>();
+    const int64_t numel = dataset_->sample_numel(), tnumel = dataset_->target_numel();
+    const bool regression = dataset_->is_regression();
+    for (int64_t j = 0; j < r.count; ++j) {
+      int64_t index = order[static_cast<size_t>(begin + j)];
+      uint64_t seed = mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
+      if (regression) dataset_->get(index, x + j * numel, slot.y.data_ptr<float>() + j * tnumel, seed);
+      else slot.y.data_ptr<int64_t>()[j] = dataset_->get(index, x + j * numel, nullptr, seed);
+    }
+  } catch (...) {
+    r.error = std::current_exception();
   }
-  return batch;
+  return r;
+}
+
+Batch Loader::deliver(const Ready& r) {
+  if (r.error) {
+    if (r.slot >= 0) pool_->release(r.slot);
+    std::rethrow_exception(r.error);
+  }
+  auto lease = std::shared_ptr<Lease>(new Lease{pool_, r.slot, nullptr});  // no temporary: it would release
+  auto& slot = pool_->slot(r.slot);
+  auto view = [&](const torch::Tensor& buf) {
+    auto sizes = buf.sizes().vec();
+    sizes[0] = r.count;
+    return torch::from_blob(buf.data_ptr(), sizes, [lease](void*) {}, buf.options());
+  };
+  Batch host{view(slot.x), view(slot.y)};
+  return copier_.copy(host, &lease->fence);
+  // `host` and `lease` die here; on the CPU the returned batch views the slot and keeps it.
 }
 
 void Loader::start_workers() {
@@ -72,6 +177,8 @@ void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
     ++generation_;
     n_batches_ = num_batches();
     next_issue_ = next_consume_ = std::min(first_batch, n_batches_);
+    for (auto& [b, r] : ready_)
+      if (r.slot >= 0) pool_->release(r.slot);
     ready_.clear();
   }
   if (opt_.num_workers > 0 && workers_.empty()) start_workers();
@@ -88,18 +195,16 @@ void Loader::worker_loop() {
     if (stop_) return;
     int64_t b = next_issue_++;
     uint64_t gen = generation_;
+    int64_t epoch = epoch_;
     auto order = order_;
     lk.unlock();
-    Result r;
-    try {
-      r.batch = make_batch(*order, b);
-    } catch (...) {
-      r.error = std::current_exception();
-    }
+    Ready r = make_batch(*order, b, epoch);
     lk.lock();
     if (gen == generation_) {
       ready_[b] = std::move(r);
       ready_cv_.notify_all();
+    } else if (r.slot >= 0) {
+      pool_->release(r.slot);
     }
   }
 }
@@ -115,19 +220,18 @@ std::optional<Batch> Loader::next() {
     return std::nullopt;
   }
   if (opt_.num_workers == 0) {
-    Batch b = make_batch(*order_, next_consume_++);
+    Ready r = make_batch(*order_, next_consume_++, epoch_);
     waited();
-    return b;
+    return deliver(r);
   }
   std::unique_lock<std::mutex> lk(m_);
   ready_cv_.wait(lk, [&] { return ready_.count(next_consume_) > 0; });
-  Result r = std::move(ready_[next_consume_]);
+  Ready r = std::move(ready_[next_consume_]);
   ready_.erase(next_consume_++);
   lk.unlock();
   work_cv_.notify_all();
   waited();
-  if (r.error) std::rethrow_exception(r.error);
-  return std::move(r.batch);
+  return deliver(r);
 }
 
 double Loader::take_wait_seconds() {
@@ -135,5 +239,7 @@ double Loader::take_wait_seconds() {
   wait_seconds_ = 0;
   return w;
 }
+
+int64_t Loader::staging_buffers() const { return pool_->size(); }
 
 }  // namespace gputrain

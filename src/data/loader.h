@@ -1,5 +1,5 @@
-// The Loader: batches from a Dataset on worker threads, with prefetch, seeded shuffling and
-// optional pinned memory. Batch order depends on the seed and epoch only, never on threads.
+// The Loader: batches from a Dataset on worker threads, with prefetch, seeded shuffling, reused
+// (pinned) staging buffers and device copies. Batch order depends on the seed and epoch only.
 #pragma once
 #include <condition_variable>
 #include <exception>
@@ -13,6 +13,7 @@
 #include <torch/types.h>
 
 #include "data/dataset.h"
+#include "data/device_copy.h"
 
 namespace gputrain {
 
@@ -25,12 +26,13 @@ struct LoaderOptions {
   bool persistent_workers = true;
   bool pin_memory = false;  // only honoured when CUDA is available
   uint64_t seed = 0;
+  torch::Device device = torch::kCPU;  // where next() delivers batches
+  bool non_blocking = false;           // CUDA: copy on a side stream (see DeviceCopier)
+  bool channels_last = false;          // 4-D inputs delivered in NHWC
+  int64_t rank = 0, world_size = 1;    // this process takes every world_size-th sample from rank
 };
 
-struct Batch {
-  torch::Tensor x;  // [B, C, H, W] float32
-  torch::Tensor y;  // [B] int64
-};
+class StagingPool;
 
 class Loader {
  public:
@@ -44,26 +46,32 @@ class Loader {
   // Starts (or restarts) epoch `epoch`: its order is a pure function of (seed, epoch).
   // `first_batch` > 0 resumes inside the epoch, skipping batches already consumed.
   void start_epoch(int64_t epoch, int64_t first_batch = 0);
-  // The next batch of the epoch, in order; nullopt at the end. Rethrows a worker's error.
+  // The next batch of the epoch, in order, on the device; nullopt at the end. Rethrows a
+  // worker's error.
   std::optional<Batch> next();
-  // The sample order of an epoch.
+  // This rank's sample order for an epoch.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
   // Seconds next() spent waiting for data since the last call.
   double take_wait_seconds();
+  // Staging buffers allocated so far: they are recycled, so this stays near the prefetch window.
+  int64_t staging_buffers() const;
 
  private:
-  struct Result {
-    Batch batch;
+  struct Ready {
+    int slot = -1;
+    int64_t count = 0;
     std::exception_ptr error;
   };
-  Batch make_batch(const std::vector<int64_t>& order, int64_t b) const;
+  Ready make_batch(const std::vector<int64_t>& order, int64_t b, int64_t epoch) const;
+  Batch deliver(const Ready& r);
   void worker_loop();
   void start_workers();
   void stop_workers();
 
   DatasetPtr dataset_;
   LoaderOptions opt_;
-  std::vector<int64_t> shape_;
+  std::shared_ptr<StagingPool> pool_;
+  DeviceCopier copier_;
   int64_t epoch_ = 0;
 
   std::mutex m_;
@@ -72,7 +80,7 @@ class Loader {
   std::shared_ptr<const std::vector<int64_t>> order_;
   uint64_t generation_ = 0;  // bumped at each epoch start; results of older ones are dropped
   int64_t next_issue_ = 0, next_consume_ = 0, n_batches_ = 0;
-  std::map<int64_t, Result> ready_;
+  std::map<int64_t, Ready> ready_;
   bool stop_ = false;
   double wait_seconds_ = 0;
 };

@@ -1,21 +1,151 @@
-// Builds the train and test datasets a Config asks for, with their transforms.
+// Builds the train and test datasets a Config asks for: the format, the held-out split, caching,
+// resizing and the transforms.
 #include "data/make_dataset.h"
 
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "data/cache.h"
+#include "data/cifar.h"
+#include "data/csv_dataset.h"
 #include "data/idx_dataset.h"
+#include "data/image_folder.h"
+#include "data/npy_dataset.h"
+#include "data/subset.h"
 #include "data/synthetic.h"
 #include "data/transforms.h"
+
+namespace fs = std::filesystem;
 
 namespace gputrain {
 namespace {
 
-// Per-channel statistics of the training sets, so inputs reach the model centred.
-struct Stats {
-  std::vector<float> mean, std;
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    size_t end = text.find(',', start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string numbers_text(const std::vector<float>& v) {
+  std::string s;
+  for (float x : v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", x);  // round-trips a float exactly: a resume normalizes identically
+    if (!s.empty()) s += ',';
+    s += buf;
+  }
+  return s;
+}
+
+std::vector<float> to_floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+struct Raw {
+  DatasetPtr train, test;  // test may be null: then a part of train is held out
+  std::string what;
 };
-Stats known_stats(const std::string& dataset) {
-  if (dataset == "fashion-mnist") return {{0.2860f}, {0.3530f}};
-  if (dataset == "mnist") return {{0.1307f}, {0.3081f}};
-  return {{0.5f}, {0.2f}};  // synthetic: 0.6 * U + 0.4 * U has mean 0.5, std ~0.2
+
+Raw load_image_folders(const Config& c) {
+  const std::string dir = dataset_dir(c);
+  ImageFolderOptions o;
+  auto size = parse_image_size(c.image_size.empty() ? "224" : c.image_size);
+  o.height = size[0];
+  o.width = size[1];
+  o.channels = static_cast<int>(c.image_channels);
+  o.skip_bad = c.skip_bad_samples;
+  // DIR/train + DIR/val (or DIR/test), as ImageNet-style folders are laid out; else DIR alone.
+  Raw r;
+  if (fs::is_directory(fs::path(dir) / "train")) {
+    auto train = load_image_folder((fs::path(dir) / "train").string(), o);
+    r.train = train;
+    for (const char* name : {"val", "test"})
+      if (fs::is_directory(fs::path(dir) / name)) {
+        o.classes = train->class_names();
+        r.test = load_image_folder((fs::path(dir) / name).string(), o);
+        break;
+      }
+  } else {
+    r.train = load_image_folder(dir, o);
+  }
+  r.what = "image folder " + dir + " at " + std::to_string(o.height) + "x" + std::to_string(o.width);
+  return r;
+}
+
+Raw load_csv(const Config& c) {
+  CsvOptions o;
+  o.targets = split_list(c.target);
+  o.features = split_list(c.features);
+  o.task = c.task;
+  o.window = c.window;
+  o.stride = c.stride;
+  o.horizon = c.horizon;
+  auto train = load_csv_dataset(c.train_file, o);
+  Raw r{train, nullptr, "csv " + c.train_file};
+  if (!c.test_file.empty()) {
+    o.task = train->task();  // the test split must read its targets the way the train split did
+    r.test = load_csv_dataset(c.test_file, o, train->is_regression() ? nullptr : &train->class_names());
+    r.what += " + " + c.test_file;
+  }
+  r.what += ", " + std::to_string(train->feature_names().size()) + " features" +
+            (c.window > 0 ? " x window " + std::to_string(c.window) : "");
+  return r;
+}
+
+Raw load_npy(const Config& c) {
+  Raw r{load_npy_dataset(c.train_file, c.train_targets, "train", c.task), nullptr, "npy " + c.train_file};
+  const std::string task = r.train->is_regression() ? "regression" : "classification";
+  if (!c.test_file.empty()) {
+    r.test = load_npy_dataset(c.test_file, c.test_targets, "test", task);
+    r.what += " + " + c.test_file;
+  } else if (fs::path(c.train_file).extension() == ".npz" && npz_has_split(c.train_file, "test")) {
+    r.test = load_npy_dataset(c.train_file, "", "test", task);  // keras-style x_test / y_test
+  }
+  return r;
+}
+
+Raw load_raw(const Config& c) {
+  if (c.dataset == "synthetic") {
+    auto shape = parse_shape(c.input_shape);
+    // The test split shares the class patterns (same seed) but its samples come after the train's.
+    return {std::make_shared<SyntheticDataset>(c.synthetic_train_size, shape, c.num_classes, c.seed),
+            std::make_shared<SyntheticDataset>(c.synthetic_test_size, shape, c.num_classes, c.seed,
+                                               c.synthetic_train_size),
+            "synthetic " + c.input_shape};
+  }
+  if (c.dataset == "cifar10" || c.dataset == "cifar100") {
+    const int classes = c.dataset == "cifar10" ? 10 : 100;
+    const std::string dir = dataset_dir(c);
+    return {load_cifar_split(dir, classes, true), load_cifar_split(dir, classes, false), c.dataset + " from " + dir};
+  }
+  if (c.dataset == "image_folder") return load_image_folders(c);
+  if (c.dataset == "csv") return load_csv(c);
+  if (c.dataset == "npy") return load_npy(c);
+  const std::string dir = dataset_dir(c);
+  return {load_idx_split(dir, "train", c.dataset), load_idx_split(dir, "t10k", c.dataset), c.dataset + " from " + dir};
+}
+
+// Image-only transforms need C x H x W samples.
+void require_images(const Config& c, const std::vector<int64_t>& shape) {
+  std::vector<std::string> asked;
+  if (c.random_crop > 0) asked.push_back("--random_crop");
+  if (c.hflip) asked.push_back("--hflip");
+  if (!c.color_jitter.empty()) asked.push_back("--color_jitter");
+  if (!c.image_size.empty() && c.dataset != "image_folder") asked.push_back("--image_size");
+  if (shape.size() == 3 || asked.empty()) return;
+  std::string got;
+  for (auto d : shape) {
+    if (!got.empty()) got += 'x';
+    got += std::to_string(d);
+  }
+  throw usage_error(join(asked, ", ") + " need image samples (C x H x W), the data gives samples of shape " + got,
+                    "drop the image transforms for tables and sequences");
 }
 
 }  // namespace
@@ -25,34 +155,83 @@ std::string dataset_dir(const Config& c) {
 }
 
 DataSplits make_datasets(const Config& c) {
+  Raw raw = load_raw(c);
   DataSplits s;
-  DatasetPtr train, test;
-  if (c.dataset == "synthetic") {
-    auto shape = parse_shape(c.input_shape);
-    train = std::make_shared<SyntheticDataset>(c.synthetic_train_size, shape, c.num_classes, c.seed);
-    // The test split shares the class patterns (same seed) but its samples come after the train's.
-    test = std::make_shared<SyntheticDataset>(c.synthetic_test_size, shape, c.num_classes, c.seed,
-                                              c.synthetic_train_size);
-    s.description = "synthetic " + c.input_shape + ", " + std::to_string(c.num_classes) + " classes";
-  } else {
-    std::string dir = dataset_dir(c);
-    train = load_idx_split(dir, "train", c.dataset);
-    test = load_idx_split(dir, "t10k", c.dataset);
-    s.description = c.dataset + " from " + dir;
-  }
-  s.description += " (" + std::to_string(train->size()) + " train, " + std::to_string(test->size()) + " test)";
+  DatasetPtr train = raw.train, test = raw.test;
+  if (c.cache) train = std::make_shared<CachedDataset>(train);  // below the split: both halves share it
+  if (c.cache && test) test = std::make_shared<CachedDataset>(test);
 
+  std::string eval_name = "test";
+  if (c.val_split > 0 || !test) {
+    const double fraction = c.val_split > 0 ? c.val_split : 0.1;
+    std::tie(train, test) = split_validation(train, fraction, static_cast<uint64_t>(c.seed));
+    eval_name = "validation (" + std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "% held out" +
+                (c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default") + ")";
+  }
+  if (train->is_regression() != test->is_regression())
+    throw usage_error("the train and test data disagree on the task (" +
+                      std::string(train->is_regression() ? "regression" : "classification") + " vs " +
+                      (test->is_regression() ? "regression" : "classification") + ")",
+                      "pass --task, or targets of the same kind in both files");
+  if (train->is_regression() && train->target_shape() != test->target_shape())
+    throw usage_error("the train and test targets have different shapes", "check --train_targets and --test_targets");
+  if (train->sample_shape() != test->sample_shape())
+    throw usage_error("the train and test samples have different shapes", "check --train_file and --test_file");
+  if (!train->is_regression() && train->num_classes() != test->num_classes()) {
+    int64_t k = std::max(train->num_classes(), test->num_classes());
+    train = std::make_shared<WithClasses>(train, k);
+    test = std::make_shared<WithClasses>(test, k);
+  }
+
+  // The deterministic part of the pipeline: resizing and log scaling.
+  require_images(c, train->sample_shape());
+  if (!c.image_size.empty() && c.dataset != "image_folder") {
+    auto size = parse_image_size(c.image_size);
+    train = std::make_shared<ResizedDataset>(train, size[0], size[1]);
+    test = std::make_shared<ResizedDataset>(test, size[0], size[1]);
+  }
   std::vector<std::shared_ptr<const Transform>> train_t, test_t;
+  if (c.log1p) {
+    auto log = std::make_shared<Log1p>();
+    train = std::make_shared<TransformedDataset>(train, std::vector<std::shared_ptr<const Transform>>{log});
+    test = std::make_shared<TransformedDataset>(test, std::vector<std::shared_ptr<const Transform>>{log});
+  }
+
+  // Random augmentation (training only), then normalization by statistics of the training data.
   if (c.random_crop > 0) train_t.push_back(std::make_shared<RandomCrop>(c.random_crop));
   if (c.hflip) train_t.push_back(std::make_shared<HorizontalFlip>());
+  if (!c.color_jitter.empty()) {
+    auto j = parse_numbers(c.color_jitter);
+    j.resize(4, 0.0);
+    train_t.push_back(std::make_shared<ColorJitter>(j[0], j[1], j[2], j[3]));
+  }
   if (c.normalize) {
-    auto st = known_stats(c.dataset);
+    ChannelStats st;
+    if (!c.normalize_mean.empty()) {
+      st = {to_floats(parse_numbers(c.normalize_mean)), to_floats(parse_numbers(c.normalize_std))};
+      const size_t channels = static_cast<size_t>(ChannelLayout(train->sample_shape()).channels);
+      for (const auto* v : {&st.mean, &st.std})
+        if (v->size() != 1 && v->size() != channels)
+          throw usage_error("normalize_mean/normalize_std have " + std::to_string(v->size()) +
+                                " values, the data has " + std::to_string(channels) + " channels",
+                            "give one value per channel, or one for all");
+    } else {
+      st = compute_channel_stats(*train);
+    }
+    s.normalize_mean = numbers_text(st.mean);
+    s.normalize_std = numbers_text(st.std);
     auto norm = std::make_shared<Normalize>(st.mean, st.std);
     train_t.push_back(norm);
     test_t.push_back(norm);
   }
   s.train = train_t.empty() ? train : std::make_shared<TransformedDataset>(train, train_t);
   s.test = test_t.empty() ? test : std::make_shared<TransformedDataset>(test, test_t);
+
+  std::string task = train->is_regression()
+                         ? "regression, " + std::to_string(train->target_numel()) + " target(s)"
+                         : std::to_string(train->num_classes()) + " classes";
+  s.description = raw.what + ": " + task + ", " + std::to_string(s.train->size()) + " train, " +
+                  std::to_string(s.test->size()) + " " + eval_name;
   return s;
 }
 

@@ -1,4 +1,5 @@
-// Builds the train and test datasets a Config asks for, with their transforms.
+// Builds the train and test datasets a Config asks for: the format, the held-out split, caching,
+// resizing and the transforms.
 #pragma once
 #include <string>
 
@@ -9,11 +10,15 @@ namespace gputrain {
 
 struct DataSplits {
   DatasetPtr train;  // with augmentation and normalization
-  DatasetPtr test;   // with normalization only
+  DatasetPtr test;   // with normalization only (a held-out part of the training data with --val_split)
   std::string description;
+  // The normalization used, as config strings: computed ones are stored in the run's config so
+  // that a resume (and evaluation) reuses them instead of computing them again.
+  std::string normalize_mean, normalize_std;
 };
 
-// Throws a usage error (with an install hint) when the data is missing or malformed.
+// Throws a usage error (naming the file and, where there is one, an install hint) when the
+// data is missing or malformed.
 DataSplits make_datasets(const Config& c);
 
 // The folder a dataset is read from: --data_dir, or /usr/share/datasets/<name>.

@@ -1,4 +1,5 @@
-// Per-sample transforms (normalize, random crop, flip) and the wrapper dataset that applies them.
+// Per-sample transforms (normalize, random crop, flip, color jitter, log1p), resizing, and the
+// wrapper datasets that apply them.
 #pragma once
 #include <memory>
 #include <vector>
@@ -10,11 +11,18 @@ namespace gputrain {
 class Transform {
  public:
   virtual ~Transform() = default;
-  // Transforms one CxHxW float sample in place.
+  // Transforms one sample of `shape` in place.
   virtual void apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const = 0;
 };
 
-// (x - mean[c]) / std[c]; a single mean/std applies to every channel.
+// Which axis holds the channels that normalization works per: dimension 0 for images and
+// volumes (C x ...), the last one (features) for table rows {F} and sequences {T, F}.
+struct ChannelLayout {
+  int64_t outer = 1, channels = 1, inner = 1;  // element = (o * channels + c) * inner + i
+  explicit ChannelLayout(const std::vector<int64_t>& shape);
+};
+
+// (x - mean[c]) / std[c] per channel; a single mean/std applies to every channel.
 class Normalize : public Transform {
  public:
   Normalize(std::vector<float> mean, std::vector<float> std);
@@ -23,6 +31,12 @@ class Normalize : public Transform {
  private:
   std::vector<float> mean_, inv_std_;
 };
+
+// Per-channel mean and std of a dataset (over at most `max_samples` evenly spaced samples).
+struct ChannelStats {
+  std::vector<float> mean, std;
+};
+ChannelStats compute_channel_stats(const Dataset& data, int64_t max_samples = 10000);
 
 // Pads with zeros by `padding` pixels on each side and crops back to HxW at a random offset.
 class RandomCrop : public Transform {
@@ -40,19 +54,49 @@ class HorizontalFlip : public Transform {
   void apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const override;
 };
 
+// Random brightness, contrast, saturation and hue changes of an image in [0, 1] (each factor
+// drawn uniformly as torchvision's ColorJitter does; applied in that fixed order). Saturation
+// and hue need 3 channels and are skipped for grayscale.
+class ColorJitter : public Transform {
+ public:
+  ColorJitter(float brightness, float contrast, float saturation, float hue)
+      : b_(brightness), c_(contrast), s_(saturation), h_(hue) {}
+  void apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const override;
+
+ private:
+  float b_, c_, s_, h_;
+};
+
+// sign(x) * log(1 + |x|): compresses count data; defined for every value, so it cannot make NaNs.
+class Log1p : public Transform {
+ public:
+  void apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const override;
+};
+
 // Applies transforms after the base dataset's get(), seeded by the sample's seed.
-class TransformedDataset : public Dataset {
+class TransformedDataset : public DatasetWrapper {
  public:
   TransformedDataset(DatasetPtr base, std::vector<std::shared_ptr<const Transform>> transforms);
-  int64_t size() const override { return base_->size(); }
-  std::vector<int64_t> sample_shape() const override { return shape_; }
-  int64_t num_classes() const override { return base_->num_classes(); }
   int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
 
  private:
-  DatasetPtr base_;
   std::vector<std::shared_ptr<const Transform>> transforms_;
   std::vector<int64_t> shape_;
+};
+
+// Bilinear resize of a C x H x W float image (align_corners = false, as torch's interpolate).
+void resize_bilinear(const float* in, int64_t channels, int64_t h, int64_t w, float* out, int64_t out_h,
+                     int64_t out_w);
+
+// Resizes every image sample of the base dataset to out_h x out_w.
+class ResizedDataset : public DatasetWrapper {
+ public:
+  ResizedDataset(DatasetPtr base, int64_t out_h, int64_t out_w);
+  std::vector<int64_t> sample_shape() const override { return shape_; }
+  int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
+
+ private:
+  std::vector<int64_t> in_shape_, shape_;
 };
 
 }  // namespace gputrain

@@ -22,6 +22,15 @@ const std::vector<Entry>& table() {
   return t;
 }
 
+std::string join_shape(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (auto d : shape) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
+  return s.empty() ? "()" : s;
+}
+
 }  // namespace
 
 std::vector<std::string> model_names() {
@@ -31,6 +40,11 @@ std::vector<std::string> model_names() {
 }
 
 NetPtr make_model(const std::string& name, const ModelSpec& spec) {
+  // Convolutional models need images; flat or sequence samples go to the mlp.
+  if (name != "mlp" && spec.input_shape.size() != 3)
+    throw usage_error("model '" + name + "' needs image samples (C x H x W), the data gives samples of shape " +
+                          join_shape(spec.input_shape),
+                      "use --model mlp for tables and sequences");
   for (const auto& e : table())
     if (name == e.name) return e.make(spec);
   throw usage_error("unknown model '" + name + "'" + did_you_mean(name, model_names()),

@@ -10,7 +10,7 @@ namespace gputrain {
 
 struct ModelSpec {
   std::vector<int64_t> input_shape;  // C, H, W
-  int64_t num_classes = 10;
+  int64_t num_classes = 10;  // outputs: classes, or target values for regression
   int64_t width = 0;  // base width; 0 = the model's default
 };
 

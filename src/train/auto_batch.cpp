@@ -7,13 +7,17 @@
 namespace gputrain {
 
 BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape,
-                            int64_t num_classes, int64_t start, int64_t cap) {
+                            int64_t num_classes, int64_t num_targets, int64_t start, int64_t cap) {
   BatchSearch s;
   auto fits = [&](int64_t b) {
     std::vector<int64_t> dims{b};
     dims.insert(dims.end(), sample_shape.begin(), sample_shape.end());
-    Batch batch{torch::randn(dims), torch::randint(0, num_classes, {b})};
-    bool ok = trainer.probe(trainer.to_device(batch));
+    const auto& ctx = trainer.context();
+    auto on = torch::TensorOptions().device(ctx.device);
+    Batch batch{torch::randn(dims, on), num_classes > 0 ? torch::randint(0, num_classes, {b}, on.dtype(torch::kLong))
+                                                        : torch::randn({b, num_targets}, on)};
+    if (ctx.channels_last && batch.x.dim() == 4) batch.x = batch.x.contiguous(torch::MemoryFormat::ChannelsLast);
+    bool ok = trainer.probe(batch);
     s.trials.push_back({b, ok});
     return ok;
   };

@@ -6,7 +6,9 @@
 namespace gputrain {
 
 std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, const Dataset& train_data) {
-  NetPtr model = make_model(c.model, {train_data.sample_shape(), train_data.num_classes(), c.width});
+  // Regression models output one value per target.
+  const int64_t outputs = train_data.is_regression() ? train_data.target_numel() : train_data.num_classes();
+  NetPtr model = make_model(c.model, {train_data.sample_shape(), outputs, c.width});
   model->to(ctx.device);
   if (ctx.channels_last) to_channels_last(*model);
   auto optimizer = make_optimizer(c, *model);  // after the moves: it must hold the final tensors
@@ -15,8 +17,19 @@ std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, c
 }
 
 LoaderOptions train_loader_options(const Config& c, const RunContext& ctx) {
-  return {c.batch_size,         c.shuffle,      c.drop_last, c.num_workers, c.prefetch_factor,
-          c.persistent_workers, ctx.pin_memory, static_cast<uint64_t>(c.seed)};
+  LoaderOptions o;
+  o.batch_size = c.batch_size;
+  o.shuffle = c.shuffle;
+  o.drop_last = c.drop_last;
+  o.num_workers = c.num_workers;
+  o.prefetch_factor = c.prefetch_factor;
+  o.persistent_workers = c.persistent_workers;
+  o.pin_memory = ctx.pin_memory;
+  o.seed = static_cast<uint64_t>(c.seed);
+  o.device = ctx.device;
+  o.non_blocking = ctx.non_blocking;
+  o.channels_last = ctx.channels_last;
+  return o;
 }
 
 }  // namespace gputrain

@@ -41,7 +41,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   archive.write("meta.epoch", c10::IValue(meta.epoch));
   archive.write("meta.batch", c10::IValue(meta.batch));
   archive.write("meta.step", c10::IValue(meta.step));
-  archive.write("meta.best_accuracy", c10::IValue(meta.best_accuracy));
+  archive.write("meta.best_accuracy", c10::IValue(meta.best_score));
   archive.write("meta.config", c10::IValue(meta.config_json));
   {
     auto gen = at::detail::getDefaultCPUGenerator();

@@ -10,7 +10,7 @@ struct CheckpointMeta {
   int64_t epoch = 0;  // the epoch to continue (all earlier ones are complete)
   int64_t batch = 0;  // micro-batches of that epoch already consumed (0 at an epoch boundary)
   int64_t step = 0;   // optimizer steps completed
-  double best_accuracy = 0;
+  double best_score = 0;  // eval_score() of the best evaluation so far
   std::string config_json;
 };
 

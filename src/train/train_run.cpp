@@ -92,6 +92,9 @@ int run_training(Config c) {
 
   DataSplits data = make_datasets(c);
   std::printf("data: %s\n", data.description.c_str());
+  // Statistics computed from the data go into the run's config.json: a resume reuses them.
+  c.normalize_mean = data.normalize_mean;
+  c.normalize_std = data.normalize_std;
 
   if (ctx.cuda) cuda_reset_peak(ctx.device.index());  // the summary's peak is this run's
   std::unique_ptr<Trainer> trainer_ptr = build_trainer(c, ctx, *data.train);
@@ -104,7 +107,8 @@ int run_training(Config c) {
       std::printf("auto_batch_size: n/a on cpu (no device memory limit); keeping --batch_size %lld\n",
                   static_cast<long long>(c.batch_size));
     } else {
-      auto found = find_batch_size(trainer, data.train->sample_shape(), data.train->num_classes(), c.batch_size,
+      auto found = find_batch_size(trainer, data.train->sample_shape(), data.train->num_classes(),
+                                   data.train->target_numel(), c.batch_size,
                                    data.train->size() / c.accumulation_steps);
       std::printf("auto_batch_size: %lld (largest that fit: %lld, minus a 10%% margin; %zu probes)\n",
                   static_cast<long long>(found.batch_size), static_cast<long long>(found.largest_fit),
@@ -159,13 +163,14 @@ int run_training(Config c) {
 
   // --- resume
   int64_t step = 0, first_epoch = 0, first_batch = 0;
-  double best_acc = 0;
+  // Best evaluation so far (accuracy, or -loss for regression); finite so checkpoints can hold it.
+  double best_score = -1e300;
   if (!c.resume.empty()) {
     CheckpointMeta meta = load_checkpoint(c.resume, trainer);
     step = meta.step;
     first_epoch = meta.epoch;
     first_batch = meta.batch;
-    best_acc = meta.best_accuracy;
+    best_score = meta.best_score;
     std::printf("resumed from %s: epoch %lld, batch %lld, step %lld\n", c.resume.c_str(),
                 static_cast<long long>(first_epoch + 1), static_cast<long long>(first_batch),
                 static_cast<long long>(step));
@@ -184,7 +189,7 @@ int run_training(Config c) {
   torch::Tensor bad_run = torch::zeros({}, device_long), worst_bad_run = torch::zeros({}, device_long);
 
   auto checkpoint_meta = [&](int64_t epoch, int64_t batch) {
-    return CheckpointMeta{epoch, batch, step, best_acc, config_json.dump()};
+    return CheckpointMeta{epoch, batch, step, best_score, config_json.dump()};
   };
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
   auto save = [&](const std::string& name, const CheckpointMeta& meta) {
@@ -229,7 +234,7 @@ int run_training(Config c) {
       while (static_cast<int64_t>(micro.size()) < c.accumulation_steps) {
         auto host = train_loader.next();
         if (!host) break;
-        micro.push_back(trainer.to_device(*host));
+        micro.push_back(std::move(*host));
       }
       if (static_cast<int64_t>(micro.size()) < c.accumulation_steps) break;  // epoch tail
       consumed += c.accumulation_steps;
@@ -300,15 +305,20 @@ int run_training(Config c) {
     auto eval_start = Clock::now();
     last_eval = evaluate(trainer, test_loader);
     last_eval_seconds = seconds_since(eval_start);
-    const bool improved = last_eval.accuracy > best_acc;
-    best_acc = std::max(best_acc, last_eval.accuracy);
+    const bool improved = eval_score(last_eval) > best_score;
+    best_score = std::max(best_score, eval_score(last_eval));
     char buf[160];
-    std::snprintf(buf, sizeof buf, "epoch %lld/%lld | test loss %.4f | test accuracy %.4f | %s",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(c.epochs), last_eval.loss,
-                  last_eval.accuracy, format_duration(seconds_since(epoch_start)).c_str());
+    std::snprintf(buf, sizeof buf, "epoch %lld/%lld | test %s %.4f | test %s %.4f | %s",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(c.epochs),
+                  last_eval.regression ? "mse" : "loss", last_eval.loss, last_eval.regression ? "mae" : "accuracy",
+                  last_eval.regression ? last_eval.mae : last_eval.accuracy,
+                  format_duration(seconds_since(epoch_start)).c_str());
     progress.line(buf);
-    metrics.write({{"event", "eval"}, {"step", step}, {"epoch", epoch}, {"test_loss", last_eval.loss},
-                   {"test_accuracy", last_eval.accuracy}, {"samples", last_eval.samples}});
+    nlohmann::json eval_rec = {{"event", "eval"}, {"step", step}, {"epoch", epoch}, {"test_loss", last_eval.loss},
+                               {"samples", last_eval.samples}};
+    if (last_eval.regression) eval_rec["test_mae"] = last_eval.mae;
+    else eval_rec["test_accuracy"] = last_eval.accuracy;
+    metrics.write(eval_rec);
     auto meta = checkpoint_meta(epoch + 1, 0);
     save("epoch-" + std::to_string(epoch + 1) + ".pt", meta);
     save("last.pt", meta);
@@ -333,10 +343,16 @@ int run_training(Config c) {
       train_seconds > 0 ? static_cast<double>((step - first_step) * samples_per_step) / train_seconds : 0;
   nlohmann::json summary = {{"event", "summary"}, {"step", step}, {"epoch", last_epoch},
                             {"wall_seconds", total_seconds}, {"train_seconds", train_seconds},
-                            {"samples_per_sec", sps}, {"best_test_accuracy", best_acc},
-                            {"final_test_accuracy", last_eval.accuracy},
+                            {"samples_per_sec", sps},
                             {"data_wait_fraction", train_seconds > 0 ? wait_seconds / train_seconds : 0.0},
-                            {"skipped_steps", skipped}};
+                            {"skipped_steps", skipped}, {"bad_samples", data.train->bad_samples() + data.test->bad_samples()}};
+  if (last_eval.regression) {
+    summary["best_test_mse"] = -best_score;
+    summary["final_test_mae"] = last_eval.mae;
+  } else {
+    summary["best_test_accuracy"] = best_score;
+    summary["final_test_accuracy"] = last_eval.accuracy;
+  }
   if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
   else summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["monitor"] = monitor.finish();
@@ -353,12 +369,14 @@ int run_training(Config c) {
     std::printf("\n");
   }
   write_report_safely(out_dir);
-  std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test accuracy %.4f | "
-              "data wait %.1f%%%s\n",
+  std::string extra;
+  if (skipped) extra += " | " + std::to_string(skipped) + " overflow steps skipped";
+  if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += " | " + std::to_string(bad) + " bad samples skipped";
+  std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test %s %.4f | data wait %.1f%%%s\n",
               static_cast<long long>(step), format_duration(total_seconds).c_str(),
-              format_duration(train_seconds).c_str(), sps, best_acc,
-              100.0 * summary["data_wait_fraction"].get<double>(),
-              skipped ? (" | " + std::to_string(skipped) + " overflow steps skipped").c_str() : "");
+              format_duration(train_seconds).c_str(), sps, last_eval.regression ? "mse" : "accuracy",
+              last_eval.regression ? -best_score : best_score, 100.0 * summary["data_wait_fraction"].get<double>(),
+              extra.c_str());
   std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s}\n", out_dir.c_str(),
               c.save_checkpoints ? ", checkpoints/" : "");
   return 0;

@@ -3,7 +3,6 @@
 
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
-#include <torch/nn/functional/loss.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "train/autocast.h"
+#include "train/loss.h"
 
 namespace gputrain {
 
@@ -44,14 +44,6 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
   if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_ABOVE")) oom_above_ = std::atoll(fault);
 }
 
-Batch Trainer::to_device(const Batch& b) const {
-  Batch d;
-  d.x = b.x.to(ctx_.device, /*non_blocking=*/ctx_.non_blocking);
-  d.y = b.y.to(ctx_.device, /*non_blocking=*/ctx_.non_blocking);
-  if (ctx_.channels_last && d.x.dim() == 4) d.x = d.x.contiguous(torch::MemoryFormat::ChannelsLast);
-  return d;
-}
-
 StepResult Trainer::step(const std::vector<Batch>& micro) {
   while (true) {
     try {
@@ -83,7 +75,7 @@ bool Trainer::probe(const Batch& b) {
     {
       AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
       auto logits = model_->forward(b.x);
-      auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), b.y);
+      auto loss = task_loss(logits, b.y);
       loss.backward();
     }
     if (ctx_.cuda) cuda_synchronize(ctx_.device.index());  // surface asynchronous failures here
@@ -105,7 +97,6 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   // the samples, so the gradient equals that of the whole batch.
   int64_t total = 0;
   for (const auto& b : micro) total += b.y.size(0);
-  auto ce = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(opt_.label_smoothing);
   for (const auto& b : micro) {
     auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
     for (size_t i = 0; i < xs.size(); ++i) {
@@ -113,7 +104,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
       {
         AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
         auto logits = model_->forward(xs[i]);
-        loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), ys[i], ce) *
+        loss = task_loss(logits, ys[i], opt_.label_smoothing) *
                (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
       }
       scaler_.scale(loss).backward();  // backward runs outside autocast, as in PyTorch

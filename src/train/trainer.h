@@ -29,9 +29,6 @@ class Trainer {
   Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const RunContext& ctx,
           TrainerOptions options);
 
-  // Moves a host batch to the device: non-blocking from pinned memory, channels_last for images.
-  Batch to_device(const Batch& batch) const;
-
   // One optimizer step over `micro` (accumulation_steps micro-batches already on the device):
   // autocast forward -> loss / k -> scaled backward, for each; then unscale -> clip -> step if
   // finite -> scaler update -> zero grads (to none).

@@ -1,0 +1,37 @@
+// JPEG and PNG decoding (libjpeg-turbo, libpng) and bilinear resizing into CHW floats.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gputrain {
+
+// A decoded image: 8-bit pixels, rows top to bottom, channels interleaved (HWC).
+struct Image {
+  int64_t height = 0, width = 0, channels = 0;
+  std::vector<uint8_t> pixels;  // HWC
+};
+
+// Larger sides or pixel counts than these mean a corrupt or hostile header; they are refused
+// before anything is allocated.
+constexpr int64_t kMaxImageSide = 32768;
+constexpr int64_t kMaxImagePixels = int64_t{1} << 28;
+
+// Decodes a JPEG or PNG (chosen by its magic bytes) into `channels` (1 = gray, 3 = RGB)
+// channels. Alpha is dropped; gray is 0.299 R + 0.587 G + 0.114 B, as in PIL. Safe to call
+// from several threads at once. Throws usage_error("<path_for_errors>: <reason>").
+Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& path_for_errors);
+
+// Reads only the header: true and the size when `data` starts like a JPEG or PNG whose header
+// is intact and whose size is within the limits above; otherwise false, with the reason in
+// `why` when given. `data` may be just the start of the file; a JPEG whose size marker lies
+// beyond it gives false with why = "header not within the bytes read".
+bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w, std::string* why = nullptr);
+
+// Bilinear resize (align_corners=false, no antialias: torch's interpolate defaults) of `img`
+// to out_h x out_w, written as CHW floats in [0, 1] into `out` (channels * out_h * out_w).
+// When the size already matches it only converts.
+void resize_to_chw_float(const Image& img, int64_t out_h, int64_t out_w, float* out);
+
+}  // namespace gputrain

@@ -1,0 +1,38 @@
+// Dataset wrappers that select samples: a subset by index list, and a seeded train/validation split.
+#pragma once
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace gputrain {
+
+// The samples of `base` at `indices`, in that order.
+class SubsetDataset : public DatasetWrapper {
+ public:
+  SubsetDataset(DatasetPtr base, std::vector<int64_t> indices)
+      : DatasetWrapper(std::move(base)), indices_(std::move(indices)) {}
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override {
+    return base_->get(indices_[static_cast<size_t>(index)], x, target, seed);
+  }
+
+ private:
+  std::vector<int64_t> indices_;
+};
+
+// Holds out round(fraction * size) samples, chosen by a seeded shuffle, as the validation split.
+// Returns {train, validation}; both are empty-free (at least one sample each) or it throws.
+std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fraction, uint64_t seed);
+
+// Reports `num_classes` classes (at least the base's): train and test splits must agree on the
+// model's output size even when one split lacks the highest labels.
+class WithClasses : public DatasetWrapper {
+ public:
+  WithClasses(DatasetPtr base, int64_t classes) : DatasetWrapper(std::move(base)), classes_(classes) {}
+  int64_t num_classes() const override { return classes_; }
+
+ private:
+  int64_t classes_;
+};
+
+}  // namespace gputrain
