@@ -11,16 +11,7 @@
 using namespace gputrain;
 using test::run_gputrain;
 
-namespace {
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(test::read_file(path));
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-}  // namespace
+using test::read_jsonl;
 
 TEST_CASE("cli: train on the smoke preset writes the run folder and the loss falls", "[cli]") {
   test::TempDir dir;

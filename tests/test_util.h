@@ -7,6 +7,9 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace gputrain::test {
 
@@ -34,6 +37,14 @@ inline std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The records of a metrics.jsonl file, in order.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
 }
 
 // Path of the built gputrain binary (defined in test_main.cpp).

@@ -156,6 +156,7 @@ std::string dataset_dir(const Config& c) {
 
 DataSplits make_datasets(const Config& c) {
   Raw raw = load_raw(c);
+  require_images(c, raw.train->sample_shape());
   DataSplits s;
   DatasetPtr train = raw.train, test = raw.test;
   if (c.cache) train = std::make_shared<CachedDataset>(train);  // below the split: both halves share it
@@ -184,7 +185,6 @@ DataSplits make_datasets(const Config& c) {
   }
 
   // The deterministic part of the pipeline: resizing and log scaling.
-  require_images(c, train->sample_shape());
   if (!c.image_size.empty() && c.dataset != "image_folder") {
     auto size = parse_image_size(c.image_size);
     train = std::make_shared<ResizedDataset>(train, size[0], size[1]);

@@ -1,0 +1,202 @@
+// End to end, one training run per data format on fixtures the test writes, and the bad-input
+// exits: the built binary, run as a user would.
+#include <catch2/catch.hpp>
+#include <png.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "test_util.h"
+
+using namespace gputrain;
+using test::read_jsonl;
+using test::run_gputrain;
+
+namespace {
+
+// Small and quick: tests check that each format trains, not how well.
+const std::string kQuick = " --epochs 3 --batch_size 16 --num_workers 2 --monitor_interval 0 --log_every 5"
+                           " --lr_schedule constant --lr 0.01 ";
+
+nlohmann::json summary_of(const std::string& run) {
+  auto records = read_jsonl(run + "/metrics.jsonl");
+  REQUIRE(!records.empty());
+  REQUIRE(records.back()["event"] == "summary");
+  return records.back();
+}
+
+std::vector<double> step_losses(const std::string& run) {
+  std::vector<double> losses;
+  for (const auto& r : read_jsonl(run + "/metrics.jsonl"))
+    if (r["event"] == "step") losses.push_back(r["loss"].get<double>());
+  return losses;
+}
+
+// A .npy file: float32 (or int64 with `ints`) values of `shape`.
+void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<double>& values,
+               bool ints) {
+  std::string dims;
+  for (auto d : shape) dims += std::to_string(d) + ",";
+  std::string header = "{'descr': '" + std::string(ints ? "<i8" : "<f4") + "', 'fortran_order': False, 'shape': (" +
+                       dims + "), }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::string bytes = "\x93NUMPY\x01";
+  bytes += '\0';
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  for (double v : values) {
+    char buf[8];
+    if (ints) {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(buf, &x, 8);
+      bytes.append(buf, 8);
+    } else {
+      float x = static_cast<float>(v);
+      std::memcpy(buf, &x, 4);
+      bytes.append(buf, 4);
+    }
+  }
+  test::write_file(path, bytes);
+}
+
+void write_png(const std::string& path, int h, int w, uint8_t r, uint8_t g, uint8_t b) {
+  std::vector<uint8_t> px(static_cast<size_t>(h * w * 3));
+  for (size_t i = 0; i < px.size(); i += 3) px[i] = r, px[i + 1] = g, px[i + 2] = b;
+  png_image img;
+  std::memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = static_cast<png_uint_32>(w);
+  img.height = static_cast<png_uint_32>(h);
+  img.format = PNG_FORMAT_RGB;
+  REQUIRE(png_image_write_to_file(&img, path.c_str(), 0, px.data(), 0, nullptr));
+}
+
+}  // namespace
+
+TEST_CASE("data cli: CSV regression trains, computes and stores normalization", "[data_cli]") {
+  test::TempDir dir;
+  std::mt19937 rng(1);
+  std::normal_distribution<double> noise(0, 0.05);
+  std::string csv = "a,b,unused,y\n";
+  for (int i = 0; i < 400; ++i) {
+    double a = std::uniform_real_distribution<double>(-1, 1)(rng) * 10 + 50, b = std::uniform_real_distribution<double>(0, 2)(rng);
+    csv += std::to_string(a) + "," + std::to_string(b) + ",x" + std::to_string(i) + "," +
+           std::to_string(0.1 * (a - 50) - b + noise(rng)) + "\n";
+  }
+  test::write_file(dir / "train.csv", csv);
+  auto r = run_gputrain("train --dataset csv --train_file " + (dir / "train.csv") +
+                        " --target y --features a,b --model mlp --width 32 --val_split 0.2" + kQuick +
+                        "--output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("regression, 1 target(s)") && Catch::Contains("320 train, 80 validation") &&
+                        Catch::Contains("test mae"));
+  auto s = summary_of(dir / "run");
+  CHECK(s["best_test_mse"].get<double>() < 0.2);  // the target's variance is about 0.66
+  auto config = nlohmann::json::parse(test::read_file(dir / "run/config.json"));
+  auto mean = config["normalize_mean"].get<std::string>();
+  CHECK(mean.find(',') != std::string::npos);  // two features, two means
+  CHECK(std::stod(mean) == Approx(50).margin(1.5));
+}
+
+TEST_CASE("data cli: CSV windows over a series train a sequence classifier", "[data_cli]") {
+  test::TempDir dir;
+  std::string csv = "t,signal,regime\n";
+  for (int i = 0; i < 600; ++i)  // the regime flips every 50 rows; the signal's sign follows it
+    csv += std::to_string(i) + "," + std::to_string(((i / 50) % 2 ? 1.0 : -1.0) * (1 + (i % 7) * 0.1)) + "," +
+           ((i / 50) % 2 ? "up" : "down") + "\n";
+  test::write_file(dir / "series.csv", csv);
+  auto r = run_gputrain("train --dataset csv --train_file " + (dir / "series.csv") +
+                        " --target regime --features signal --window 8 --stride 2 --horizon 0 --model mlp --width 16" +
+                        kQuick + "--output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("2 classes") && Catch::Contains("x window 8"));
+  CHECK(summary_of(dir / "run")["best_test_accuracy"].get<double>() > 0.8);
+}
+
+TEST_CASE("data cli: NumPy volumes (N, 2, 4, 3, 3) with integer labels train", "[data_cli]") {
+  test::TempDir dir;
+  const int n = 240;
+  std::vector<double> x, y;
+  std::mt19937 rng(2);
+  for (int i = 0; i < n; ++i) {
+    int label = i % 3;
+    y.push_back(label);
+    for (int k = 0; k < 2 * 4 * 3 * 3; ++k)
+      x.push_back((k % 3 == label ? 1.0 : 0.0) + std::uniform_real_distribution<double>(0, 0.5)(rng));
+  }
+  write_npy(dir / "x.npy", {n, 2, 4, 3, 3}, x, false);
+  write_npy(dir / "y.npy", {n}, y, true);
+  auto r = run_gputrain("train --dataset npy --train_file " + (dir / "x.npy") + " --train_targets " + (dir / "y.npy") +
+                        " --model mlp --width 32" + kQuick + "--output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("3 classes") && Catch::Contains("no test split, --val_split 0.1 by default"));
+  CHECK(summary_of(dir / "run")["best_test_accuracy"].get<double>() > 0.9);
+  auto losses = step_losses(dir / "run");
+  REQUIRE(losses.size() >= 2);
+  CHECK(losses.back() < losses.front());
+}
+
+TEST_CASE("data cli: an image folder trains; a bad image stops it, or is skipped and counted", "[data_cli]") {
+  test::TempDir dir;
+  for (const char* split : {"train", "val"})
+    for (int c = 0; c < 2; ++c) {
+      auto folder = dir.path / "images" / split / (c ? "red" : "blue");
+      std::filesystem::create_directories(folder);
+      for (int i = 0; i < (std::string(split) == "train" ? 24 : 8); ++i)
+        write_png((folder / ("img" + std::to_string(i) + ".png")).string(), 10 + i % 3, 12, c ? 200 : 20,
+                  static_cast<uint8_t>(i * 5), c ? 20 : 200);
+    }
+  test::write_file((dir.path / "images/train/red/broken.png").string(), "this is not an image");
+  const std::string args = "train --dataset image_folder --data_dir " + (dir / "images") +
+                           " --image_size 8 --model cnn --width 4 --hflip --color_jitter 0.2,0.2,0.2,0.05 --cache" + kQuick;
+
+  auto bad = run_gputrain(args + "--output_dir " + (dir / "bad"));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("broken.png") && Catch::Contains("not a JPEG or PNG"));
+
+  auto r = run_gputrain(args + "--skip_bad_samples --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("2 classes") && Catch::Contains("48 train, 16 test") &&
+                        Catch::Contains("1 bad samples skipped"));
+  auto s = summary_of(dir / "run");
+  CHECK(s["bad_samples"] == 1);
+  CHECK(s["best_test_accuracy"].get<double>() > 0.9);
+}
+
+TEST_CASE("data cli: bad data flags and missing files exit 2 with one clear line", "[data_cli]") {
+  test::TempDir dir;
+  std::string rows = "a,b\n";
+  for (int i = 0; i < 20; ++i) rows += std::to_string(i) + "," + std::to_string(i % 2) + "\n";
+  test::write_file(dir / "t.csv", rows);
+  struct Case {
+    std::string args, expect;
+  };
+  std::vector<Case> cases = {
+      {"--dataset csv --target y", "needs --train_file"},
+      {"--dataset csv --train_file " + (dir / "t.csv"), "needs --target"},
+      {"--dataset csv --train_file " + (dir / "t.csv") + " --target nope", "nope"},
+      {"--dataset csv --train_file " + (dir / "missing.csv") + " --target b", "missing.csv"},
+      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --random_crop 2 --model mlp", "need image samples"},
+      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --model cnn", "needs image samples"},
+      {"--dataset cifar10 --data_dir " + (dir / "nothing"), "data_batch_1.bin"},
+      {"--dataset npy --train_file " + (dir / "t.csv"), "t.csv"},
+      {"--dataset synthetic --task regression", "task 'regression'"},
+      {"--color_jitter 0.4,x", "color_jitter '0.4,x'"},
+      {"--normalize_mean 0.5", "go together"},
+      {"--image_size 0x3", "image_size '0x3'"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_gputrain("train " + c.args + " --output_dir " + (dir / "run"));
+    INFO(c.args << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.expect));
+  }
+}
