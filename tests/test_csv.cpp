@@ -7,25 +7,13 @@
 #include "core/error.h"
 #include "data/csv.h"
 #include "data/csv_dataset.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 using namespace gputrain;
+using test::error_of;
 
 namespace {
-
-// The message of the usage error `f` throws (checking it is one and names `path`), or "".
-template <typename F>
-std::string error_of(const std::string& path, F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.exit_code == 2);
-    CHECK_THAT(e.problems[0], Catch::Contains(path));
-    return e.problems[0];
-  }
-  FAIL("expected an error for " << path);
-  return "";
-}
 
 std::string read_error(const std::string& path) {
   return error_of(path, [&] { read_csv(path); });

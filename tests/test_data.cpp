@@ -191,3 +191,29 @@ TEST_CASE("data: bilinear resize matches torch's interpolate", "[data]") {
     CHECK(torch::allclose(got, ref, 1e-5, 1e-5));
   }
 }
+
+TEST_CASE("cuda: side-stream copies deliver the same batches as the CPU loader", "[cuda]") {
+  auto ds = std::make_shared<SyntheticDataset>(512, std::vector<int64_t>{3, 8, 8}, 4, 3);
+  LoaderOptions cpu{.batch_size = 32, .shuffle = true, .num_workers = 2, .seed = 4};
+  LoaderOptions gpu = cpu;
+  gpu.pin_memory = true;
+  gpu.device = torch::Device(torch::kCUDA, 0);
+  gpu.non_blocking = true;
+  gpu.channels_last = true;
+  Loader a(ds, cpu), b(ds, gpu);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    a.start_epoch(epoch);
+    b.start_epoch(epoch);
+    while (auto x = a.next()) {
+      auto y = b.next();
+      REQUIRE(y);
+      CHECK(y->x.is_cuda());
+      CHECK(y->x.is_contiguous(torch::MemoryFormat::ChannelsLast));
+      // Work on the compute stream right away: it must see the finished copy.
+      CHECK(torch::equal((y->x * 2).cpu(), x->x * 2));
+      CHECK(torch::equal(y->y.cpu(), x->y));
+    }
+    CHECK_FALSE(b.next());
+  }
+  CHECK(b.staging_buffers() <= 2 * 2 + 2);
+}

@@ -8,9 +8,11 @@
 #include "core/error.h"
 #include "data/npy.h"
 #include "data/npy_dataset.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 using namespace gputrain;
+using test::error_of;
 
 namespace {
 
@@ -125,21 +127,6 @@ std::string zip_bytes(const std::vector<Member>& members, bool zip64 = false) {
   put(out, zip64 ? 0xFFFFFFFF : cd_offset, 4);
   put(out, 0, 2);
   return out;
-}
-
-// Runs `f`, which must throw a usage error; checks the message names `file`, returns it.
-template <class F>
-std::string error_of(const std::string& file, F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.exit_code == 2);
-    CHECK_THAT(e.problems[0], Catch::Contains(file));
-    CHECK(e.problems[0].find('\n') == std::string::npos);
-    return e.problems[0];
-  }
-  FAIL("expected an error for " << file);
-  return "";
 }
 
 std::vector<float> floats(const NpyArray& a) {

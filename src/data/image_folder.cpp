@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 const char* kLayoutHint =
     "expected one subfolder per class holding its images: ROOT/cat/001.jpg, ROOT/cat/002.png, "
     "ROOT/dog/001.jpeg, ... (.jpg, .jpeg, .png)";
-const char* kSkipHint = "fix or remove the file, or pass --skip_bad to skip unreadable images";
+const char* kSkipHint = "fix or remove the file, or pass --skip_bad_samples to skip unreadable images";
 
 // Enough for the header of nearly every JPEG (EXIF and ICC segments come before the size).
 constexpr size_t kHeaderBytes = 64 * 1024;

@@ -56,7 +56,7 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
   }
   if (y_.shape.size() != 1)
     throw usage_error(y_.path + ": classification labels must be 1-D (N,), got shape " + shape_text(y_.shape),
-                      "set the task to regression for multi-valued targets, or save one class index per sample");
+                      "pass --task regression for multi-valued targets, or save one class index per sample");
   // Checked once here, so get() can trust every label.
   int64_t max_label = 0;
   for (int64_t i = 0; i < n_; ++i) {
@@ -69,7 +69,7 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
       std::snprintf(value, sizeof value, "%.9g", v);
       throw usage_error(y_.path + ": label " + std::to_string(i) + " (" + value + ") " + why +
                             "; classification labels must be class indices 0..C-1",
-                        "map labels to indices (np.unique(y, return_inverse=True)) or set the task to regression");
+                        "map labels to indices (np.unique(y, return_inverse=True)) or pass --task regression");
     }
     max_label = std::max(max_label, static_cast<int64_t>(v));
   }
