@@ -19,7 +19,7 @@ Both sides: warm-up batches first (worker start-up excluded), then --steps timed
 samples/s = steps * batch / seconds. The machine is shared and noisy, so the two sides
 alternate for --rounds rounds and the best samples/s of each is kept (as timeit does).
 
-Usage: .venv/bin/python tools/bench_loader.py [--workers 0,1,2] [--rounds 3] [--steps 200]
+Usage: .venv/bin/python tools/bench_loader.py [--workers 0,2] [--rounds 3] [--steps 200]
                                              [--json OUT]
 """
 import argparse
@@ -119,7 +119,7 @@ def pytorch_round(dataset, workers, warmup, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", default="0,1,2", help="comma list of worker counts")
+    ap.add_argument("--workers", default="0,2", help="comma list of worker counts (gputrain runs at least 2 when > 0)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=200, help="timed batches per run")
     ap.add_argument("--warmup", type=int, default=5, help="untimed batches per run")
