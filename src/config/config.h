@@ -77,6 +77,10 @@ struct Config {
   int64_t accumulation_steps = 1;
   double clip_max_norm = 0.0;  // 0 = no clipping
   double label_smoothing = 0.0;
+  std::string loss = "auto";  // auto (cross_entropy or mse) | mse | l1 | huber
+  double huber_delta = 1.0;
+  std::string monitor_metric = "auto";  // what "best" and early stopping watch; auto: accuracy or loss
+  int64_t early_stopping = 0;           // stop after this many evaluations without improvement; 0 = off
 
   // Speed switches
   std::string device = "auto";  // auto | cpu | cuda | cuda:N

@@ -87,6 +87,12 @@ std::vector<Field> make_fields() {
       {"accumulation_steps", &C::accumulation_steps, "optim", "micro-batches per optimizer step", {}, 1, 65536},
       {"clip_max_norm", &C::clip_max_norm, "optim", "clip the gradient norm after unscaling (0 = off)", {}, 0, inf},
       {"label_smoothing", &C::label_smoothing, "optim", "cross-entropy label smoothing", {}, 0, 1},
+      {"loss", &C::loss, "optim", "regression loss (auto: cross-entropy for classes, mse for values)",
+       {"auto", "mse", "l1", "huber"}},
+      {"huber_delta", &C::huber_delta, "optim", "Huber loss threshold", {}, 1e-9, inf},
+      {"monitor_metric", &C::monitor_metric, "optim", "metric for the best checkpoint and early stopping",
+       {"auto", "loss", "accuracy", "top5", "mae", "rmse"}},
+      {"early_stopping", &C::early_stopping, "optim", "stop after N evaluations without improvement (0 = off)", {}, 0, 1e9},
 
       {"device", &C::device, "speed", "auto | cpu | cuda | cuda:N"},
       {"use_amp", &C::use_amp, "speed", "automatic mixed precision"},

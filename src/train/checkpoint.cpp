@@ -43,6 +43,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   archive.write("meta.step", c10::IValue(meta.step));
   archive.write("meta.best_accuracy", c10::IValue(meta.best_score));
   archive.write("meta.config", c10::IValue(meta.config_json));
+  archive.write("meta.evals_since_best", c10::IValue(meta.evals_since_best));
   {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -66,7 +67,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
 namespace {
 
 CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
-  c10::IValue format, epoch, batch, step, best, config;
+  c10::IValue format, epoch, batch, step, best, config, since_best;
   if (!archive.try_read("meta.format", format) || !format.isString() ||
       format.toStringRef() != "gputrain-checkpoint-1")
     throw std::runtime_error("not written by gputrain (no gputrain format tag)");
@@ -75,7 +76,9 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
   archive.read("meta.step", step);
   archive.read("meta.best_accuracy", best);
   archive.read("meta.config", config);
-  return {epoch.toInt(), batch.toInt(), step.toInt(), best.toDouble(), config.toStringRef()};
+  // Absent in checkpoints written before --early_stopping existed.
+  const int64_t evals_since_best = archive.try_read("meta.evals_since_best", since_best) ? since_best.toInt() : 0;
+  return {epoch.toInt(), batch.toInt(), step.toInt(), best.toDouble(), config.toStringRef(), evals_since_best};
 }
 
 // Runs `body` on the opened archive; every failure becomes one usage error naming the file.

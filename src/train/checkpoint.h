@@ -10,8 +10,9 @@ struct CheckpointMeta {
   int64_t epoch = 0;  // the epoch to continue (all earlier ones are complete)
   int64_t batch = 0;  // micro-batches of that epoch already consumed (0 at an epoch boundary)
   int64_t step = 0;   // optimizer steps completed
-  double best_score = 0;  // eval_score() of the best evaluation so far
+  double best_score = 0;  // the monitored metric's best value, signed so that higher is better
   std::string config_json;
+  int64_t evals_since_best = 0;  // for --early_stopping
 };
 
 // Writes to "<path>.tmp", fsyncs it, renames it over `path` and fsyncs the folder, so a crash

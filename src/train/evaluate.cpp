@@ -1,39 +1,118 @@
 // Evaluation on a held-out split: sums stay on the device and are read once at the end.
 #include "train/evaluate.h"
 
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 #include "train/autocast.h"
-#include "train/loss.h"
 
 namespace gputrain {
+
+double EvalResult::mean_mae() const {
+  return mae.empty() ? 0 : std::accumulate(mae.begin(), mae.end(), 0.0) / static_cast<double>(mae.size());
+}
+double EvalResult::mean_rmse() const {
+  return rmse.empty() ? 0 : std::accumulate(rmse.begin(), rmse.end(), 0.0) / static_cast<double>(rmse.size());
+}
+
+std::string EvalResult::resolve(const std::string& name) const {
+  if (name != "auto") return name;
+  return regression ? "loss" : "accuracy";
+}
+
+bool EvalResult::higher_is_better(const std::string& name) { return name == "accuracy" || name == "top5"; }
+
+double EvalResult::metric(const std::string& name) const {
+  const std::string n = resolve(name);
+  const bool fits = n == "loss" || (regression ? (n == "mae" || n == "rmse") : (n == "accuracy" || n == "top5"));
+  if (!fits || (n == "top5" && top5 < 0))
+    throw usage_error("monitor_metric '" + n + "' does not apply to this " +
+                          (regression ? std::string("regression") : std::string("classification")) + " task",
+                      regression ? "use loss, mae or rmse" : "use loss or accuracy (top5 needs 5 classes or more)");
+  if (n == "loss") return loss;
+  if (n == "accuracy") return accuracy;
+  if (n == "top5") return top5;
+  return n == "mae" ? mean_mae() : mean_rmse();
+}
+
+void EvalResult::add_to(nlohmann::json& record, const std::string& prefix) const {
+  record[prefix + "loss"] = loss;
+  if (regression) {
+    record[prefix + "mae"] = mean_mae();
+    record[prefix + "rmse"] = mean_rmse();
+    if (mae.size() > 1) {
+      record[prefix + "mae_per_target"] = mae;
+      record[prefix + "rmse_per_target"] = rmse;
+    }
+  } else {
+    record[prefix + "accuracy"] = accuracy;
+    if (top5 >= 0) record[prefix + "top5"] = top5;
+  }
+}
+
+std::string EvalResult::summary_line() const {
+  char buf[256];
+  if (regression) {
+    std::snprintf(buf, sizeof buf, "loss %.4f | mae %.4f | rmse %.4f", loss, mean_mae(), mean_rmse());
+    std::string s = buf;
+    if (mae.size() > 1) {
+      s += " | mae per target";
+      for (double m : mae) {
+        std::snprintf(buf, sizeof buf, " %.4g", m);
+        s += buf;
+      }
+    }
+    return s;
+  }
+  if (top5 >= 0) std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f | top-5 %.4f", loss, accuracy, top5);
+  else std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f", loss, accuracy);
+  return buf;
+}
 
 EvalResult evaluate(Trainer& trainer, Loader& loader) {
   torch::NoGradGuard no_grad;
   auto& model = trainer.model();
   const auto& ctx = trainer.context();
   model.eval();
-  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(ctx.device));
-  torch::Tensor correct = torch::zeros({}, torch::TensorOptions().device(ctx.device).dtype(torch::kLong));
-  torch::Tensor abs_sum = torch::zeros({}, torch::TensorOptions().device(ctx.device));
-  bool regression = false;
-  int64_t n = 0;
+  auto on = torch::TensorOptions().device(ctx.device);
+  torch::Tensor loss_sum = torch::zeros({}, on), correct = torch::zeros({}, on.dtype(torch::kLong)),
+                correct5 = torch::zeros({}, on.dtype(torch::kLong)), abs_sum, sq_sum;
+  EvalResult r;
+  bool has_top5 = false;  // top-5 means something with 5 classes or more
   loader.start_epoch(0);
   while (auto b = loader.next()) {
     AutocastGuard autocast(ctx.amp, ctx.device.type(), ctx.amp_dtype);
     auto out = model.forward(b->x).to(torch::kFloat);
-    loss_sum += task_loss(out, b->y, 0, /*sum=*/true);
-    regression = b->y.scalar_type() != torch::kLong;
-    if (regression) abs_sum += (out.reshape(b->y.sizes()) - b->y).abs().sum() / b->y.size(1);
-    else correct += out.argmax(1).eq(b->y).sum();
-    n += b->y.size(0);
+    loss_sum += task_loss(out, b->y, trainer.loss(), /*sum=*/true);
+    r.regression = b->y.scalar_type() != torch::kLong;
+    if (r.regression) {
+      auto err = out.reshape(b->y.sizes()) - b->y;  // [B, T]: per-target sums
+      abs_sum = abs_sum.defined() ? abs_sum + err.abs().sum(0) : err.abs().sum(0);
+      sq_sum = sq_sum.defined() ? sq_sum + err.square().sum(0) : err.square().sum(0);
+    } else {
+      correct += out.argmax(1).eq(b->y).sum();
+      has_top5 = out.size(1) >= 5;
+      if (has_top5) correct5 += std::get<1>(out.topk(5, 1)).eq(b->y.unsqueeze(1)).any(1).sum();
+    }
+    r.samples += b->y.size(0);
   }
   model.train();
-  EvalResult r;
-  r.samples = n;
-  if (n > 0) {
-    r.loss = loss_sum.item<double>() / n;
-    r.regression = regression;
-    if (regression) r.mae = abs_sum.item<double>() / n;
-    else r.accuracy = static_cast<double>(correct.item<int64_t>()) / n;
+  if (r.samples == 0) return r;
+  const double n = static_cast<double>(r.samples);
+  r.loss = loss_sum.item<double>() / n;
+  if (r.regression) {
+    auto mae = (abs_sum / n).cpu(), mse = (sq_sum / n).cpu();
+    for (int64_t t = 0; t < mae.numel(); ++t) {
+      r.mae.push_back(mae[t].item<double>());
+      r.rmse.push_back(std::sqrt(mse[t].item<double>()));
+    }
+  } else {
+    r.accuracy = static_cast<double>(correct.item<int64_t>()) / n;
+    if (has_top5) r.top5 = static_cast<double>(correct5.item<int64_t>()) / n;
   }
   return r;
 }

@@ -1,23 +1,35 @@
-// Evaluation on a held-out split: mean loss and accuracy (or MAE for regression), no gradients.
+// Evaluation on a held-out split: the loss and the task's metrics, no gradients.
 #pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
 #include "data/loader.h"
 #include "train/trainer.h"
 
 namespace gputrain {
 
 struct EvalResult {
-  double loss = 0;      // cross-entropy, or mean squared error for regression
-  double accuracy = 0;  // classification
-  double mae = 0;       // regression: mean absolute error over every target value
   bool regression = false;
   int64_t samples = 0;
+  double loss = 0;       // the training loss (cross-entropy, or the regression loss)
+  double accuracy = 0;   // classification: top-1
+  double top5 = -1;      // classification with at least 5 classes; -1 otherwise
+  std::vector<double> mae, rmse;  // regression: per target value
+  double mean_mae() const;
+  double mean_rmse() const;
+
+  // The value of a metric (loss, accuracy, top5, mae, rmse) and whether higher is better.
+  double metric(const std::string& name) const;
+  static bool higher_is_better(const std::string& name);
+  // "auto" -> accuracy for classification, loss for regression.
+  std::string resolve(const std::string& name) const;
+  // The metrics as JSON fields prefixed by `prefix` (e.g. "test_"), and as one printable line.
+  void add_to(nlohmann::json& record, const std::string& prefix) const;
+  std::string summary_line() const;
 };
 
 EvalResult evaluate(Trainer& trainer, Loader& loader);
 
-}  // namespace gputrain
-
-namespace gputrain {
-// What "best" means for checkpoints: accuracy, or the negated loss for regression (higher is better).
-inline double eval_score(const EvalResult& r) { return r.regression ? -r.loss : r.accuracy; }
 }  // namespace gputrain

@@ -1,23 +1,35 @@
-// The task's loss: cross-entropy for class labels (int64), mean squared error for float targets.
+// The task's loss: cross-entropy for class labels (int64); MSE, L1 or Huber for float targets.
 #pragma once
+#include <string>
+
 #include <torch/nn/functional/loss.h>
 
 namespace gputrain {
 
-// `out` is the model output in any dtype (autocast); the loss is computed in float32.
-// `sum` gives the summed loss (evaluation) instead of the mean.
-inline torch::Tensor task_loss(const torch::Tensor& out, const torch::Tensor& y, double label_smoothing = 0,
+struct LossSpec {
+  std::string kind = "auto";  // auto (cross_entropy or mse by the targets) | mse | l1 | huber
+  double label_smoothing = 0;
+  double huber_delta = 1.0;
+};
+
+// `out` is the model output in any dtype (autocast); the loss is computed in float32. The mean
+// over every value (as nn.MSELoss etc.), or with `sum` the sum over samples (for evaluation).
+inline torch::Tensor task_loss(const torch::Tensor& out, const torch::Tensor& y, const LossSpec& spec = {},
                                bool sum = false) {
   namespace F = torch::nn::functional;
   auto o = out.to(torch::kFloat);
   if (y.scalar_type() == torch::kLong) {
-    auto opt = F::CrossEntropyFuncOptions().label_smoothing(label_smoothing);
+    auto opt = F::CrossEntropyFuncOptions().label_smoothing(spec.label_smoothing);
     if (sum) opt = opt.reduction(torch::kSum);
     return F::cross_entropy(o, y, opt);
   }
-  auto l = F::mse_loss(o.reshape(y.sizes()), y, F::MSELossFuncOptions().reduction(torch::kSum));
-  // Summed over samples (eval) or averaged over every value (training), like nn.MSELoss.
-  return sum ? l / (y.dim() > 1 ? y.size(1) : 1) : l / y.numel();
+  o = o.reshape(y.sizes());
+  torch::Tensor total;
+  if (spec.kind == "l1") total = F::l1_loss(o, y, F::L1LossFuncOptions().reduction(torch::kSum));
+  else if (spec.kind == "huber")
+    total = F::huber_loss(o, y, F::HuberLossFuncOptions().reduction(torch::kSum).delta(spec.huber_delta));
+  else total = F::mse_loss(o, y, F::MSELossFuncOptions().reduction(torch::kSum));
+  return sum ? total / (y.dim() > 1 ? y.size(1) : 1) : total / y.numel();
 }
 
 }  // namespace gputrain

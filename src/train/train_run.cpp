@@ -165,12 +165,16 @@ int run_training(Config c) {
   int64_t step = 0, first_epoch = 0, first_batch = 0;
   // Best evaluation so far (accuracy, or -loss for regression); finite so checkpoints can hold it.
   double best_score = -1e300;
+  int64_t evals_since_best = 0;  // for --early_stopping
+  bool early_stopped = false;
+  std::string monitored = "auto";
   if (!c.resume.empty()) {
     CheckpointMeta meta = load_checkpoint(c.resume, trainer);
     step = meta.step;
     first_epoch = meta.epoch;
     first_batch = meta.batch;
     best_score = meta.best_score;
+    evals_since_best = meta.evals_since_best;
     std::printf("resumed from %s: epoch %lld, batch %lld, step %lld\n", c.resume.c_str(),
                 static_cast<long long>(first_epoch + 1), static_cast<long long>(first_batch),
                 static_cast<long long>(step));
@@ -189,7 +193,7 @@ int run_training(Config c) {
   torch::Tensor bad_run = torch::zeros({}, device_long), worst_bad_run = torch::zeros({}, device_long);
 
   auto checkpoint_meta = [&](int64_t epoch, int64_t batch) {
-    return CheckpointMeta{epoch, batch, step, best_score, config_json.dump()};
+    return CheckpointMeta{epoch, batch, step, best_score, config_json.dump(), evals_since_best};
   };
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
   auto save = [&](const std::string& name, const CheckpointMeta& meta) {
@@ -305,26 +309,28 @@ int run_training(Config c) {
     auto eval_start = Clock::now();
     last_eval = evaluate(trainer, test_loader);
     last_eval_seconds = seconds_since(eval_start);
-    const bool improved = eval_score(last_eval) > best_score;
-    best_score = std::max(best_score, eval_score(last_eval));
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "epoch %lld/%lld | test %s %.4f | test %s %.4f | %s",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(c.epochs),
-                  last_eval.regression ? "mse" : "loss", last_eval.loss, last_eval.regression ? "mae" : "accuracy",
-                  last_eval.regression ? last_eval.mae : last_eval.accuracy,
-                  format_duration(seconds_since(epoch_start)).c_str());
-    progress.line(buf);
-    nlohmann::json eval_rec = {{"event", "eval"}, {"step", step}, {"epoch", epoch}, {"test_loss", last_eval.loss},
-                               {"samples", last_eval.samples}};
-    if (last_eval.regression) eval_rec["test_mae"] = last_eval.mae;
-    else eval_rec["test_accuracy"] = last_eval.accuracy;
+    monitored = last_eval.resolve(c.monitor_metric);
+    // Scores are signed so that higher is better, whatever the metric.
+    const double score = last_eval.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
+    const bool improved = score > best_score;
+    best_score = std::max(best_score, score);
+    evals_since_best = improved ? 0 : evals_since_best + 1;
+    progress.line("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) + " | test " +
+                  last_eval.summary_line() + " | " + format_duration(seconds_since(epoch_start)));
+    nlohmann::json eval_rec = {{"event", "eval"}, {"step", step}, {"epoch", epoch}, {"samples", last_eval.samples}};
+    last_eval.add_to(eval_rec, "test_");
     metrics.write(eval_rec);
+    if (c.early_stopping > 0 && evals_since_best >= c.early_stopping) {
+      early_stopped = true;
+      progress.line("early stopping: no better test " + monitored + " for " + std::to_string(evals_since_best) +
+                    " evaluations");
+    }
     auto meta = checkpoint_meta(epoch + 1, 0);
     save("epoch-" + std::to_string(epoch + 1) + ".pt", meta);
     save("last.pt", meta);
     if (improved) save("best.pt", meta);
     if (c.save_checkpoints) prune_checkpoints(ckpt_dir.string(), c.keep_checkpoints);
-    if (!stop_reason.empty()) break;
+    if (!stop_reason.empty() || early_stopped) break;
   }
 
   if (!stop_reason.empty()) {
@@ -346,13 +352,10 @@ int run_training(Config c) {
                             {"samples_per_sec", sps},
                             {"data_wait_fraction", train_seconds > 0 ? wait_seconds / train_seconds : 0.0},
                             {"skipped_steps", skipped}, {"bad_samples", data.train->bad_samples() + data.test->bad_samples()}};
-  if (last_eval.regression) {
-    summary["best_test_mse"] = -best_score;
-    summary["final_test_mae"] = last_eval.mae;
-  } else {
-    summary["best_test_accuracy"] = best_score;
-    summary["final_test_accuracy"] = last_eval.accuracy;
-  }
+  const double best_value = EvalResult::higher_is_better(monitored) ? best_score : -best_score;
+  summary["best_test_" + monitored] = best_value;
+  last_eval.add_to(summary, "final_test_");
+  if (early_stopped) summary["early_stopped"] = true;
   if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
   else summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["monitor"] = monitor.finish();
@@ -374,9 +377,8 @@ int run_training(Config c) {
   if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += " | " + std::to_string(bad) + " bad samples skipped";
   std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test %s %.4f | data wait %.1f%%%s\n",
               static_cast<long long>(step), format_duration(total_seconds).c_str(),
-              format_duration(train_seconds).c_str(), sps, last_eval.regression ? "mse" : "accuracy",
-              last_eval.regression ? -best_score : best_score, 100.0 * summary["data_wait_fraction"].get<double>(),
-              extra.c_str());
+              format_duration(train_seconds).c_str(), sps, monitored.c_str(), best_value,
+              100.0 * summary["data_wait_fraction"].get<double>(), extra.c_str());
   std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s}\n", out_dir.c_str(),
               c.save_checkpoints ? ", checkpoints/" : "");
   return 0;

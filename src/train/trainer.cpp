@@ -10,7 +10,6 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "train/autocast.h"
-#include "train/loss.h"
 
 namespace gputrain {
 
@@ -75,7 +74,7 @@ bool Trainer::probe(const Batch& b) {
     {
       AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
       auto logits = model_->forward(b.x);
-      auto loss = task_loss(logits, b.y);
+      auto loss = task_loss(logits, b.y, opt_.loss);
       loss.backward();
     }
     if (ctx_.cuda) cuda_synchronize(ctx_.device.index());  // surface asynchronous failures here
@@ -104,7 +103,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
       {
         AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
         auto logits = model_->forward(xs[i]);
-        loss = task_loss(logits, ys[i], opt_.label_smoothing) *
+        loss = task_loss(logits, ys[i], opt_.loss) *
                (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
       }
       scaler_.scale(loss).backward();  // backward runs outside autocast, as in PyTorch

@@ -9,13 +9,14 @@
 #include "data/loader.h"
 #include "models/registry.h"
 #include "train/grad_scaler.h"
+#include "train/loss.h"
 
 namespace gputrain {
 
 struct TrainerOptions {
   int64_t accumulation_steps = 1;
   double clip_max_norm = 0.0;  // 0 = no clipping
-  double label_smoothing = 0.0;
+  LossSpec loss;
 };
 
 struct StepResult {
@@ -47,6 +48,7 @@ class Trainer {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   GradScaler& scaler() { return scaler_; }
   const RunContext& context() const { return ctx_; }
+  const LossSpec& loss() const { return opt_.loss; }
 
  private:
   NetPtr model_;
