@@ -19,6 +19,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train a model with the speed recipe on (the default: quickstart preset)", cmd_train},
       {"benchmark", "time each optimization on and off on this device, and say what it bought", cmd_benchmark},
+      {"eval", "metrics of a checkpoint on a dataset", cmd_eval},
+      {"infer", "batched predictions to CSV, with samples/s and latency (and a batch-size sweep)", cmd_infer},
       {"report", "rebuild a run folder's report.html", cmd_report},
       {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
       {"presets", "list presets, or `presets show NAME` to print one", cmd_presets},
