@@ -161,3 +161,24 @@ TEST_CASE("weight decay skips biases and norm parameters", "[numerics]") {
   CHECK(wd(opt->param_groups()[1]) == 0.0);
   for (auto& p : opt->param_groups()[1].params()) CHECK(p.dim() == 1);
 }
+
+TEST_CASE("ema: update is a lerp toward the weights; swap exchanges without copying", "[numerics]") {
+  torch::nn::Linear lin(2, 1);
+  {
+    torch::NoGradGuard g;
+    lin->weight.fill_(1.0);
+    lin->bias.fill_(0.0);
+  }
+  gputrain::Ema ema(*lin, 0.75);
+  {
+    torch::NoGradGuard g;
+    lin->weight.fill_(5.0);
+    lin->bias.fill_(4.0);
+  }
+  ema.update(*lin);  // 0.75 * 1 + 0.25 * 5 = 2; 0.75 * 0 + 0.25 * 4 = 1
+  ema.swap(*lin);
+  CHECK(lin->weight[0][0].item<float>() == Approx(2.0));
+  CHECK(lin->bias[0].item<float>() == Approx(1.0));
+  ema.swap(*lin);
+  CHECK(lin->weight[0][0].item<float>() == Approx(5.0));
+}

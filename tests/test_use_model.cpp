@@ -124,3 +124,20 @@ TEST_CASE("eval and infer refuse bad input with one line and exit 2", "[use]") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("monitor_metric 'mae' does not apply"));
 }
+
+TEST_CASE("ema: the average is evaluated, checkpointed and re-evaluated by eval", "[use]") {
+  test::TempDir dir;
+  auto r = run_gputrain(kSmoke + "--epochs 2 --ema_decay 0.9 --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("ema: test loss"));
+  auto trained = last_of(dir / "run/metrics.jsonl", "eval");
+  REQUIRE(trained.contains("test_ema_loss"));
+  CHECK(trained["test_ema_loss"] != trained["test_loss"]);  // a different set of weights
+  auto e = run_gputrain("eval --checkpoint " + (dir / "run/checkpoints/last.pt") + " --json " + (dir / "e.json"));
+  INFO(e.out << e.err);
+  REQUIRE(e.exit_code == 0);
+  auto j = nlohmann::json::parse(test::read_file(dir / "e.json"));
+  CHECK(j["test_ema_loss"].get<double>() == Approx(trained["test_ema_loss"].get<double>()).epsilon(1e-9));
+  CHECK(j["test_loss"].get<double>() == Approx(trained["test_loss"].get<double>()).epsilon(1e-9));
+}

@@ -37,9 +37,17 @@ int cmd_eval(const std::vector<std::string>& words) {
   Loader loader(t.data.test, inference_loader_options(t, t.config.eval_batch_size));
   EvalResult r = evaluate(*t.trainer, loader);
   std::printf("test: %s (%lld samples)\n", r.summary_line().c_str(), static_cast<long long>(r.samples));
+  EvalResult ema;
+  if (Ema* average = t.trainer->ema()) {  // the run kept an average of the weights: evaluate it too
+    average->swap(t.trainer->model());
+    ema = evaluate(*t.trainer, loader);
+    average->swap(t.trainer->model());
+    std::printf("test (ema): %s\n", ema.summary_line().c_str());
+  }
   if (json_out) {
     nlohmann::json j = {{"checkpoint", *checkpoint}, {"samples", r.samples}};
     r.add_to(j, "test_");
+    if (t.trainer->ema()) ema.add_to(j, "test_ema_");
     std::ofstream out(*json_out);
     if (!(out << j.dump(2) << "\n")) throw usage_error("cannot write --json '" + *json_out + "'");
   }

@@ -81,6 +81,7 @@ struct Config {
   double huber_delta = 1.0;
   std::string monitor_metric = "auto";  // what "best" and early stopping watch; auto: accuracy or loss
   int64_t early_stopping = 0;           // stop after this many evaluations without improvement; 0 = off
+  double ema_decay = 0;                 // > 0: also evaluate and checkpoint an average of the weights
 
   // Speed switches
   std::string device = "auto";  // auto | cpu | cuda | cuda:N

@@ -92,6 +92,7 @@ std::vector<Field> make_fields() {
       {"huber_delta", &C::huber_delta, "optim", "Huber loss threshold", {}, 1e-9, inf},
       {"monitor_metric", &C::monitor_metric, "optim", "metric for the best checkpoint and early stopping",
        {"auto", "loss", "accuracy", "top5", "mae", "rmse"}},
+      {"ema_decay", &C::ema_decay, "optim", "exponential moving average of the weights, e.g. 0.999 (0 = off)", {}, 0, 0.999999},
       {"early_stopping", &C::early_stopping, "optim", "stop after N evaluations without improvement (0 = off)", {}, 0, 1e9},
 
       {"device", &C::device, "speed", "auto | cpu | cuda | cuda:N"},

@@ -13,7 +13,8 @@ std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, c
   if (ctx.channels_last) to_channels_last(*model);
   auto optimizer = make_optimizer(c, *model);  // after the moves: it must hold the final tensors
   return std::make_unique<Trainer>(model, std::move(optimizer), ctx,
-                                   TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}});
+                                   TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta},
+                                                  c.ema_decay});
 }
 
 LoaderOptions train_loader_options(const Config& c, const RunContext& ctx) {

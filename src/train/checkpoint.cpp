@@ -37,6 +37,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   archive.write("model", model);
   archive.write("optimizer", optimizer);
   trainer.scaler().save(archive);
+  if (trainer.ema()) trainer.ema()->save(archive);
   archive.write("meta.format", c10::IValue(std::string("gputrain-checkpoint-1")));
   archive.write("meta.epoch", c10::IValue(meta.epoch));
   archive.write("meta.batch", c10::IValue(meta.batch));
@@ -133,6 +134,8 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
     trainer.model().load(model);
     trainer.optimizer().load(optimizer);
     trainer.scaler().load(archive);
+    // A run that adds --ema_decay on resume starts its average from the loaded weights.
+    if (trainer.ema() && !trainer.ema()->load(archive)) *trainer.ema() = Ema(trainer.model(), trainer.options().ema_decay);
     torch::Tensor rng;
     archive.read("rng.cpu", rng);
     {

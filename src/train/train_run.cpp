@@ -220,7 +220,7 @@ int run_training(Config c) {
   const int64_t samples_per_step = c.batch_size * c.accumulation_steps;
   int64_t skipped = 0, last_epoch = first_epoch;
   double train_seconds = 0, wait_seconds = 0, last_lr = c.lr;
-  EvalResult last_eval;
+  EvalResult last_eval, last_ema_eval;
   torch::Tensor loss_sum;
   int64_t window_steps = 0;
   auto window_start = Clock::now();
@@ -308,17 +308,25 @@ int run_training(Config c) {
     check_bad_steps();
     auto eval_start = Clock::now();
     last_eval = evaluate(trainer, test_loader);
+    if (trainer.ema()) {  // the average is what one deploys: it decides "best" and early stopping
+      trainer.ema()->swap(trainer.model());
+      last_ema_eval = evaluate(trainer, test_loader);
+      trainer.ema()->swap(trainer.model());
+    }
     last_eval_seconds = seconds_since(eval_start);
-    monitored = last_eval.resolve(c.monitor_metric);
+    const EvalResult& judged = trainer.ema() ? last_ema_eval : last_eval;
+    monitored = judged.resolve(c.monitor_metric);
     // Scores are signed so that higher is better, whatever the metric.
-    const double score = last_eval.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
+    const double score = judged.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
     const bool improved = score > best_score;
     best_score = std::max(best_score, score);
     evals_since_best = improved ? 0 : evals_since_best + 1;
     progress.line("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) + " | test " +
                   last_eval.summary_line() + " | " + format_duration(seconds_since(epoch_start)));
+    if (trainer.ema()) progress.line("          ema: test " + last_ema_eval.summary_line());
     nlohmann::json eval_rec = {{"event", "eval"}, {"step", step}, {"epoch", epoch}, {"samples", last_eval.samples}};
     last_eval.add_to(eval_rec, "test_");
+    if (trainer.ema()) last_ema_eval.add_to(eval_rec, "test_ema_");
     metrics.write(eval_rec);
     if (c.early_stopping > 0 && evals_since_best >= c.early_stopping) {
       early_stopped = true;
@@ -355,6 +363,7 @@ int run_training(Config c) {
   const double best_value = EvalResult::higher_is_better(monitored) ? best_score : -best_score;
   summary["best_test_" + monitored] = best_value;
   last_eval.add_to(summary, "final_test_");
+  if (trainer.ema()) last_ema_eval.add_to(summary, "final_test_ema_");
   if (early_stopped) summary["early_stopped"] = true;
   if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
   else summary["peak_rss_bytes"] = peak_rss_bytes();

@@ -39,6 +39,7 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
       ctx_(ctx),
       opt_(options),
       scaler_(ctx.grad_scaler, ctx.device) {
+  if (opt_.ema_decay > 0) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);
   if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_STEP")) oom_fault_step_ = std::atoll(fault);
   if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_ABOVE")) oom_above_ = std::atoll(fault);
 }
@@ -115,6 +116,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   scaler_.unscale_(*optimizer_);
   if (opt_.clip_max_norm > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
   r.stepped = scaler_.step(*optimizer_);
+  if (r.stepped && ema_) ema_->update(*model_);
   scaler_.update();
   optimizer_->zero_grad(/*set_to_none=*/true);
   return r;

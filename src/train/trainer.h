@@ -8,6 +8,7 @@
 #include "core/device.h"
 #include "data/loader.h"
 #include "models/registry.h"
+#include "train/ema.h"
 #include "train/grad_scaler.h"
 #include "train/loss.h"
 
@@ -17,6 +18,7 @@ struct TrainerOptions {
   int64_t accumulation_steps = 1;
   double clip_max_norm = 0.0;  // 0 = no clipping
   LossSpec loss;
+  double ema_decay = 0;  // > 0: keep an exponential moving average of the weights
 };
 
 struct StepResult {
@@ -49,6 +51,8 @@ class Trainer {
   GradScaler& scaler() { return scaler_; }
   const RunContext& context() const { return ctx_; }
   const LossSpec& loss() const { return opt_.loss; }
+  const TrainerOptions& options() const { return opt_; }
+  Ema* ema() { return ema_.get(); }  // null without --ema_decay
 
  private:
   NetPtr model_;
@@ -56,6 +60,7 @@ class Trainer {
   RunContext ctx_;
   TrainerOptions opt_;
   GradScaler scaler_;
+  std::unique_ptr<Ema> ema_;
   int64_t split_ = 1;
   int64_t oom_fault_step_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_STEP raises OOM at that step once
   int64_t steps_ = 0;

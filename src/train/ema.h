@@ -1,0 +1,29 @@
+// --ema_decay: an exponential moving average of the weights, evaluated and checkpointed beside them.
+#pragma once
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/serialize/archive.h>
+
+namespace gputrain {
+
+class Ema {
+ public:
+  // Starts as a copy of the module's parameters and buffers.
+  Ema(torch::nn::Module& module, double decay);
+  // ema = decay * ema + (1 - decay) * weights, on the device (no host sync); buffers (BatchNorm
+  // statistics) are copied as they are.
+  void update(torch::nn::Module& module);
+  // Exchanges the module's weights with the averaged ones without copying (set_data); call it
+  // again to swap back. For evaluating the average with the same model.
+  void swap(torch::nn::Module& module);
+  void save(torch::serialize::OutputArchive& archive) const;
+  // False when the archive holds no average (a run without --ema_decay).
+  bool load(torch::serialize::InputArchive& archive);
+
+ private:
+  double decay_;
+  std::vector<torch::Tensor> params_, buffers_;
+};
+
+}  // namespace gputrain
