@@ -19,6 +19,7 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train a model with the speed recipe on (the default: quickstart preset)", cmd_train},
       {"benchmark", "time each optimization on and off on this device, and say what it bought", cmd_benchmark},
+      {"export", "write a checkpoint's weights as model.safetensors (loads in Python)", cmd_export},
       {"report", "rebuild a run folder's report.html", cmd_report},
       {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
       {"presets", "list presets, or `presets show NAME` to print one", cmd_presets},
