@@ -16,6 +16,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 torch_version=${GPUTRAIN_TORCH_VERSION:-2.15.0}
+torchvision_version=0.29.2  # the newest on PyPI; its models run on torch 2.15 (tested)
+pillow_version=13.0.0
 cache_home=${XDG_CACHE_HOME:-$HOME/.cache}
 venv=${GPUTRAIN_VENV:-$cache_home/gputrain/venv-torch-$torch_version}
 build_dir=${GPUTRAIN_BUILD_DIR:-build}
@@ -39,6 +41,29 @@ if [ "${GPUTRAIN_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
+# --- Python test dependencies ------------------------------------------------------------
+# torchvision (pure-Python models; its C extension is not needed) and pillow, which it imports,
+# for tests/python/test_export.py. --no-deps keeps pip from replacing the pinned torch, and a
+# folder of their own beside the venv (on PYTHONPATH through the .pydeps link) keeps the venv
+# itself exactly "torch + numpy". Best effort: offline machines run the test against a
+# built-in copy of torchvision's resnet18 instead.
+install_pydeps() {
+  local dir="$venv-pydeps-tv$torchvision_version-pil$pillow_version"
+  if [ ! -d "$dir/torchvision" ]; then
+    say "installing torchvision==$torchvision_version pillow==$pillow_version into $dir (for the export test)"
+    rm -rf "$dir.tmp"
+    if "$venv/bin/pip" install -q --no-deps --target "$dir.tmp" "torchvision==$torchvision_version" \
+         "pillow==$pillow_version"; then
+      mv "$dir.tmp" "$dir"
+    else
+      rm -rf "$dir.tmp"
+      say "warning: torchvision not installed; the export test uses its built-in resnet18 copy"
+      return 0
+    fi
+  fi
+  ln -sfn "$dir" "$root/.pydeps"
+}
+
 # --- LibTorch -------------------------------------------------------------------------
 # Prefer a torch the caller names; otherwise a cached virtualenv with the pinned wheel.
 torch_prefix=${GPUTRAIN_TORCH_PREFIX:-}
@@ -55,6 +80,7 @@ if [ -z "$torch_prefix" ]; then
       "$venv/bin/pip" install -q "torch==$torch_version" numpy
     fi
     ln -sfn "$venv" "$root/.venv"
+    install_pydeps
   fi
   # torch.utils.cmake_prefix_path is <package>/share/cmake; find_spec locates it without importing.
   torch_prefix=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('torch').origin), 'share', 'cmake'))")

@@ -21,6 +21,7 @@ const std::vector<Command>& commands() {
       {"benchmark", "time each optimization on and off on this device, and say what it bought", cmd_benchmark},
       {"eval", "metrics of a checkpoint on a dataset", cmd_eval},
       {"infer", "batched predictions to CSV, with samples/s and latency (and a batch-size sweep)", cmd_infer},
+      {"export", "write a checkpoint's weights as model.safetensors (loads in Python)", cmd_export},
       {"report", "rebuild a run folder's report.html", cmd_report},
       {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
       {"presets", "list presets, or `presets show NAME` to print one", cmd_presets},

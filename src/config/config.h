@@ -104,6 +104,7 @@ struct Config {
   double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;
   bool save_checkpoints = true;
+  std::string export_path;  // --export: the final weights as safetensors ("" = none)
 };
 
 // Range, choice and cross-field problems, one line each; empty when the config is valid.

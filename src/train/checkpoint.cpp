@@ -1,9 +1,6 @@
 // Checkpoints written atomically (temporary file, fsync, rename, fsync of the folder).
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
@@ -14,20 +11,11 @@
 
 #include <torch/serialize.h>
 
+#include "core/atomic_file.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
 
 namespace gputrain {
-namespace {
-
-void fsync_path(const std::string& path, int flags) {
-  int fd = ::open(path.c_str(), flags);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-}  // namespace
 
 void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta) {
   torch::serialize::OutputArchive archive;
@@ -55,14 +43,13 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
 
   const std::string tmp = path + ".tmp";
   archive.save_to(tmp);
-  fsync_path(tmp, O_RDONLY);
+  fsync_file(tmp);
   // Test hook: GPUTRAIN_FAULT_KILL_IN_SAVE=N dies by SIGKILL inside the N-th save, between
   // writing the temporary file and renaming it: the worst moment for a crash.
   static int saves = 0;
   if (const char* fault = std::getenv("GPUTRAIN_FAULT_KILL_IN_SAVE"); fault && ++saves == std::atoi(fault))
     std::raise(SIGKILL);
-  std::filesystem::rename(tmp, path);
-  fsync_path(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
+  rename_durably(tmp, path);
 }
 
 namespace {
@@ -85,7 +72,9 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
 // Runs `body` on the opened archive; every failure becomes one usage error naming the file.
 template <typename F>
 auto with_archive(const std::string& path, torch::Device device, F body) {
-  if (!std::filesystem::exists(path)) throw usage_error("checkpoint '" + path + "' does not exist");
+  if (!std::filesystem::exists(path))
+    throw usage_error("checkpoint '" + path + "' does not exist",
+                      "a run keeps its checkpoints in <output_dir>/checkpoints/ (last.pt, best.pt, epoch-N.pt)");
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path, device);
@@ -103,6 +92,32 @@ auto with_archive(const std::string& path, torch::Device device, F body) {
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
   return with_archive(path, torch::kCPU, [](torch::serialize::InputArchive& a) { return read_meta(a); });
+}
+
+namespace {
+
+// Module::save writes a module's own tensors as attributes and each child as a nested archive.
+void collect_weights(torch::serialize::InputArchive& archive, const std::string& prefix,
+                     std::vector<std::pair<std::string, torch::Tensor>>& out) {
+  for (const auto& key : archive.keys()) {
+    torch::serialize::InputArchive child;
+    c10::IValue value;
+    if (archive.try_read(key, child)) collect_weights(child, prefix + key + ".", out);
+    else if (archive.try_read(key, value) && value.isTensor()) out.emplace_back(prefix + key, value.toTensor());
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path) {
+  return with_archive(path, torch::kCPU, [](torch::serialize::InputArchive& archive) {
+    read_meta(archive);  // refuses files not written by gputrain
+    torch::serialize::InputArchive model;
+    archive.read("model", model);
+    std::vector<std::pair<std::string, torch::Tensor>> weights;
+    collect_weights(model, "", weights);
+    return weights;
+  });
 }
 
 void prune_checkpoints(const std::string& dir, int64_t keep) {

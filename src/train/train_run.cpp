@@ -28,6 +28,7 @@
 #include "train/build.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/export.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -155,6 +156,7 @@ int run_training(Config c) {
   config_json["resume"] = "";  // a resumed run's configuration must not point at a checkpoint
   std::ofstream(fs::path(out_dir) / "config.json") << config_json.dump(2) << "\n";
   MetricsWriter metrics((fs::path(out_dir) / "metrics.jsonl").string());
+  if (!c.export_path.empty()) check_writable(c.export_path, "export file");  // now, not after the run
   std::printf("output: %s\n", out_dir.c_str());
   if (!batch_search.is_null()) metrics.write(batch_search);
   Monitor monitor((fs::path(out_dir) / "monitor.csv").string(), c.monitor_interval,
@@ -381,6 +383,10 @@ int run_training(Config c) {
     std::printf("\n");
   }
   write_report_safely(out_dir);
+  if (!c.export_path.empty())
+    save_safetensors(c.export_path, model_tensors(trainer.model()),
+                     {{"gputrain_model", c.model}, {"gputrain_config", config_json.dump()},
+                      {"gputrain_version", GPUTRAIN_VERSION}, {"gputrain_step", std::to_string(step)}});
   std::string extra;
   if (skipped) extra += " | " + std::to_string(skipped) + " overflow steps skipped";
   if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += " | " + std::to_string(bad) + " bad samples skipped";
@@ -388,8 +394,9 @@ int run_training(Config c) {
               static_cast<long long>(step), format_duration(total_seconds).c_str(),
               format_duration(train_seconds).c_str(), sps, monitored.c_str(), best_value,
               100.0 * summary["data_wait_fraction"].get<double>(), extra.c_str());
-  std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s}\n", out_dir.c_str(),
-              c.save_checkpoints ? ", checkpoints/" : "");
+  std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s}%s\n", out_dir.c_str(),
+              c.save_checkpoints ? ", checkpoints/" : "",
+              c.export_path.empty() ? "" : (", " + c.export_path + " (weights, safetensors)").c_str());
   return 0;
 }
 

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The export round trip from Python: gputrain's model.safetensors loads into torchvision's
+resnet18 (CIFAR variant: 3x3 stem, no max-pool) with strict=True and gives gputrain's outputs.
+
+Run by tests/test_export.cpp with the venv's Python; a plain script: exit code 0 = pass.
+
+  test_export.py WEIGHTS INPUT.f32 OUTPUT.f32 N C H W NUM_CLASSES
+
+INPUT.f32 / OUTPUT.f32 hold raw little-endian float32 (the C++ side's input batch and its
+eval-mode outputs). Prints one line "max_abs_diff X via <model source>, <loader>".
+
+torchvision comes from the repo's .pydeps folder (tools/setup.sh installs it there). Where it is
+absent (an offline machine), a copy of torchvision's resnet18 module tree below stands in, so the
+names and layouts are still checked; the printed line says which one ran.
+GPUTRAIN_TEST_NO_TORCHVISION=1 uses the copy even where torchvision is present.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.path.isdir(os.path.join(ROOT, ".pydeps")):
+    sys.path.insert(0, os.path.join(ROOT, ".pydeps"))
+
+NUMPY_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+                "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def load_weights(path):
+    """The safetensors package when present, else the format parsed here (json + numpy)."""
+    try:
+        from safetensors.torch import load_file
+        from safetensors import safe_open
+        with safe_open(path, "pt") as f:
+            meta = f.metadata()
+        return load_file(path), meta, "safetensors " + __import__("safetensors").__version__
+    except ImportError:
+        pass
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    assert (8 + n) % 8 == 0, "header not padded to a multiple of 8"
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = memoryview(blob)[8 + n:]
+    tensors, end = {}, 0
+    for name, info in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        begin, stop = info["data_offsets"]
+        assert begin == end, f"{name}: data not contiguous"
+        end = stop
+        raw = data[begin:stop]
+        if info["dtype"] == "BF16":
+            t = torch.from_numpy(np.frombuffer(raw, "<i2").copy()).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(np.frombuffer(raw, NUMPY_DTYPES[info["dtype"]]).copy())
+        tensors[name] = t.reshape(info["shape"])
+    assert end == len(data), "bytes after the last tensor"
+    return tensors, meta, "json+numpy parser"
+
+
+# --- a copy of torchvision.models.resnet18's module tree (same names), for offline machines
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return self.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        widths = [64, 128, 256, 512]
+        cin = 64
+        for i, w in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            setattr(self, f"layer{i + 1}", nn.Sequential(BasicBlock(cin, w, stride), BasicBlock(w, w, 1)))
+            cin = w
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def make_resnet18(num_classes, channels):
+    try:
+        if os.environ.get("GPUTRAIN_TEST_NO_TORCHVISION"):  # exercises the copy (the C++ test does)
+            raise ImportError
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its C extension may not match this torch: resnet needs none
+            import torchvision
+        model, source = torchvision.models.resnet18(num_classes=num_classes), "torchvision " + torchvision.__version__
+    except ImportError:
+        model, source = ResNet18(num_classes), "built-in copy of torchvision's resnet18 (torchvision absent)"
+    # The CIFAR variant gputrain's resnet18 is: 3x3 stride-1 stem, no max-pool.
+    model.conv1 = nn.Conv2d(channels, 64, 3, 1, 1, bias=False)
+    model.maxpool = nn.Identity()
+    return model, source
+
+
+def main():
+    weights, x_path, y_path, n, c, h, w, k = sys.argv[1:9]
+    n, c, h, w, k = int(n), int(c), int(h), int(w), int(k)
+    tensors, meta, loader = load_weights(weights)
+    assert meta.get("format") == "pt", f"metadata format is {meta.get('format')!r}"
+    assert meta.get("gputrain_model") == "resnet18", meta
+    assert tensors["bn1.num_batches_tracked"].dtype == torch.int64
+    model, source = make_resnet18(k, c)
+    model.load_state_dict(tensors, strict=True)  # raises on any missing, unexpected or misshaped name
+    model.eval()
+    x = torch.from_numpy(np.fromfile(x_path, "<f4").reshape(n, c, h, w))
+    expected = torch.from_numpy(np.fromfile(y_path, "<f4").reshape(n, k))
+    with torch.no_grad():
+        got = model(x)
+    diff = (got - expected).abs().max().item()
+    print(f"max_abs_diff {diff:.3g} (outputs up to {expected.abs().max().item():.3g}) via {source}, {loader}")
+    assert torch.allclose(got, expected, atol=1e-4, rtol=0), f"outputs differ: max abs diff {diff}"
+
+
+if __name__ == "__main__":
+    main()
