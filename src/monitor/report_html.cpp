@@ -139,7 +139,9 @@ std::string write_html_report(const std::string& run_dir) {
       lr.points.push_back({step, number(r, "lr")});
       sps.points.push_back({step, number(r, "samples_per_sec")});
     } else if (ev == "eval") {
-      acc.points.push_back({number(r, "epoch") + 1, number(r, "test_accuracy")});
+      // Classification runs chart accuracy, regression runs their mean absolute error.
+      if (r.contains("test_mae")) acc.name = "test mae";
+      acc.points.push_back({number(r, "epoch") + 1, number(r, r.contains("test_mae") ? "test_mae" : "test_accuracy")});
       test_loss.points.push_back({number(r, "epoch") + 1, number(r, "test_loss")});
     } else if (ev == "summary") {
       summary = r;
@@ -152,12 +154,15 @@ std::string write_html_report(const std::string& run_dir) {
        "collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.none{color:#999}</style></head><body>"
     << "<h1>gputrain run: " << escape(run_dir) << "</h1>";
   if (!summary.is_null()) {
+    std::string best = "best_test_accuracy";  // the summary names the metric the run monitored
+    for (const auto& [key, value] : summary.items())
+      if (key.rfind("best_test_", 0) == 0) best = key;
     o << "<p>" << summary.value("step", 0) << " steps in " << num(number(summary, "wall_seconds"))
-      << " s, " << num(number(summary, "samples_per_sec")) << " samples/s, best test accuracy "
-      << num(number(summary, "best_test_accuracy")) << ", data wait "
+      << " s, " << num(number(summary, "samples_per_sec")) << " samples/s, best test " << escape(best.substr(10))
+      << " " << num(number(summary, best)) << ", data wait "
       << num(100 * number(summary, "data_wait_fraction")) << "%</p>";
   }
-  o << "<h2>Training</h2>" << chart("Training loss", "step", {loss}) << chart("Test accuracy", "epoch", {acc})
+  o << "<h2>Training</h2>" << chart("Training loss", "step", {loss}) << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
     << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
     << chart("Throughput (samples/s)", "step", {sps});
 
