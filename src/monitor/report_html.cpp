@@ -159,7 +159,7 @@ std::string write_html_report(const std::string& run_dir) {
       if (key.rfind("best_test_", 0) == 0) best = key;
     o << "<p>" << summary.value("step", 0) << " steps in " << num(number(summary, "wall_seconds"))
       << " s, " << num(number(summary, "samples_per_sec")) << " samples/s, best test " << escape(best.substr(10))
-      << " " << num(number(summary, best)) << ", data wait "
+      << " " << num(number(summary, best.c_str())) << ", data wait "
       << num(100 * number(summary, "data_wait_fraction")) << "%</p>";
   }
   o << "<h2>Training</h2>" << chart("Training loss", "step", {loss}) << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
