@@ -21,6 +21,7 @@ const std::vector<Command>& commands() {
       {"benchmark", "time each optimization on and off on this device, and say what it bought", cmd_benchmark},
       {"report", "rebuild a run folder's report.html", cmd_report},
       {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
+      {"models", "list the models with their parameter counts for an input shape", cmd_models},
       {"presets", "list presets, or `presets show NAME` to print one", cmd_presets},
   };
   return table;

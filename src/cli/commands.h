@@ -22,6 +22,7 @@ int cmd_info(const std::vector<std::string>& words);
 int cmd_presets(const std::vector<std::string>& words);
 int cmd_benchmark(const std::vector<std::string>& words);
 int cmd_report(const std::vector<std::string>& words);
+int cmd_models(const std::vector<std::string>& words);
 
 // Rejects any flag left after a command took its own; throws a usage error with suggestions.
 struct Args;

@@ -8,7 +8,7 @@ namespace gputrain {
 std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, const Dataset& train_data) {
   // Regression models output one value per target.
   const int64_t outputs = train_data.is_regression() ? train_data.target_numel() : train_data.num_classes();
-  NetPtr model = make_model(c.model, {train_data.sample_shape(), outputs, c.width});
+  NetPtr model = make_model(c.model, model_spec(c, train_data.sample_shape(), outputs));
   model->to(ctx.device);
   if (ctx.channels_last) to_channels_last(*model);
   auto optimizer = make_optimizer(c, *model);  // after the moves: it must hold the final tensors
