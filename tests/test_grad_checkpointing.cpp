@@ -8,6 +8,7 @@
 #include "models/checkpoint_block.h"
 #include "models/registry.h"
 #include "test_util.h"
+#include "train/autocast.h"
 
 using namespace gputrain;
 
@@ -20,7 +21,8 @@ struct Outcome {
 
 // Two training-mode forward/backward passes (so BatchNorm counts and running statistics move
 // twice and gradients accumulate), from fixed seeds.
-Outcome run(const std::string& name, ModelSpec spec, std::vector<int64_t> batch_shape, bool checkpointing) {
+Outcome run(const std::string& name, ModelSpec spec, std::vector<int64_t> batch_shape, bool checkpointing,
+            bool bf16) {
   spec.grad_checkpointing = checkpointing;
   torch::manual_seed(1);
   auto net = make_model(name, spec);
@@ -30,8 +32,12 @@ Outcome run(const std::string& name, ModelSpec spec, std::vector<int64_t> batch_
   auto w = torch::randn({batch_shape[0], spec.num_classes});
   Outcome o;
   for (int step = 0; step < 2; ++step) {
-    auto y = net->forward(x);
-    (y * w).sum().backward();
+    torch::Tensor y;
+    {
+      AutocastGuard autocast(bf16, at::kCPU, at::kBFloat16);  // forward only, as the Trainer does
+      y = net->forward(x);
+    }
+    (y.to(torch::kFloat) * w).sum().backward();
     o.out = y.detach();
   }
   o.input_grad = x.grad();
@@ -41,10 +47,12 @@ Outcome run(const std::string& name, ModelSpec spec, std::vector<int64_t> batch_
   return o;
 }
 
-void check_same(const std::string& name, const ModelSpec& spec, const std::vector<int64_t>& batch_shape) {
-  INFO(name);
-  auto plain = run(name, spec, batch_shape, false);
-  auto ckpt = run(name, spec, batch_shape, true);
+void check_same(const std::string& name, const ModelSpec& spec, const std::vector<int64_t>& batch_shape,
+                bool bf16 = false) {
+  INFO(name << (bf16 ? " under bf16 autocast" : ""));
+  auto plain = run(name, spec, batch_shape, false, bf16);
+  auto ckpt = run(name, spec, batch_shape, true, bf16);
+  CHECK(plain.out.dtype() == ckpt.out.dtype());
   CHECK(torch::allclose(plain.out, ckpt.out, 1e-5, 1e-6));
   CHECK(torch::allclose(plain.input_grad, ckpt.input_grad, 1e-4, 1e-6));
   CHECK(torch::equal(plain.rng_after, ckpt.rng_after));
@@ -81,6 +89,12 @@ TEST_CASE("grad checkpointing: resnets give the same gradients and BatchNorm sta
 TEST_CASE("grad checkpointing: transformers with dropout replay the same masks", "[models]") {
   check_same("transformer", spec_of({6, 3}, 4, 8, 0.2), {5, 6, 3});  // sequence
   check_same("transformer", spec_of({7}, 1, 8, 0.2), {5, 7});        // table row
+}
+
+TEST_CASE("grad checkpointing: the recompute runs under the forward's autocast state", "[models]") {
+  // Backward runs outside autocast; a recompute in fp32 would give other values (and dtypes).
+  check_same("resnet18", spec_of({3, 16, 16}, 5, 4), {4, 3, 16, 16}, true);
+  check_same("transformer", spec_of({6, 3}, 4, 8, 0.2), {5, 6, 3}, true);
 }
 
 TEST_CASE("grad checkpointing: the block runs again in backward, and only then", "[models]") {
