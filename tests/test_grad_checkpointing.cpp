@@ -138,13 +138,18 @@ TEST_CASE("bench: the grad_checkpointing variant runs for resnets and transforme
 }
 
 TEST_CASE("cli: the new models train end to end on synthetic data", "[models][cli]") {
-  for (std::string flags : {"--model resnet18 --width 4 --grad_checkpointing", "--model resnet50 --width 2 --stem imagenet",
-                            "--model lstm --input_shape 12x5 --width 16", "--model gru --input_shape 9 --depth 1",
-                            "--model transformer --input_shape 12x5 --width 16 --heads 2 --grad_checkpointing --dropout 0.1",
-                            "--model transformer --input_shape 9 --width 16", "--model cnn3d --input_shape 2x16x8x8 --width 4"}) {
+  for (std::string flags : {
+           "--model resnet18 --width 4 --grad_checkpointing",
+           "--model resnet50 --width 2 --stem imagenet",
+           "--model lstm --input_shape 12x5 --width 16",
+           "--model gru --input_shape 9 --depth 1",
+           "--model transformer --input_shape 12x5 --width 16 --heads 2 --grad_checkpointing --dropout 0.1",
+           "--model transformer --input_shape 9 --width 16",
+           "--model cnn3d --input_shape 2x16x8x8 --width 4",
+       }) {
     test::TempDir dir;
-    auto r = test::run_gputrain("train --preset smoke --epochs 1 --max_steps 4 --no-save_checkpoints --output_dir " +
-                                (dir / "run") + " " + flags);
+    auto r = test::run_gputrain("train --preset smoke --epochs 1 --max_steps 4 --no-save_checkpoints " +
+                                flags + " --output_dir " + (dir / "run"));
     INFO(flags << "\n" << r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("done:"));

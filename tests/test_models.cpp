@@ -263,5 +263,10 @@ TEST_CASE("cli: gputrain models lists every model with its parameter count", "[m
   REQUIRE(seq.exit_code == 0);
   CHECK_THAT(seq.out, Catch::Contains("resnet18     C x H x W        n/a: needs C x H x W"));
   CHECK_THAT(seq.out, Catch::Contains("transformer  T x F or F       n/a: transformer width 16 is not a multiple"));
-  CHECK_THAT(seq.out, Catch::Contains("lstm         T x F or F       3,874"));  // 4*16*(8+16+2) + 4*16*(16+16+2) + 16*2+2
+  // 4*16*(8+16+2) + 4*16*(16+16+2) + 16*2+2
+  CHECK_THAT(seq.out, Catch::Contains("lstm         T x F or F       3,874"));
+
+  auto bad = test::run_gputrain("models --input_shape 3x32 --bogus");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("unknown flag '--bogus'"));
 }

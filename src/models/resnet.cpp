@@ -130,8 +130,14 @@ class ResNet : public Net {
 
 }  // namespace
 
-NetPtr make_resnet18(const ModelSpec& spec) { return std::make_shared<ResNet<BasicBlock>>(spec, std::array{2, 2, 2, 2}); }
-NetPtr make_resnet34(const ModelSpec& spec) { return std::make_shared<ResNet<BasicBlock>>(spec, std::array{3, 4, 6, 3}); }
-NetPtr make_resnet50(const ModelSpec& spec) { return std::make_shared<ResNet<Bottleneck>>(spec, std::array{3, 4, 6, 3}); }
+NetPtr make_resnet18(const ModelSpec& spec) {
+  return std::make_shared<ResNet<BasicBlock>>(spec, std::array{2, 2, 2, 2});
+}
+NetPtr make_resnet34(const ModelSpec& spec) {
+  return std::make_shared<ResNet<BasicBlock>>(spec, std::array{3, 4, 6, 3});
+}
+NetPtr make_resnet50(const ModelSpec& spec) {
+  return std::make_shared<ResNet<Bottleneck>>(spec, std::array{3, 4, 6, 3});
+}
 
 }  // namespace gputrain

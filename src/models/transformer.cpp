@@ -39,8 +39,10 @@ class Transformer : public Net {
     cls_ = register_parameter("cls_token", torch::randn({1, 1, d}) * 0.02);
     layers_ = register_module("layers", nn::ModuleList());
     for (int64_t i = 0; i < depth; ++i) {
-      nn::TransformerEncoderLayer layer(
-          nn::TransformerEncoderLayerOptions(d, heads).dim_feedforward(4 * d).dropout(s.dropout).activation(torch::kGELU));
+      nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(d, heads)
+                                            .dim_feedforward(4 * d)
+                                            .dropout(s.dropout)
+                                            .activation(torch::kGELU));
       layers_->push_back(layer);
       encoder_layers_.push_back(layer.ptr());
     }
