@@ -186,7 +186,7 @@ TEST_CASE("data cli: bad data flags and missing files exit 2 with one clear line
       {"--dataset csv --train_file " + (dir / "t.csv") + " --target nope", "nope"},
       {"--dataset csv --train_file " + (dir / "missing.csv") + " --target b", "missing.csv"},
       {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --random_crop 2 --model mlp", "need image samples"},
-      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --model cnn", "needs image samples"},
+      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --model cnn", "model 'cnn' needs samples of shape C x H x W"},
       {"--dataset cifar10 --data_dir " + (dir / "nothing"), "data_batch_1.bin"},
       {"--dataset npy --train_file " + (dir / "t.csv"), "t.csv"},
       {"--dataset synthetic --task regression", "task 'regression'"},

@@ -141,3 +141,18 @@ TEST_CASE("ema: the average is evaluated, checkpointed and re-evaluated by eval"
   CHECK(j["test_ema_loss"].get<double>() == Approx(trained["test_ema_loss"].get<double>()).epsilon(1e-9));
   CHECK(j["test_loss"].get<double>() == Approx(trained["test_loss"].get<double>()).epsilon(1e-9));
 }
+
+TEST_CASE("model options a model does not use are refused, not ignored", "[use]") {
+  test::TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model cnn --heads 2", "--heads"},       {"--model mlp --depth 3", "--depth"},
+      {"--model cnn --stem imagenet", "--stem"},  {"--model mlp --grad_checkpointing", "--grad_checkpointing"},
+      {"--model cnn --dropout 0.1", "--dropout"},
+  };
+  for (const auto& [flags, named] : cases) {
+    auto r = run_gputrain(kSmoke + flags + " --output_dir " + (dir / "run"));
+    INFO(flags << "\n" << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(named + " is for"));
+  }
+}

@@ -65,6 +65,14 @@ const std::vector<Row>& rows() {
          c.batch_size *= 2;
          return std::string();
        }},
+      // Not a speed-up: it buys activation memory (the memory column) with a second forward
+      // per block, so "all" leaves it out.
+      {"grad_checkpointing", "recompute residual blocks / encoder layers in backward",
+       [](Config& c, const Config&, const DeviceCaps&) {
+         c.grad_checkpointing = true;
+         const bool has_blocks = c.model.rfind("resnet", 0) == 0 || c.model == "transformer";
+         return has_blocks ? std::string() : "n/a for " + c.model + " (no residual blocks or encoder layers)";
+       }},
   };
   return table;
 }
@@ -87,6 +95,7 @@ Config baseline_config(const Config& w) {
   c.num_workers = 0;
   c.pin_memory = false;
   c.non_blocking = false;
+  c.grad_checkpointing = false;
   return c;
 }
 
@@ -117,7 +126,7 @@ std::vector<Variant> expand_variants(const Config& workload, const std::vector<s
     v.skipped = r.apply(v.config, workload, caps);
     if (wanted(r.name)) out.push_back(v);
     std::string n = r.name;
-    if (n == "baseline" || n == "batch_x2" || !v.skipped.empty()) continue;
+    if (n == "baseline" || n == "batch_x2" || n == "grad_checkpointing" || !v.skipped.empty()) continue;
     if (n == "amp_fp16" && (!caps.cuda || caps.bf16)) continue;
     if (n == "amp_bf16" && !caps.bf16) continue;
     r.apply(all.config, workload, caps);

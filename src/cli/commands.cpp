@@ -24,6 +24,7 @@ const std::vector<Command>& commands() {
       {"export", "write a checkpoint's weights as model.safetensors (loads in Python)", cmd_export},
       {"report", "rebuild a run folder's report.html", cmd_report},
       {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
+      {"models", "list the models with their parameter counts for an input shape", cmd_models},
       {"presets", "list presets, or `presets show NAME` to print one", cmd_presets},
   };
   return table;

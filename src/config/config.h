@@ -56,8 +56,13 @@ struct Config {
   bool shuffle = true;
 
   // Model
-  std::string model = "cnn";  // mlp | cnn | resnet18
+  std::string model = "cnn";  // see kModels in fields.cpp (`gputrain models` lists them)
   int64_t width = 0;          // base width; 0 = the model's default
+  int64_t depth = 0;          // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = default
+  std::string stem = "auto";  // resnets: auto (small for <= 64 pixels) | small | imagenet
+  int64_t heads = 0;          // transformer attention heads; 0 = default (4)
+  double dropout = 0.0;       // transformer layers, between lstm/gru layers
+  bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
 
   // Optimization
   std::string optimizer = "adamw";  // sgd | adam | adamw
@@ -109,6 +114,10 @@ struct Config {
 
 // Range, choice and cross-field problems, one line each; empty when the config is valid.
 std::vector<std::string> config_problems(const Config& c);
+
+// Model options given to a model that has no use for them (--heads with a resnet): refused, never
+// ignored. Checked when the model is built (`gputrain models` takes them for every model at once).
+std::vector<std::string> model_option_problems(const Config& c);
 
 nlohmann::json to_json(const Config& c);
 

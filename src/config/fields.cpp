@@ -16,7 +16,8 @@ using C = Config;
 
 // Choices shared with other modules (the model registry and dataset factory test that
 // they agree with these lists).
-const std::vector<std::string> kModels = {"mlp", "cnn", "resnet18"};
+const std::vector<std::string> kModels = {"mlp",  "cnn", "resnet18",    "resnet34", "resnet50",
+                                          "lstm", "gru", "transformer", "cnn3d"};
 const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "cifar100", "image_folder",
                                             "csv",           "npy",   "synthetic"};
 
@@ -69,6 +70,15 @@ std::vector<Field> make_fields() {
 
       {"model", &C::model, "model", "model architecture", kModels},
       {"width", &C::width, "model", "base width (0 = the model's default)", {}, 0, 65536},
+      {"depth", &C::depth, "model", "layers (lstm, gru, transformer) or blocks (cnn3d); 0 = the model's default",
+       {}, 0, 1000},
+      {"stem", &C::stem, "model",
+       "resnet stem: small (3x3, no max-pool), imagenet (7x7/2 + max-pool); auto: small up to 64 px",
+       {"auto", "small", "imagenet"}},
+      {"heads", &C::heads, "model", "transformer attention heads (0 = 4; must divide --width)", {}, 0, 1024},
+      {"dropout", &C::dropout, "model", "dropout in transformer layers and between lstm/gru layers", {}, 0, 0.95},
+      {"grad_checkpointing", &C::grad_checkpointing, "model",
+       "recompute resnet blocks / transformer layers in backward: less activation memory, more compute"},
 
       {"optimizer", &C::optimizer, "optim", "optimizer", {"sgd", "adam", "adamw"}},
       {"lr", &C::lr, "optim", "peak learning rate", {}, 0, inf},

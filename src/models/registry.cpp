@@ -1,8 +1,9 @@
-// The model registry: a name -> factory table.
+// The model registry: a name -> factory table, with the sample ranks each family takes.
 #include "models/registry.h"
 
-#include <functional>
+#include <algorithm>
 
+#include "config/config.h"
 #include "core/error.h"
 #include "core/text.h"
 
@@ -12,14 +13,32 @@ namespace {
 struct Entry {
   const char* name;
   NetPtr (*make)(const ModelSpec&);
+  std::vector<size_t> ranks;  // sample ranks it takes; empty = any
+  const char* input;          // how such a sample reads, for messages and `gputrain models`
 };
 const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
-      {"mlp", make_mlp},
-      {"cnn", make_cnn},
-      {"resnet18", make_resnet18},
+      {"mlp", make_mlp, {}, "any (flattened)"},
+      {"cnn", make_cnn, {3}, "C x H x W"},
+      {"resnet18", make_resnet18, {3}, "C x H x W"},
+      {"resnet34", make_resnet34, {3}, "C x H x W"},
+      {"resnet50", make_resnet50, {3}, "C x H x W"},
+      {"lstm", make_lstm, {2, 1}, "T x F or F"},
+      {"gru", make_gru, {2, 1}, "T x F or F"},
+      {"transformer", make_transformer, {2, 1}, "T x F or F"},
+      {"cnn3d", make_cnn3d, {4}, "C x D x H x W"},
   };
   return t;
+}
+
+const Entry* find_entry(const std::string& name) {
+  for (const auto& e : table())
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+bool takes_rank(const Entry& e, size_t rank) {
+  return e.ranks.empty() || std::find(e.ranks.begin(), e.ranks.end(), rank) != e.ranks.end();
 }
 
 std::string join_shape(const std::vector<int64_t>& shape) {
@@ -31,6 +50,21 @@ std::string join_shape(const std::vector<int64_t>& shape) {
   return s.empty() ? "()" : s;
 }
 
+// "use --model lstm, gru, transformer or mlp for samples of shape 64x8": the models that take
+// this rank, the specialised ones first (mlp takes anything, so it comes last).
+std::string rank_hint(const std::vector<int64_t>& shape) {
+  std::vector<std::string> fits, any;
+  for (const auto& e : table()) {
+    if (!takes_rank(e, shape.size())) continue;
+    (e.ranks.empty() ? any : fits).push_back(e.name);
+  }
+  fits.insert(fits.end(), any.begin(), any.end());
+  std::string list;
+  for (size_t i = 0; i < fits.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == fits.size() ? " or " : ", ") + fits[i];
+  return "use --model " + list + " for samples of shape " + join_shape(shape) + " (gputrain models lists them)";
+}
+
 }  // namespace
 
 std::vector<std::string> model_names() {
@@ -39,22 +73,45 @@ std::vector<std::string> model_names() {
   return names;
 }
 
+std::vector<size_t> model_input_ranks(const std::string& name) {
+  const Entry* e = find_entry(name);
+  return e ? e->ranks : std::vector<size_t>{};
+}
+
+std::string model_input_text(const std::string& name) {
+  const Entry* e = find_entry(name);
+  return e ? e->input : "";
+}
+
 NetPtr make_model(const std::string& name, const ModelSpec& spec) {
-  // Convolutional models need images; flat or sequence samples go to the mlp.
-  if (name != "mlp" && spec.input_shape.size() != 3)
-    throw usage_error("model '" + name + "' needs image samples (C x H x W), the data gives samples of shape " +
-                          join_shape(spec.input_shape),
-                      "use --model mlp for tables and sequences");
-  for (const auto& e : table())
-    if (name == e.name) return e.make(spec);
-  throw usage_error("unknown model '" + name + "'" + did_you_mean(name, model_names()),
-                    "models: " + join(model_names(), ", "));
+  const Entry* e = find_entry(name);
+  if (!e)
+    throw usage_error("unknown model '" + name + "'" + did_you_mean(name, model_names()),
+                      "models: " + join(model_names(), ", "));
+  if (!takes_rank(*e, spec.input_shape.size()))
+    throw usage_error("model '" + name + "' needs samples of shape " + e->input +
+                          ", the data gives samples of shape " + join_shape(spec.input_shape),
+                      rank_hint(spec.input_shape));
+  return e->make(spec);
 }
 
 int64_t parameter_count(const Net& net) {
   int64_t n = 0;
   for (const auto& p : net.parameters()) n += p.numel();
   return n;
+}
+
+ModelSpec model_spec(const Config& c, std::vector<int64_t> input_shape, int64_t outputs) {
+  ModelSpec s;
+  s.input_shape = std::move(input_shape);
+  s.num_classes = outputs;
+  s.width = c.width;
+  s.depth = c.depth;
+  s.stem = c.stem;
+  s.heads = c.heads;
+  s.dropout = c.dropout;
+  s.grad_checkpointing = c.grad_checkpointing;
+  return s;
 }
 
 }  // namespace gputrain

@@ -1,7 +1,10 @@
-// resnet18 with a small-image stem (3x3 conv, no max-pool), as used for 28-32 pixel inputs.
-// Layer names follow torchvision (conv1, bn1, layer1.0.conv1, ..., fc) so weights map one to one.
+// resnet18/34/50 with torchvision's layer names and shapes (conv1, bn1, layer1.0.conv1, ...,
+// layerN.0.downsample.0/1, fc), so weights map one to one. Two stems: ImageNet (7x7/2 conv +
+// 3x3/2 max-pool) and small-image (3x3/1 conv, no max-pool) for 28-64 pixel inputs.
 #include <torch/nn.h>
 
+#include "core/error.h"
+#include "models/checkpoint_block.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -9,68 +12,132 @@ namespace {
 
 namespace nn = torch::nn;
 
-nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
-class BasicBlock : public nn::Module {
- public:
-  BasicBlock(int64_t in, int64_t out, int64_t stride) {
-    conv1 = register_module("conv1", conv3x3(in, out, stride));
-    bn1 = register_module("bn1", nn::BatchNorm2d(out));
-    conv2 = register_module("conv2", conv3x3(out, out, 1));
-    bn2 = register_module("bn2", nn::BatchNorm2d(out));
-    if (stride != 1 || in != out) {
-      downsample = register_module(
-          "downsample", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                                       nn::BatchNorm2d(out)));
-    }
+// What both block kinds share: the optional 1x1 projection of the shortcut.
+class Block : public nn::Module {
+ protected:
+  void add_downsample(int64_t in, int64_t out, int64_t stride) {
+    if (stride != 1 || in != out)
+      downsample_ = register_module("downsample", nn::Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
   }
-  torch::Tensor forward(torch::Tensor x) {
-    auto y = torch::relu(bn1(conv1(x)));
-    y = bn2(conv2(y));
-    return torch::relu(y + (downsample ? downsample->forward(x) : x));
-  }
-  nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
-  nn::Sequential downsample{nullptr};
+  torch::Tensor shortcut(const torch::Tensor& x) { return downsample_ ? downsample_->forward(x) : x; }
+
+ private:
+  nn::Sequential downsample_{nullptr};
 };
 
-class ResNet18 : public Net {
+class BasicBlock : public Block {
  public:
-  explicit ResNet18(const ModelSpec& s) {
-    int64_t w = s.width > 0 ? s.width : 64;
-    conv1_ = register_module("conv1", conv3x3(s.input_shape[0], w, 1));
+  static constexpr int64_t kExpansion = 1;
+  BasicBlock(int64_t in, int64_t planes, int64_t stride) {
+    conv1_ = register_module("conv1", conv(in, planes, 3, stride));
+    bn1_ = register_module("bn1", nn::BatchNorm2d(planes));
+    conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
+    bn2_ = register_module("bn2", nn::BatchNorm2d(planes));
+    add_downsample(in, planes, stride);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = torch::relu(bn1_(conv1_(x)));
+    y = bn2_(conv2_(y));
+    return torch::relu(y + shortcut(x));
+  }
+
+ private:
+  nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
+  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
+};
+
+// torchvision's v1.5 bottleneck: the stride sits on the 3x3 conv, not the first 1x1.
+class Bottleneck : public Block {
+ public:
+  static constexpr int64_t kExpansion = 4;
+  Bottleneck(int64_t in, int64_t planes, int64_t stride) {
+    conv1_ = register_module("conv1", conv(in, planes, 1, 1));
+    bn1_ = register_module("bn1", nn::BatchNorm2d(planes));
+    conv2_ = register_module("conv2", conv(planes, planes, 3, stride));
+    bn2_ = register_module("bn2", nn::BatchNorm2d(planes));
+    conv3_ = register_module("conv3", conv(planes, planes * kExpansion, 1, 1));
+    bn3_ = register_module("bn3", nn::BatchNorm2d(planes * kExpansion));
+    add_downsample(in, planes * kExpansion, stride);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = torch::relu(bn1_(conv1_(x)));
+    y = torch::relu(bn2_(conv2_(y)));
+    y = bn3_(conv3_(y));
+    return torch::relu(y + shortcut(x));
+  }
+
+ private:
+  nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
+  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
+};
+
+bool small_stem(const ModelSpec& s) {
+  if (s.stem == "small") return true;
+  if (s.stem == "imagenet") return false;
+  if (s.stem != "auto")
+    throw usage_error("stem '" + s.stem + "' (expected auto, small or imagenet)");
+  return s.input_shape[1] <= 64 && s.input_shape[2] <= 64;
+}
+
+template <typename B>
+class ResNet : public Net {
+ public:
+  ResNet(const ModelSpec& s, std::array<int, 4> blocks) : checkpointing_(s.grad_checkpointing) {
+    const int64_t w = s.width > 0 ? s.width : 64;
+    small_stem_ = small_stem(s);
+    conv1_ = register_module("conv1", small_stem_ ? conv(s.input_shape[0], w, 3, 1) : conv(s.input_shape[0], w, 7, 2));
     bn1_ = register_module("bn1", nn::BatchNorm2d(w));
     int64_t in = w;
     for (int stage = 0; stage < 4; ++stage) {
-      int64_t out = w << stage;
+      const int64_t planes = w << stage;
       auto layer = nn::ModuleList();
-      for (int b = 0; b < 2; ++b) {
-        layer->push_back(std::make_shared<BasicBlock>(in, out, b == 0 && stage > 0 ? 2 : 1));
-        in = out;
+      for (int b = 0; b < blocks[stage]; ++b) {
+        auto block = std::make_shared<B>(in, planes, b == 0 && stage > 0 ? 2 : 1);
+        layer->push_back(block);
+        blocks_.push_back(block);
+        in = planes * B::kExpansion;
       }
-      layers_.push_back(register_module("layer" + std::to_string(stage + 1), layer));
+      register_module("layer" + std::to_string(stage + 1), layer);
     }
     fc_ = register_module("fc", nn::Linear(in, s.num_classes));
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward(torch::Tensor x) {
     x = torch::relu(bn1_(conv1_(x)));
-    for (auto& layer : layers_)
-      for (auto& block : *layer) x = block->as<BasicBlock>()->forward(x);
+    if (!small_stem_) x = torch::max_pool2d(x, 3, 2, 1);
+    const bool recompute = checkpointing_ && checkpointing_active(*this);
+    for (auto& block : blocks_) {
+      if (recompute)
+        x = checkpoint_block(block, [b = block.get()](const torch::Tensor& t) { return b->forward(t); }, x);
+      else
+        x = block->forward(x);
+    }
     x = x.mean({2, 3});  // global average pool; unlike adaptive_avg_pool2d, deterministic on CUDA
     return fc_(x);
   }
 
  private:
+  bool checkpointing_;
+  bool small_stem_ = true;
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};
-  std::vector<nn::ModuleList> layers_;
+  std::vector<std::shared_ptr<B>> blocks_;  // every block of layer1..layer4, in order
   nn::Linear fc_{nullptr};
 };
 
 }  // namespace
 
-NetPtr make_resnet18(const ModelSpec& spec) { return std::make_shared<ResNet18>(spec); }
+NetPtr make_resnet18(const ModelSpec& spec) {
+  return std::make_shared<ResNet<BasicBlock>>(spec, std::array{2, 2, 2, 2});
+}
+NetPtr make_resnet34(const ModelSpec& spec) {
+  return std::make_shared<ResNet<BasicBlock>>(spec, std::array{3, 4, 6, 3});
+}
+NetPtr make_resnet50(const ModelSpec& spec) {
+  return std::make_shared<ResNet<Bottleneck>>(spec, std::array{3, 4, 6, 3});
+}
 
 }  // namespace gputrain

@@ -1,14 +1,21 @@
 // Builds what a Config asks for, the same way for `train` and `benchmark`.
 #include "train/build.h"
 
+#include "core/error.h"
 #include "train/optim.h"
 
 namespace gputrain {
 
+void check_model_options(const Config& c) {
+  auto problems = model_option_problems(c);
+  if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
+}
+
 std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, const Dataset& train_data) {
+  check_model_options(c);
   // Regression models output one value per target.
   const int64_t outputs = train_data.is_regression() ? train_data.target_numel() : train_data.num_classes();
-  NetPtr model = make_model(c.model, {train_data.sample_shape(), outputs, c.width});
+  NetPtr model = make_model(c.model, model_spec(c, train_data.sample_shape(), outputs));
   model->to(ctx.device);
   if (ctx.channels_last) to_channels_last(*model);
   auto optimizer = make_optimizer(c, *model);  // after the moves: it must hold the final tensors

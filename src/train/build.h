@@ -10,6 +10,9 @@
 
 namespace gputrain {
 
+// Throws a usage error when model options are given to a model that does not use them.
+void check_model_options(const Config& c);
+
 std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, const Dataset& train_data);
 
 LoaderOptions train_loader_options(const Config& c, const RunContext& ctx);

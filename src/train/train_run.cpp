@@ -88,6 +88,7 @@ int run_training(Config c) {
   const auto run_start = Clock::now();
   install_stop_handlers();  // first: a signal during set-up stops after the first step
   print_config(c);
+  check_model_options(c);  // before the data is read
   RunContext ctx = make_run_context(c);
   print_report(ctx);
 

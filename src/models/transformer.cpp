@@ -1,0 +1,86 @@
+// transformer: an encoder over tokens. A T x F sample is a sequence (each step a token, a shared
+// Linear embedding F -> d); an F sample is a table row (each feature a token with its own
+// embedding, as in FT-Transformer). A CLS token is prepended; its final state -> LayerNorm -> head.
+#include <cmath>
+
+#include <torch/nn.h>
+
+#include "core/error.h"
+#include "models/checkpoint_block.h"
+#include "models/registry.h"
+
+namespace gputrain {
+namespace {
+
+namespace nn = torch::nn;
+
+class Transformer : public Net {
+ public:
+  explicit Transformer(const ModelSpec& s) : checkpointing_(s.grad_checkpointing) {
+    const int64_t d = s.width > 0 ? s.width : 64;
+    const int64_t heads = s.heads > 0 ? s.heads : 4;
+    const int64_t depth = s.depth > 0 ? s.depth : 2;
+    if (d % heads != 0)
+      throw usage_error("transformer width " + std::to_string(d) + " is not a multiple of heads " +
+                            std::to_string(heads),
+                        "pick --width and --heads so that heads divides width (defaults: 64 and 4)");
+    sequence_ = s.input_shape.size() == 2;
+    const int64_t features = s.input_shape.back();
+    const double bound = 1.0 / std::sqrt(double(d));
+    if (sequence_) {
+      embed_ = register_module("embed", nn::Linear(features, d));
+      // Learned positions for the CLS slot and every time step.
+      pos_ = register_parameter("pos_embedding", torch::randn({1, s.input_shape[0] + 1, d}) * 0.02);
+    } else {
+      // One affine map per feature: the bias doubles as the feature's identity (its position).
+      feature_weight_ = register_parameter("feature_weight", torch::empty({features, d}).uniform_(-bound, bound));
+      feature_bias_ = register_parameter("feature_bias", torch::empty({features, d}).uniform_(-bound, bound));
+    }
+    cls_ = register_parameter("cls_token", torch::randn({1, 1, d}) * 0.02);
+    layers_ = register_module("layers", nn::ModuleList());
+    for (int64_t i = 0; i < depth; ++i) {
+      nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(d, heads)
+                                            .dim_feedforward(4 * d)
+                                            .dropout(s.dropout)
+                                            .activation(torch::kGELU));
+      layers_->push_back(layer);
+      encoder_layers_.push_back(layer.ptr());
+    }
+    norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({d})));
+    head_ = register_module("head", nn::Linear(d, s.num_classes));
+  }
+
+  torch::Tensor forward(torch::Tensor x) override {
+    torch::Tensor tokens;  // (N, T, d)
+    if (sequence_) tokens = embed_(x);
+    else tokens = x.flatten(1).unsqueeze(-1) * feature_weight_ + feature_bias_;
+    tokens = torch::cat({cls_.expand({tokens.size(0), 1, cls_.size(2)}), tokens}, 1);
+    if (sequence_) tokens = tokens + pos_;
+    // LibTorch's encoder layer has no batch_first: it takes (T, N, d).
+    auto h = tokens.transpose(0, 1);
+    const bool recompute = checkpointing_ && checkpointing_active(*this);
+    for (auto& layer : encoder_layers_) {
+      if (recompute)
+        h = checkpoint_block(layer, [l = layer.get()](const torch::Tensor& t) { return l->forward(t); }, h);
+      else
+        h = layer->forward(h);
+    }
+    return head_(norm_(h.select(0, 0)));  // the CLS token's final state
+  }
+
+ private:
+  bool checkpointing_;
+  bool sequence_ = false;
+  nn::Linear embed_{nullptr};
+  torch::Tensor pos_, feature_weight_, feature_bias_, cls_;
+  nn::ModuleList layers_{nullptr};
+  std::vector<std::shared_ptr<nn::TransformerEncoderLayerImpl>> encoder_layers_;
+  nn::LayerNorm norm_{nullptr};
+  nn::Linear head_{nullptr};
+};
+
+}  // namespace
+
+NetPtr make_transformer(const ModelSpec& spec) { return std::make_shared<Transformer>(spec); }
+
+}  // namespace gputrain
