@@ -177,7 +177,7 @@ std::vector<std::string> model_option_problems(const Config& c) {
   if (c.stem != "auto" && !resnet)
     problems.push_back("--stem is for the resnets (got --model " + c.model + ")");
   if (c.grad_checkpointing && !resnet && c.model != "transformer")
-    problems.push_back("--grad_checkpointing recomputes resnet and transformer blocks (got --model " + c.model + ")");
+    problems.push_back("--grad_checkpointing is for the resnets and the transformer (got --model " + c.model + ")");
   return problems;
 }
 
