@@ -195,49 +195,55 @@ TEST_CASE("export: resnet18 loads into torchvision's resnet18 in Python with the
     WARN("skipped: no venv Python at " + python + " (tools/setup.sh creates it)");
     return;
   }
-  test::TempDir dir;
-  torch::manual_seed(7);
-  const int64_t classes = 10;
-  auto model = make_model("resnet18", {{3, 32, 32}, classes, 0});  // width 64, as torchvision's
-  {
-    // Batch-norm statistics and affine weights like a trained model's (not the 0/1 of a fresh
-    // one), so eval mode exercises every buffer while the outputs stay O(1).
-    torch::NoGradGuard no_grad;
-    for (auto& m : model->modules()) {
-      if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
-        bn->running_mean.copy_(torch::randn_like(bn->running_mean) * 0.1);
-        bn->running_var.uniform_(0.5, 1.5);
-        bn->num_batches_tracked.fill_(100);
-        bn->weight.uniform_(0.8, 1.2);
-        bn->bias.copy_(torch::randn_like(bn->bias) * 0.1);
+  // The ImageNet stem is torchvision's resnet18 as it is; the small stem its CIFAR variant.
+  for (const std::string stem : {"small", "imagenet"}) {
+    test::TempDir dir;
+    torch::manual_seed(7);
+    const int64_t classes = 10, size = stem == "small" ? 32 : 64;
+    ModelSpec spec{{3, size, size}, classes, 0};  // width 64, as torchvision's
+    spec.stem = stem;
+    auto model = make_model("resnet18", spec);
+    {
+      // Batch-norm statistics and affine weights like a trained model's (not the 0/1 of a fresh
+      // one), so eval mode exercises every buffer while the outputs stay O(1).
+      torch::NoGradGuard no_grad;
+      for (auto& m : model->modules()) {
+        if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+          bn->running_mean.copy_(torch::randn_like(bn->running_mean) * 0.1);
+          bn->running_var.uniform_(0.5, 1.5);
+          bn->num_batches_tracked.fill_(100);
+          bn->weight.uniform_(0.8, 1.2);
+          bn->bias.copy_(torch::randn_like(bn->bias) * 0.1);
+        }
       }
     }
-  }
-  to_channels_last(*model);  // exported as NCHW all the same
-  model->eval();
-  auto x = torch::randn({4, 3, 32, 32});
-  torch::Tensor y;
-  {
-    torch::NoGradGuard no_grad;
-    y = model->forward(x.contiguous(torch::MemoryFormat::ChannelsLast));
-  }
-  save_safetensors(dir / "model.safetensors", model_tensors(*model), {{"gputrain_model", "resnet18"}});
-  write_raw(dir / "x.f32", x);
-  write_raw(dir / "y.f32", y);
+    to_channels_last(*model);  // exported as NCHW all the same
+    model->eval();
+    auto x = torch::randn({4, 3, size, size});
+    torch::Tensor y;
+    {
+      torch::NoGradGuard no_grad;
+      y = model->forward(x.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+    save_safetensors(dir / "model.safetensors", model_tensors(*model), {{"gputrain_model", "resnet18"}});
+    write_raw(dir / "x.f32", x);
+    write_raw(dir / "y.f32", y);
 
-  // Once with torchvision (when installed), once with the script's own copy of its resnet18.
-  for (const std::string env : {"", "GPUTRAIN_TEST_NO_TORCHVISION=1 "}) {
-    const std::string cmd = env + python + " " + root + "/tests/python/test_export.py " +
-                            (dir / "model.safetensors") + " " + (dir / "x.f32") + " " + (dir / "y.f32") +
-                            " 4 3 32 32 " + std::to_string(classes) + " >" + (dir / "log") + " 2>&1";
-    int status = std::system(cmd.c_str());
-    const std::string log = test::read_file(dir / "log");
-    INFO(cmd);
-    INFO(log);
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-    CHECK_THAT(log, Catch::Contains("max_abs_diff"));
-    if (env.empty() && log.find("torchvision absent") != std::string::npos)
-      WARN("torchvision is not installed (.pydeps): compared against the script's copy of its resnet18");
+    // Once with torchvision (when installed), once with the script's own copy of its resnet18.
+    for (const std::string env : {"", "GPUTRAIN_TEST_NO_TORCHVISION=1 "}) {
+      const std::string cmd = env + python + " " + root + "/tests/python/test_export.py " +
+                              (dir / "model.safetensors") + " " + (dir / "x.f32") + " " + (dir / "y.f32") +
+                              " 4 3 " + std::to_string(size) + " " + std::to_string(size) + " " +
+                              std::to_string(classes) + " " + stem + " >" + (dir / "log") + " 2>&1";
+      int status = std::system(cmd.c_str());
+      const std::string log = test::read_file(dir / "log");
+      INFO(cmd);
+      INFO(log);
+      REQUIRE(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 0);
+      CHECK_THAT(log, Catch::Contains("max_abs_diff"));
+      if (env.empty() && log.find("torchvision absent") != std::string::npos)
+        WARN("torchvision is not installed (.pydeps): compared against the script's copy of its resnet18");
+    }
   }
 }

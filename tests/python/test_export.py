@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The export round trip from Python: gputrain's model.safetensors loads into torchvision's
-resnet18 (CIFAR variant: 3x3 stem, no max-pool) with strict=True and gives gputrain's outputs.
+resnet18 (as it is for the ImageNet stem; its CIFAR variant, 3x3 stem and no max-pool, for the
+small stem) with strict=True and gives gputrain's outputs.
 
 Run by tests/test_export.cpp with the venv's Python; a plain script: exit code 0 = pass.
 
-  test_export.py WEIGHTS INPUT.f32 OUTPUT.f32 N C H W NUM_CLASSES
+  test_export.py WEIGHTS INPUT.f32 OUTPUT.f32 N C H W NUM_CLASSES small|imagenet
 
 INPUT.f32 / OUTPUT.f32 hold raw little-endian float32 (the C++ side's input batch and its
 eval-mode outputs). Prints one line "max_abs_diff X via <model source>, <loader>".
@@ -104,7 +105,7 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def make_resnet18(num_classes, channels):
+def make_resnet18(num_classes, channels, stem):
     try:
         if os.environ.get("GPUTRAIN_TEST_NO_TORCHVISION"):  # exercises the copy (the C++ test does)
             raise ImportError
@@ -115,20 +116,20 @@ def make_resnet18(num_classes, channels):
         model, source = torchvision.models.resnet18(num_classes=num_classes), "torchvision " + torchvision.__version__
     except ImportError:
         model, source = ResNet18(num_classes), "built-in copy of torchvision's resnet18 (torchvision absent)"
-    # The CIFAR variant gputrain's resnet18 is: 3x3 stride-1 stem, no max-pool.
-    model.conv1 = nn.Conv2d(channels, 64, 3, 1, 1, bias=False)
-    model.maxpool = nn.Identity()
+    if stem == "small":  # gputrain's small-image stem is the CIFAR variant: 3x3 stride 1, no max-pool
+        model.conv1 = nn.Conv2d(channels, 64, 3, 1, 1, bias=False)
+        model.maxpool = nn.Identity()
     return model, source
 
 
 def main():
-    weights, x_path, y_path, n, c, h, w, k = sys.argv[1:9]
+    weights, x_path, y_path, n, c, h, w, k, stem = sys.argv[1:10]
     n, c, h, w, k = int(n), int(c), int(h), int(w), int(k)
     tensors, meta, loader = load_weights(weights)
     assert meta.get("format") == "pt", f"metadata format is {meta.get('format')!r}"
     assert meta.get("gputrain_model") == "resnet18", meta
     assert tensors["bn1.num_batches_tracked"].dtype == torch.int64
-    model, source = make_resnet18(k, c)
+    model, source = make_resnet18(k, c, stem)
     model.load_state_dict(tensors, strict=True)  # raises on any missing, unexpected or misshaped name
     model.eval()
     x = torch.from_numpy(np.fromfile(x_path, "<f4").reshape(n, c, h, w))
@@ -136,7 +137,7 @@ def main():
     with torch.no_grad():
         got = model(x)
     diff = (got - expected).abs().max().item()
-    print(f"max_abs_diff {diff:.3g} (outputs up to {expected.abs().max().item():.3g}) via {source}, {loader}")
+    print(f"{stem} stem: max_abs_diff {diff:.3g} (outputs up to {expected.abs().max().item():.3g}) via {source}, {loader}")
     assert torch.allclose(got, expected, atol=1e-4, rtol=0), f"outputs differ: max abs diff {diff}"
 
 
