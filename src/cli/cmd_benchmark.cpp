@@ -12,7 +12,6 @@
 #include "bench/variants.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "config/fields.h"
 #include "config/merge.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
@@ -61,10 +60,7 @@ void write_text(const std::string& path, const std::string& text) {
 }  // namespace
 
 int cmd_benchmark(const std::vector<std::string>& words) {
-  Args args = parse_args(words, [](const std::string& n) {
-    const Field* f = find_field(n);
-    return n == "help" || (f && f->is_bool());
-  });
+  Args args = parse_config_args(words);
   if (args.take_switch("help")) {
     print_help();
     return 0;

@@ -6,7 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "config/fields.h"
+#include "config/merge.h"
 #include "core/error.h"
 #include "train/evaluate.h"
 #include "train/load_trained.h"
@@ -14,10 +14,7 @@
 namespace gputrain {
 
 int cmd_eval(const std::vector<std::string>& words) {
-  Args args = parse_args(words, [](const std::string& n) {
-    const Field* f = find_field(n);
-    return n == "help" || (f && f->is_bool());
-  });
+  Args args = parse_config_args(words);
   if (args.take_switch("help")) {
     std::printf("usage: gputrain eval --checkpoint FILE [--json FILE] [train flags]\n\n"
                 "Evaluates a checkpoint on the test split of its run's dataset (the held-out\n"

@@ -7,7 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "config/fields.h"
+#include "config/merge.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "train/autocast.h"
@@ -88,10 +88,7 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text) {
 }  // namespace
 
 int cmd_infer(const std::vector<std::string>& words) {
-  Args args = parse_args(words, [](const std::string& n) {
-    const Field* f = find_field(n);
-    return n == "help" || (f && f->is_bool());
-  });
+  Args args = parse_config_args(words);
   if (args.take_switch("help")) {
     std::printf("usage: gputrain infer --checkpoint FILE [--out preds.csv] [--batch_sizes 1,8,64,256] [train flags]\n\n"
                 "Runs the model over the test split of its run's dataset (or the data the flags name)\n"

@@ -11,6 +11,7 @@
 #include "config/fields.h"
 #include "config/merge.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -36,22 +37,10 @@ std::string with_commas(int64_t n) {
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (auto d : shape) {  // appends: gcc 12 warns falsely on "x" + std::string
-    if (!s.empty()) s += 'x';
-    s += std::to_string(d);
-  }
-  return s;
-}
-
 }  // namespace
 
 int cmd_models(const std::vector<std::string>& words) {
-  Args args = parse_args(words, [](const std::string& n) {
-    const Field* f = find_field(n);
-    return n == "help" || (f && f->is_bool());
-  });
+  Args args = parse_config_args(words);
   if (args.take_switch("help")) {
     print_help();
     return 0;

@@ -40,10 +40,7 @@ void print_train_help() {
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& words) {
-  Args args = parse_args(words, [](const std::string& n) {
-    const Field* f = find_field(n);
-    return n == "help" || (f && f->is_bool());
-  });
+  Args args = parse_config_args(words);
   if (args.take_switch("help")) {
     print_train_help();
     return 0;

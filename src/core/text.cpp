@@ -77,4 +77,13 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (auto d : shape) {  // appends: gcc 12 warns falsely on "x" + std::string
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
+  return s.empty() ? "()" : s;
+}
+
 }  // namespace gputrain

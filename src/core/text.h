@@ -1,5 +1,6 @@
 // Small text helpers: "did you mean" suggestions, joining, trimming.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,9 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
 std::string join(const std::vector<std::string>& items, std::string_view sep);
+
+// A shape as "3x32x32" ("()" when empty).
+std::string shape_text(const std::vector<int64_t>& shape);
 
 // Human-readable byte count: "1.5 GiB".
 std::string format_bytes(double bytes);

@@ -139,12 +139,8 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
   if (!c.color_jitter.empty()) asked.push_back("--color_jitter");
   if (!c.image_size.empty() && c.dataset != "image_folder") asked.push_back("--image_size");
   if (shape.size() == 3 || asked.empty()) return;
-  std::string got;
-  for (auto d : shape) {
-    if (!got.empty()) got += 'x';
-    got += std::to_string(d);
-  }
-  throw usage_error(join(asked, ", ") + " need image samples (C x H x W), the data gives samples of shape " + got,
+  throw usage_error(join(asked, ", ") + " need image samples (C x H x W), the data gives samples of shape " +
+                        shape_text(shape),
                     "drop the image transforms for tables and sequences");
 }
 

@@ -41,15 +41,6 @@ bool takes_rank(const Entry& e, size_t rank) {
   return e.ranks.empty() || std::find(e.ranks.begin(), e.ranks.end(), rank) != e.ranks.end();
 }
 
-std::string join_shape(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (auto d : shape) {
-    if (!s.empty()) s += 'x';
-    s += std::to_string(d);
-  }
-  return s.empty() ? "()" : s;
-}
-
 // "use --model lstm, gru, transformer or mlp for samples of shape 64x8": the models that take
 // this rank, the specialised ones first (mlp takes anything, so it comes last).
 std::string rank_hint(const std::vector<int64_t>& shape) {
@@ -62,7 +53,7 @@ std::string rank_hint(const std::vector<int64_t>& shape) {
   std::string list;
   for (size_t i = 0; i < fits.size(); ++i)
     list += (i == 0 ? "" : i + 1 == fits.size() ? " or " : ", ") + fits[i];
-  return "use --model " + list + " for samples of shape " + join_shape(shape) + " (gputrain models lists them)";
+  return "use --model " + list + " for samples of shape " + shape_text(shape) + " (gputrain models lists them)";
 }
 
 }  // namespace
@@ -90,7 +81,7 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
                       "models: " + join(model_names(), ", "));
   if (!takes_rank(*e, spec.input_shape.size()))
     throw usage_error("model '" + name + "' needs samples of shape " + e->input +
-                          ", the data gives samples of shape " + join_shape(spec.input_shape),
+                          ", the data gives samples of shape " + shape_text(spec.input_shape),
                       rank_hint(spec.input_shape));
   return e->make(spec);
 }
