@@ -193,6 +193,10 @@ TEST_CASE("data cli: bad data flags and missing files exit 2 with one clear line
       {"--color_jitter 0.4,x", "color_jitter '0.4,x'"},
       {"--normalize_mean 0.5", "go together"},
       {"--image_size 0x3", "image_size '0x3'"},
+      {"--train_targets y.npy", "--train_targets and --test_targets are for --dataset npy"},
+      {"--skip_bad_samples", "for --dataset image_folder"},
+      {"--input_shape 3x8x8", "for --dataset synthetic"},
+      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --stride 2", "for --dataset csv with --window"},
   };
   for (const auto& c : cases) {
     auto r = run_gputrain("train " + c.args + " --output_dir " + (dir / "run"));

@@ -48,12 +48,14 @@ int cmd_models(const std::vector<std::string>& words) {
   if (!args.positionals.empty())
     throw usage_error("unexpected argument '" + args.positionals[0] + "' to models",
                       "flags start with --, e.g. --input_shape 3x32x32 (gputrain models --help)");
-  Config c = resolve_config(args.flags);
-  // The default preset's --width is tuned for its own model (the quickstart cnn); counts for
-  // every model read better at each model's own defaults, unless the user names a source.
   auto given = [&](const std::string& name) {
     return std::any_of(args.flags.begin(), args.flags.end(), [&](const FlagArg& f) { return f.name == name; });
   };
+  // The shape comes from --input_shape, as synthetic data takes it (no dataset is read here).
+  if (!given("dataset")) args.flags.insert(args.flags.begin(), FlagArg{"dataset", "synthetic", false, "--dataset synthetic"});
+  Config c = resolve_config(args.flags);
+  // The default preset's --width is tuned for its own model (the quickstart cnn); counts for
+  // every model read better at each model's own defaults, unless the user names a source.
   if (!given("preset") && !given("config")) {
     const Config defaults;
     for (const auto& f : config_fields())

@@ -147,8 +147,23 @@ std::vector<std::string> config_problems(const Config& c) {
                        (c.dataset == "csv" ? std::string("csv") : std::string("npy or .npz")) + " file)");
   if (c.dataset == "csv" && c.target.empty())
     problems.push_back("dataset 'csv' needs --target (the label column, or columns for regression)");
-  if (c.dataset != "csv" && (!c.target.empty() || !c.features.empty() || c.window > 0))
-    problems.push_back("--target, --features and --window are for --dataset csv (got '" + c.dataset + "')");
+  // Data options that the chosen format would not read are refused rather than ignored.
+  const Config defaults;
+  auto only_for = [&](bool given, bool applies, const std::string& what, const std::string& where) {
+    if (given && !applies) problems.push_back(what + " " + where + " (got --dataset " + c.dataset + ")");
+  };
+  only_for(!c.target.empty() || !c.features.empty() || c.window > 0, c.dataset == "csv",
+           "--target, --features and --window are", "for --dataset csv");
+  only_for(c.stride != defaults.stride || c.horizon != defaults.horizon, c.dataset == "csv" && c.window > 0,
+           "--stride and --horizon are", "for --dataset csv with --window");
+  only_for(!c.train_file.empty() || !c.test_file.empty(), file_based, "--train_file and --test_file are",
+           "for --dataset csv or npy");
+  only_for(!c.train_targets.empty() || !c.test_targets.empty(), c.dataset == "npy",
+           "--train_targets and --test_targets are", "for --dataset npy");
+  only_for(c.image_channels != defaults.image_channels || c.skip_bad_samples, c.dataset == "image_folder",
+           "--image_channels and --skip_bad_samples are", "for --dataset image_folder");
+  only_for(c.input_shape != defaults.input_shape || c.num_classes != defaults.num_classes, c.dataset == "synthetic",
+           "--input_shape and --num_classes are", "for --dataset synthetic (other data brings its own)");
   if (c.lr >= 0 && c.min_lr > c.lr)
     problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " +
                        format_number(c.lr) + ")");
