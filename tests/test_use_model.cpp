@@ -2,6 +2,7 @@
 // early stopping), through the built binary as a user runs it.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -109,6 +110,14 @@ TEST_CASE("early stopping ends the run when the monitored metric stops improving
   CHECK(summary["early_stopped"] == true);
   CHECK(summary["epoch"] == 2);  // evaluations after epochs 1, 2, 3: the last two did not improve
   CHECK(summary.contains("best_test_loss"));
+  // Resuming a run that stopped early trains no further.
+  auto again = run_gputrain(kSmoke + "--epochs 10 --lr 0 --early_stopping 2 --monitor_metric loss --output_dir " +
+                            (dir / "run") + " --resume auto");
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  auto after = read_jsonl(dir / "run/metrics.jsonl").back();
+  CHECK(after["step"] == summary["step"]);
+  CHECK(after["best_test_loss"] == summary["best_test_loss"]);
 }
 
 TEST_CASE("eval and infer refuse bad input with one line and exit 2", "[use]") {
@@ -120,9 +129,17 @@ TEST_CASE("eval and infer refuse bad input with one line and exit 2", "[use]") {
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: "));
   }
-  auto r = run_gputrain(kSmoke + "--monitor_metric mae --output_dir " + (dir / "run"));
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("monitor_metric 'mae' does not apply"));
+  // Task options that do not fit the data are refused before training starts.
+  for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--monitor_metric mae", "monitor_metric 'mae' is for regression"},
+           {"--monitor_metric top5", "needs 5 classes or more"},
+           {"--loss huber", "--loss huber is for regression"}}) {
+    auto r = run_gputrain(kSmoke + flags + " --output_dir " + (dir / "run"));
+    INFO(flags << "\n" << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(expect));
+    CHECK_FALSE(std::filesystem::exists(dir / "run/metrics.jsonl"));
+  }
 }
 
 TEST_CASE("ema: the average is evaluated, checkpointed and re-evaluated by eval", "[use]") {

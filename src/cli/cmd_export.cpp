@@ -42,8 +42,11 @@ int cmd_export(const std::vector<std::string>& words) {
   if (auto cfg = nlohmann::json::parse(meta.config_json, nullptr, false); cfg.is_object() && cfg.contains("model"))
     info["gputrain_model"] = cfg["model"].get<std::string>();
   save_safetensors(*out, weights, info);
-  std::printf("wrote %s (%zu tensors from %s, step %lld)\n", out->c_str(), weights.size(), checkpoint->c_str(),
-              static_cast<long long>(meta.step));
+  std::printf("wrote %s (%zu tensors from %s, step %lld, raw weights)\n", out->c_str(), weights.size(),
+              checkpoint->c_str(), static_cast<long long>(meta.step));
+  if (auto cfg = nlohmann::json::parse(meta.config_json, nullptr, false);
+      cfg.is_object() && cfg.value("ema_decay", 0.0) > 0)
+    std::printf("note: this run also kept an EMA of the weights; `train --export` writes that average\n");
   return 0;
 }
 

@@ -110,15 +110,18 @@ int cmd_infer(const std::vector<std::string>& words) {
     if (sweep.empty())
       throw usage_error("--batch_sizes '" + *sweep_text + "' (expected positive integers like 1,8,64,256)");
   }
-  std::ofstream rows;
+  Trained t = load_trained(*checkpoint, args.flags);
+  // A run with --ema_decay deploys its average (it chose best.pt by it).
+  const bool ema = t.trainer->ema() != nullptr;
+  if (ema) t.trainer->ema()->swap(t.trainer->model());
+  std::ofstream rows;  // opened only now: a bad checkpoint must not truncate an existing file
   if (out_path) {
     rows.open(*out_path);
     if (!rows) throw usage_error("cannot write --out '" + *out_path + "'", "check that its folder exists");
+    rows.precision(9);  // every float digit
   }
-
-  Trained t = load_trained(*checkpoint, args.flags);
-  std::printf("checkpoint: %s\ndata: %s\ndevice: %s, amp %s, channels_last %s\n", checkpoint->c_str(),
-              t.data.description.c_str(), t.ctx.device.str().c_str(), t.ctx.amp ? "on" : "off",
+  std::printf("checkpoint: %s (%s weights)\ndata: %s\ndevice: %s, amp %s, channels_last %s\n", checkpoint->c_str(),
+              ema ? "ema" : "raw", t.data.description.c_str(), t.ctx.device.str().c_str(), t.ctx.amp ? "on" : "off",
               t.ctx.channels_last ? "on" : "off");
   if (out_path) {
     const bool regression = t.data.test->is_regression();

@@ -147,6 +147,8 @@ std::vector<std::string> config_problems(const Config& c) {
                        (c.dataset == "csv" ? std::string("csv") : std::string("npy or .npz")) + " file)");
   if (c.dataset == "csv" && c.target.empty())
     problems.push_back("dataset 'csv' needs --target (the label column, or columns for regression)");
+  if (!c.test_file.empty() && c.val_split > 0)
+    problems.push_back("--val_split with --test_file: evaluation would use the held-out part, not the test file (drop one)");
   // Data options that the chosen format would not read are refused rather than ignored.
   const Config defaults;
   auto only_for = [&](bool given, bool applies, const std::string& what, const std::string& where) {

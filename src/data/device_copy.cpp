@@ -32,8 +32,15 @@ Batch DeviceCopier::copy(const Batch& host, std::shared_ptr<void>* fence) const 
   auto event = std::make_shared<at::cuda::CUDAEvent>();
   {
     c10::cuda::CUDAStreamGuard on_side(side_->stream);
-    d.x = layout(host.x.to(device_, /*non_blocking=*/true));
-    d.y = host.y.to(device_, /*non_blocking=*/true);
+    try {
+      d.x = layout(host.x.to(device_, /*non_blocking=*/true));
+      d.y = host.y.to(device_, /*non_blocking=*/true);
+    } catch (...) {
+      // A copy may already be in flight: the host buffer must not be reused before it ends.
+      event->record(side_->stream);
+      *fence = event;
+      throw;
+    }
     event->record(side_->stream);
   }
   event->block(compute);

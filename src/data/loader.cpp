@@ -35,8 +35,8 @@ class StagingPool {
                           torch::empty(y_dims_, opts.dtype(regression_ ? torch::kFloat : torch::kLong)), nullptr});
         free_.push_back(static_cast<int>(slots_.size()) - 1);
       }
-      id = free_.back();
-      free_.pop_back();
+      id = free_.front();  // the oldest: its copy has most likely finished
+      free_.pop_front();
       fence = std::move(slots_[static_cast<size_t>(id)].fence);
     }
     DeviceCopier::wait(fence);
@@ -62,7 +62,7 @@ class StagingPool {
   bool regression_, pin_;
   std::mutex m_;
   std::deque<Slot> slots_;
-  std::vector<int> free_;
+  std::deque<int> free_;
 };
 
 namespace {

@@ -11,6 +11,24 @@ void check_model_options(const Config& c) {
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
 }
 
+std::string check_task_options(const Config& c, const Dataset& train) {
+  const bool regression = train.is_regression();
+  const std::string metric = c.monitor_metric == "auto" ? (regression ? "loss" : "accuracy") : c.monitor_metric;
+  std::vector<std::string> problems;
+  if (regression && (metric == "accuracy" || metric == "top5"))
+    problems.push_back("monitor_metric '" + metric + "' is for classification; this data is regression (use loss, mae or rmse)");
+  if (!regression && (metric == "mae" || metric == "rmse"))
+    problems.push_back("monitor_metric '" + metric + "' is for regression; this data is classification (use loss or accuracy)");
+  if (!regression && metric == "top5" && train.num_classes() < 5)
+    problems.push_back("monitor_metric 'top5' needs 5 classes or more; this data has " + std::to_string(train.num_classes()));
+  if (!regression && c.loss != "auto")
+    problems.push_back("--loss " + c.loss + " is for regression; classification trains with cross-entropy");
+  if (regression && c.label_smoothing > 0)
+    problems.push_back("--label_smoothing is for classification; this data is regression");
+  if (!problems.empty()) throw Error(problems, "see --task to change how the targets are read", kExitUsage);
+  return metric;
+}
+
 std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, const Dataset& train_data) {
   check_model_options(c);
   // Regression models output one value per target.

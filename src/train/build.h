@@ -13,6 +13,10 @@ namespace gputrain {
 // Throws a usage error when model options are given to a model that does not use them.
 void check_model_options(const Config& c);
 
+// Checks the task options (--monitor_metric, --loss, --label_smoothing) against the data's task
+// and returns the metric to monitor ("auto" resolved). Throws a usage error listing every problem.
+std::string check_task_options(const Config& c, const Dataset& train);
+
 std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, const Dataset& train_data);
 
 LoaderOptions train_loader_options(const Config& c, const RunContext& ctx);

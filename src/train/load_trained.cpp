@@ -15,7 +15,11 @@ namespace gputrain {
 Trained load_trained(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
   Trained t;
   t.meta = read_checkpoint_meta(checkpoint);
-  t.config = resolve_resumed_config(nlohmann::json::parse(t.meta.config_json), flags);
+  auto saved = nlohmann::json::parse(t.meta.config_json);
+  // Other test data named on the command line replaces the run's held-out split.
+  if (std::any_of(flags.begin(), flags.end(), [](const FlagArg& f) { return f.name == "test_file"; }))
+    saved["val_split"] = 0.0;
+  t.config = resolve_resumed_config(saved, flags);
   t.config.resume.clear();
   if (t.config.device == "auto") {
     auto gpus = query_gpus();

@@ -94,6 +94,7 @@ int run_training(Config c) {
 
   DataSplits data = make_datasets(c);
   std::printf("data: %s\n", data.description.c_str());
+  const std::string monitored = check_task_options(c, *data.train);  // what "best" means for this task
   // Statistics computed from the data go into the run's config.json: a resume reuses them.
   c.normalize_mean = data.normalize_mean;
   c.normalize_std = data.normalize_std;
@@ -170,7 +171,6 @@ int run_training(Config c) {
   double best_score = -1e300;
   int64_t evals_since_best = 0;  // for --early_stopping
   bool early_stopped = false;
-  std::string monitored = "auto";
   if (!c.resume.empty()) {
     CheckpointMeta meta = load_checkpoint(c.resume, trainer);
     step = meta.step;
@@ -178,6 +178,8 @@ int run_training(Config c) {
     first_batch = meta.batch;
     best_score = meta.best_score;
     evals_since_best = meta.evals_since_best;
+    // A run that stopped early stays stopped: resuming it only writes the summary again.
+    early_stopped = c.early_stopping > 0 && evals_since_best >= c.early_stopping;
     std::printf("resumed from %s: epoch %lld, batch %lld, step %lld\n", c.resume.c_str(),
                 static_cast<long long>(first_epoch + 1), static_cast<long long>(first_batch),
                 static_cast<long long>(step));
@@ -231,7 +233,7 @@ int run_training(Config c) {
   micro.reserve(static_cast<size_t>(c.accumulation_steps));
   std::string stop_reason;
 
-  for (int64_t epoch = first_epoch; epoch < c.epochs && step < total_steps; ++epoch) {
+  for (int64_t epoch = first_epoch; epoch < c.epochs && step < total_steps && !early_stopped; ++epoch) {
     const auto epoch_start = Clock::now();
     last_epoch = epoch;
     int64_t consumed = epoch == first_epoch ? first_batch : 0;  // micro-batches taken this epoch
@@ -318,7 +320,6 @@ int run_training(Config c) {
     }
     last_eval_seconds = seconds_since(eval_start);
     const EvalResult& judged = trainer.ema() ? last_ema_eval : last_eval;
-    monitored = judged.resolve(c.monitor_metric);
     // Scores are signed so that higher is better, whatever the metric.
     const double score = judged.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
     const bool improved = score > best_score;
@@ -365,8 +366,8 @@ int run_training(Config c) {
                             {"skipped_steps", skipped}, {"bad_samples", data.train->bad_samples() + data.test->bad_samples()}};
   const double best_value = EvalResult::higher_is_better(monitored) ? best_score : -best_score;
   summary["best_test_" + monitored] = best_value;
-  last_eval.add_to(summary, "final_test_");
-  if (trainer.ema()) last_ema_eval.add_to(summary, "final_test_ema_");
+  if (last_eval.samples > 0) last_eval.add_to(summary, "final_test_");  // none when this session evaluated nothing
+  if (last_ema_eval.samples > 0) last_ema_eval.add_to(summary, "final_test_ema_");
   if (early_stopped) summary["early_stopped"] = true;
   if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
   else summary["peak_rss_bytes"] = peak_rss_bytes();
@@ -384,10 +385,14 @@ int run_training(Config c) {
     std::printf("\n");
   }
   write_report_safely(out_dir);
-  if (!c.export_path.empty())
+  if (!c.export_path.empty()) {
+    if (trainer.ema()) trainer.ema()->swap(trainer.model());  // the average is what a run with EMA deploys
     save_safetensors(c.export_path, model_tensors(trainer.model()),
                      {{"gputrain_model", c.model}, {"gputrain_config", config_json.dump()},
-                      {"gputrain_version", GPUTRAIN_VERSION}, {"gputrain_step", std::to_string(step)}});
+                      {"gputrain_version", GPUTRAIN_VERSION}, {"gputrain_step", std::to_string(step)},
+                      {"gputrain_weights", trainer.ema() ? "ema" : "raw"}});
+    if (trainer.ema()) trainer.ema()->swap(trainer.model());
+  }
   std::string extra;
   if (skipped) extra += " | " + std::to_string(skipped) + " overflow steps skipped";
   if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += " | " + std::to_string(bad) + " bad samples skipped";
