@@ -109,6 +109,7 @@ struct Config {
   double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;
   bool save_checkpoints = true;
+  bool tensorboard = false;  // also write TensorBoard event files into <output_dir>/tensorboard
   std::string export_path;  // --export: the final weights as safetensors ("" = none)
 };
 

@@ -118,6 +118,7 @@ std::vector<Field> make_fields() {
       {"output_dir", &C::output_dir, "output", "run folder (default runs/<date-time>-<preset>)"},
       {"log_every", &C::log_every, "output", "optimizer steps between log lines", {}, 1, 1e12},
       {"save_checkpoints", &C::save_checkpoints, "output", "write a checkpoint every epoch"},
+      {"tensorboard", &C::tensorboard, "output", "also write TensorBoard event files to <output_dir>/tensorboard"},
       {"export", &C::export_path, "output", "write the final weights here as safetensors (e.g. model.safetensors)"},
       {"resume", &C::resume, "output", "continue a run: auto (<output_dir>/checkpoints/last.pt) or a checkpoint path"},
       {"keep_checkpoints", &C::keep_checkpoints, "output", "epoch checkpoints kept (last and best always)", {}, 1, 1e6},

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,7 @@
 #include "monitor/metrics.h"
 #include "monitor/report_html.h"
 #include "monitor/sampler.h"
+#include "monitor/tensorboard.h"
 #include "train/auto_batch.h"
 #include "train/build.h"
 #include "train/checkpoint.h"
@@ -153,6 +155,10 @@ int run_training(Config c) {
   if (ec) throw usage_error("cannot create output_dir '" + out_dir + "' (" + ec.message() + ")");
   for (const auto& entry : fs::directory_iterator(ckpt_dir))
     if (entry.path().extension() == ".tmp") fs::remove(entry.path());  // torn writes of a crash
+  // The step and eval records again, for TensorBoard; made before metrics.jsonl so that a folder
+  // it cannot create (a usage error) leaves no half-started run behind.
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  if (c.tensorboard) tensorboard = std::make_unique<TensorBoardWriter>((fs::path(out_dir) / "tensorboard").string());
   nlohmann::json config_json = to_json(c);
   config_json["output_dir"] = out_dir;
   config_json["resume"] = "";  // a resumed run's configuration must not point at a checkpoint
@@ -282,6 +288,7 @@ int run_training(Config c) {
         if (ctx.grad_scaler) rec["loss_scale"] = trainer.scaler().get_scale();
         if (skipped) rec["skipped_steps"] = skipped;
         metrics.write(rec);
+        if (tensorboard) tensorboard->write(rec);
         loss_sum = torch::Tensor();
         window_steps = 0;
         window_start = Clock::now();
@@ -332,6 +339,7 @@ int run_training(Config c) {
     last_eval.add_to(eval_rec, "test_");
     if (trainer.ema()) last_ema_eval.add_to(eval_rec, "test_ema_");
     metrics.write(eval_rec);
+    if (tensorboard) tensorboard->write(eval_rec);
     if (c.early_stopping > 0 && evals_since_best >= c.early_stopping) {
       early_stopped = true;
       progress.line("early stopping: no better test " + monitored + " for " + std::to_string(evals_since_best) +
@@ -400,8 +408,8 @@ int run_training(Config c) {
               static_cast<long long>(step), format_duration(total_seconds).c_str(),
               format_duration(train_seconds).c_str(), sps, monitored.c_str(), best_value,
               100.0 * summary["data_wait_fraction"].get<double>(), extra.c_str());
-  std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s}%s\n", out_dir.c_str(),
-              c.save_checkpoints ? ", checkpoints/" : "",
+  std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s%s}%s\n", out_dir.c_str(),
+              c.save_checkpoints ? ", checkpoints/" : "", c.tensorboard ? ", tensorboard/" : "",
               c.export_path.empty() ? "" : (", " + c.export_path + " (weights, safetensors)").c_str());
   return 0;
 }
