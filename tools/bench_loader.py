@@ -37,7 +37,7 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no tools/__pycache__ left in the tree by the import below
-from compare_pytorch import find_idx, read_idx  # noqa: E402  (same IDX reader, no duplicate)
+from compare_pytorch import IdxDataset, find_idx, read_idx  # noqa: E402  (shared, not duplicated)
 
 BATCH = 256
 PADDING = 2
@@ -52,14 +52,8 @@ def channel_stats(images, max_samples=10000):
     return float(x.mean()), float(x.std())
 
 
-class AugmentedIdx(torch.utils.data.Dataset):
+class AugmentedIdx(IdxDataset):
     """Per-sample Dataset as users write it: to float, pad + random crop, random flip, normalize."""
-
-    def __init__(self, images, labels, mean, std):
-        self.images, self.labels, self.mean, self.std = images, labels, mean, std
-
-    def __len__(self):
-        return len(self.labels)
 
     def __getitem__(self, i):
         x = torch.from_numpy(self.images[i]).unsqueeze(0).float().div(255)  # 1x28x28 in [0, 1]
