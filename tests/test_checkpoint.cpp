@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "test_errors.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
@@ -15,9 +16,9 @@ using namespace gputrain;
 
 namespace {
 
-std::unique_ptr<Trainer> make_trainer(uint64_t seed, bool scaler) {
+std::unique_ptr<Trainer> make_trainer(uint64_t seed, bool scaler, int64_t width = 4) {
   torch::manual_seed(seed);
-  auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
+  auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, width});
   Config c;  // adamw: the optimizer state (moments) must survive the round trip too
   RunContext ctx;
   ctx.grad_scaler = scaler;
@@ -72,4 +73,47 @@ TEST_CASE("checkpoint: missing, truncated and foreign files are usage errors", "
   torch::save(torch::ones({3}), dir / "tensor.pt");  // a valid torch file, but not ours
   CHECK(code_of(dir / "tensor.pt") == 2);
   CHECK(code_of(dir / "good.pt") == 0);
+}
+
+TEST_CASE("checkpoint: another model's checkpoint is refused before anything changes", "[checkpoint]") {
+  test::TempDir dir;
+  save_checkpoint(dir / "narrow.pt", *make_trainer(1, false, 4), {});
+  auto wide = make_trainer(2, false, 8);
+  auto before = wide->model().parameters()[0].clone();
+  std::string message = test::error_of(dir / "narrow.pt", [&] { load_checkpoint(dir / "narrow.pt", *wide); });
+  CHECK_THAT(message, Catch::Contains("there but") && Catch::Contains("in this model"));
+  CHECK(torch::equal(wide->model().parameters()[0], before));
+}
+
+TEST_CASE("checkpoint: non-finite weights and a zero loss scale are refused", "[checkpoint]") {
+  test::TempDir dir;
+  auto t = make_trainer(1, true);
+  {
+    torch::NoGradGuard no_grad;
+    t->model().parameters()[0].view(-1)[0] = NAN;
+  }
+  save_checkpoint(dir / "nan.pt", *t, {});  // save_checkpoint's callers check all_finite first
+  CHECK_THAT(test::error_of(dir / "nan.pt", [&] { load_checkpoint(dir / "nan.pt", *make_trainer(1, true)); }),
+             Catch::Contains("non-finite"));
+
+  // The scale is read into the trainer's scaler: a hand-made archive with scale 0.
+  auto u = make_trainer(1, true);
+  torch::serialize::OutputArchive archive, model, optimizer;
+  u->model().save(model);
+  u->optimizer().save(optimizer);
+  save_checkpoint(dir / "good.pt", *u, {});
+  torch::serialize::InputArchive in;
+  in.load_from(dir / "good.pt");
+  for (const auto& key : in.keys()) {
+    torch::serialize::InputArchive child;
+    c10::IValue value;
+    if (in.try_read(key, child)) continue;
+    in.read(key, value);
+    archive.write(key, key == "scaler.scale" ? c10::IValue(torch::zeros({1})) : value);
+  }
+  archive.write("model", model);
+  archive.write("optimizer", optimizer);
+  archive.save_to(dir / "zero_scale.pt");
+  CHECK_THAT(test::error_of(dir / "zero_scale.pt", [&] { load_checkpoint(dir / "zero_scale.pt", *make_trainer(1, true)); }),
+             Catch::Contains("scaler.scale"));
 }

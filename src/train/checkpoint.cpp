@@ -5,10 +5,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 
 #include "core/atomic_file.h"
@@ -140,14 +144,66 @@ bool all_finite(torch::nn::Module& module) {
   return true;
 }
 
+namespace {
+
+std::string describe(const torch::Tensor& t) {
+  std::string s = c10::toString(t.scalar_type());
+  s += " ";
+  s += c10::str(t.sizes());
+  return s;
+}
+
+// Module::load swaps in each stored tensor whatever its shape, so a checkpoint of another model
+// would load "successfully" and fail (or broadcast) later: compare names, shapes and dtypes first.
+void check_fits(torch::serialize::InputArchive& archive, Net& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> stored;
+  collect_weights(archive, "", stored);
+  std::map<std::string, torch::Tensor> by_name(stored.begin(), stored.end());
+  auto check = [&](const std::string& name, const torch::Tensor& mine) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw std::runtime_error("it holds no '" + name + "' for this model");
+    if (it->second.sizes() != mine.sizes() || it->second.scalar_type() != mine.scalar_type())
+      throw std::runtime_error("'" + name + "' is " + describe(it->second) + " there but " + describe(mine) +
+                               " in this model");
+  };
+  for (const auto& p : model.named_parameters()) check(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) check(b.key(), b.value());
+}
+
+// A corrupt file can hold moments of any shape; Adam's update would fail mid-run or broadcast.
+void check_optimizer_state(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      auto it = optimizer.state().find(p.unsafeGetTensorImpl());
+      if (it == optimizer.state().end()) continue;
+      std::vector<torch::Tensor> moments;
+      if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get()))
+        moments = {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+      else if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(it->second.get()))
+        moments = {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+      else if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get()))
+        moments = {s->momentum_buffer()};
+      for (const auto& m : moments)
+        if (m.defined() && (m.sizes() != p.sizes() || m.scalar_type() != p.scalar_type()))
+          throw std::runtime_error("its optimizer state (" + describe(m) + ") does not match a parameter (" +
+                                   describe(p) + ")");
+    }
+  }
+}
+
+}  // namespace
+
 CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
   return with_archive(path, trainer.context().device, [&](torch::serialize::InputArchive& archive) {
     CheckpointMeta meta = read_meta(archive);
     torch::serialize::InputArchive model, optimizer;
     archive.read("model", model);
     archive.read("optimizer", optimizer);
+    check_fits(model, trainer.model());
     trainer.model().load(model);
+    if (!all_finite(trainer.model())) throw std::runtime_error("it holds non-finite weights");
     trainer.optimizer().load(optimizer);
+    check_optimizer_state(trainer.optimizer());
     trainer.scaler().load(archive);
     // A run that adds --ema_decay on resume starts its average from the loaded weights.
     if (trainer.ema() && !trainer.ema()->load(archive)) *trainer.ema() = Ema(trainer.model(), trainer.options().ema_decay);

@@ -1,6 +1,9 @@
 // --ema_decay: an exponential moving average of the weights, evaluated and checkpointed beside them.
 #include "train/ema.h"
 
+#include <stdexcept>
+#include <string>
+
 #include <ATen/ops/_foreach_lerp.h>
 
 namespace gputrain {
@@ -45,14 +48,14 @@ bool Ema::load(torch::serialize::InputArchive& archive) {
   torch::NoGradGuard no_grad;
   torch::Tensor t;
   if (!archive.try_read("ema.p0", t)) return false;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    archive.read("ema.p" + std::to_string(i), t);
-    params_[i].copy_(t);
-  }
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    archive.read("ema.b" + std::to_string(i), t);
-    buffers_[i].copy_(t);
-  }
+  // copy_ would broadcast a stored tensor of another shape into ours: refuse it instead.
+  auto read_into = [&](const std::string& key, torch::Tensor& mine) {
+    archive.read(key, t);
+    if (t.sizes() != mine.sizes()) throw std::runtime_error("'" + key + "' has the wrong shape for this model");
+    mine.copy_(t);
+  };
+  for (size_t i = 0; i < params_.size(); ++i) read_into("ema.p" + std::to_string(i), params_[i]);
+  for (size_t i = 0; i < buffers_.size(); ++i) read_into("ema.b" + std::to_string(i), buffers_[i]);
   return true;
 }
 

@@ -2,7 +2,9 @@
 // _amp_update_scale_ kernels (CPU kernels exist too, so the tests run here).
 #include "train/grad_scaler.h"
 
+#include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
@@ -70,6 +72,9 @@ void GradScaler::load(torch::serialize::InputArchive& archive) {
   torch::Tensor s, g;
   archive.read("scaler.scale", s);
   archive.read("scaler.growth_tracker", g);
+  // A zero, negative or NaN scale would zero or skip every step without failing.
+  if (s.numel() != 1 || g.numel() != 1 || !(s.item<double>() > 0) || !std::isfinite(s.item<double>()))
+    throw std::runtime_error("'scaler.scale' is not one finite positive number");
   scale_.copy_(s);
   growth_tracker_.copy_(g);
 }
