@@ -33,6 +33,7 @@
 #include "train/export.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
+#include "train/run_summary.h"
 
 namespace fs = std::filesystem;
 
@@ -364,34 +365,18 @@ int run_training(Config c) {
   }
 
   // --- summary
-  const double total_seconds = seconds_since(run_start);
-  const double sps =
-      train_seconds > 0 ? static_cast<double>((step - first_step) * samples_per_step) / train_seconds : 0;
-  nlohmann::json summary = {{"event", "summary"}, {"step", step}, {"epoch", last_epoch},
-                            {"wall_seconds", total_seconds}, {"train_seconds", train_seconds},
-                            {"samples_per_sec", sps},
-                            {"data_wait_fraction", train_seconds > 0 ? wait_seconds / train_seconds : 0.0},
-                            {"skipped_steps", skipped}, {"bad_samples", data.train->bad_samples() + data.test->bad_samples()}};
+  RunTotals totals{.step = step, .epoch = last_epoch, .steps_this_session = step - first_step,
+                   .samples_per_step = samples_per_step, .skipped_steps = skipped,
+                   .bad_samples = data.train->bad_samples() + data.test->bad_samples(),
+                   .wall_seconds = seconds_since(run_start), .train_seconds = train_seconds,
+                   .wait_seconds = wait_seconds};
   const double best_value = EvalResult::higher_is_better(monitored) ? best_score : -best_score;
-  summary["best_test_" + monitored] = best_value;
-  if (last_eval.samples > 0) last_eval.add_to(summary, "final_test_");  // none when this session evaluated nothing
-  if (last_ema_eval.samples > 0) last_ema_eval.add_to(summary, "final_test_ema_");
+  nlohmann::json summary = summary_record(totals, monitored, best_value, last_eval, last_ema_eval);
   if (early_stopped) summary["early_stopped"] = true;
   if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
   else summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["monitor"] = monitor.finish();
   metrics.write(summary);
-  const auto& mon = summary["monitor"];
-  if (mon.contains("mean_cpu_percent")) {
-    std::printf("monitor: CPU %.0f%% of a core (mean), peak RSS %s", mon["mean_cpu_percent"].get<double>(),
-                format_bytes(mon["peak_rss_bytes"].get<double>()).c_str());
-    if (mon.contains("mean_gpu_util"))
-      std::printf(" | GPU utilization %.0f%% mean, %.0f%% max | GPU memory peak %s | power %.0f W mean",
-                  mon["mean_gpu_util"].get<double>(), mon["max_gpu_util"].get<double>(),
-                  format_bytes(mon["peak_gpu_mem_used_bytes"].get<double>()).c_str(),
-                  mon["mean_gpu_power_w"].get<double>());
-    std::printf("\n");
-  }
   write_report_safely(out_dir);
   if (!c.export_path.empty()) {
     if (trainer.ema()) trainer.ema()->swap(trainer.model());  // the average is what a run with EMA deploys
@@ -401,16 +386,7 @@ int run_training(Config c) {
                       {"gputrain_weights", trainer.ema() ? "ema" : "raw"}});
     if (trainer.ema()) trainer.ema()->swap(trainer.model());
   }
-  std::string extra;
-  if (skipped) extra += " | " + std::to_string(skipped) + " overflow steps skipped";
-  if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += " | " + std::to_string(bad) + " bad samples skipped";
-  std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test %s %.4f | data wait %.1f%%%s\n",
-              static_cast<long long>(step), format_duration(total_seconds).c_str(),
-              format_duration(train_seconds).c_str(), sps, monitored.c_str(), best_value,
-              100.0 * summary["data_wait_fraction"].get<double>(), extra.c_str());
-  std::printf("files: %s/{config.json, metrics.jsonl, monitor.csv, report.html%s%s}%s\n", out_dir.c_str(),
-              c.save_checkpoints ? ", checkpoints/" : "", c.tensorboard ? ", tensorboard/" : "",
-              c.export_path.empty() ? "" : (", " + c.export_path + " (weights, safetensors)").c_str());
+  print_summary(summary, monitored, c, out_dir);
   return 0;
 }
 
