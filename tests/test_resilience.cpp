@@ -2,7 +2,11 @@
 // time with a checkpoint, a loss that stays NaN exits 3 without writing bad weights.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -10,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "core/signals.h"
 #include "test_util.h"
 
 using namespace gputrain;
@@ -34,10 +39,14 @@ Metrics read_metrics(const std::string& path) {
 }
 
 // Runs gputrain in the background, sends `signal` after `delay` seconds, returns the exit code.
-int run_and_signal(const std::string& args, const char* signal, double delay, const std::string& log) {
-  std::string cmd = "sh -c '" + std::string(test::gputrain_exe()) + " " + args + " >" + log +
-                    " 2>&1 & pid=$!; sleep " + std::to_string(delay) + "; kill -" + signal +
-                    " $pid; wait $pid; exit $?'";
+// `as_pid1` runs it as PID 1 of a new PID namespace, as a container runs its entry point: there
+// the kernel drops every signal the process has no handler for.
+int run_and_signal(const std::string& args, const char* signal, double delay, const std::string& log,
+                   bool as_pid1 = false) {
+  std::string cmd = "sh -c '" + std::string(as_pid1 ? "unshare --pid --fork " : "") + test::gputrain_exe() +
+                    " " + args + " >" + log + " 2>&1 & pid=$!; sleep " + std::to_string(delay) + "; " +
+                    (as_pid1 ? "target=$(pgrep -P $pid); " : "target=$pid; ") + "kill -" + signal +
+                    " $target; wait $pid; exit $?'";
   int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -87,6 +96,39 @@ TEST_CASE("SIGTERM mid-epoch: checkpoint, exit 143, and resuming continues ident
     INFO("step " << s);
     CHECK(a.at(s) == b.at(s));  // bit-identical on CPU
   }
+}
+
+TEST_CASE("as PID 1 (a container): SIGINT checkpoints and exits 130", "[resilience]") {
+  if (std::system("unshare --pid --fork true >/dev/null 2>&1") != 0) {
+    WARN("no PID namespaces on this machine (unshare --pid failed): not tested");
+    return;
+  }
+  test::TempDir dir;
+  int code = run_and_signal("train " + kFlags + " --output_dir " + (dir / "once"), "INT", 1.0, dir / "log1", true);
+  INFO(test::read_file(dir / "log1"));
+  CHECK(code == 130);
+  CHECK_THAT(test::read_file(dir / "log1"), Catch::Contains("stopped (SIGINT)"));
+  CHECK(fs::exists(dir / "once/checkpoints/last.pt"));
+}
+
+TEST_CASE("a second SIGINT exits at once with 130; SIGTERM only asks to stop", "[resilience]") {
+  // In a child process: the second SIGINT ends it. (Two kills sent from outside in a row could
+  // merge into one pending signal, so the order is made certain here with raise.)
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    install_stop_handlers();
+    std::raise(SIGTERM);
+    if (stop_signal() != SIGTERM) _exit(1);
+    std::raise(SIGINT);  // a first SIGINT (after a SIGTERM) only asks to stop
+    if (stop_signal() != SIGINT) _exit(2);
+    std::raise(SIGINT);  // the second one: _exit(130) inside the handler
+    _exit(3);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
 }
 
 TEST_CASE("resume: a different preset is refused; auto without a checkpoint starts fresh", "[resilience]") {
