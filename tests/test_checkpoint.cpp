@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/zip.h"
 #include "test_errors.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -73,6 +74,25 @@ TEST_CASE("checkpoint: missing, truncated and foreign files are usage errors", "
   torch::save(torch::ones({3}), dir / "tensor.pt");  // a valid torch file, but not ours
   CHECK(code_of(dir / "tensor.pt") == 2);
   CHECK(code_of(dir / "good.pt") == 0);
+}
+
+TEST_CASE("checkpoint: a flipped bit in a weight is caught by the CRC check", "[checkpoint]") {
+  test::TempDir dir;
+  auto t = make_trainer(1, false);
+  save_checkpoint(dir / "good.pt", *t, {});
+  // Find the first tensor record (".../data/0") and flip one bit of its bytes.
+  std::string bytes = test::read_file(dir / "good.pt");
+  uint64_t offset = 0;
+  {
+    MappedFile m = map_file(dir / "good.pt");
+    for (const auto& z : zip_directory("good.pt", m, ""))
+      if (z.name.ends_with("/data/0")) offset = zip_member_start("good.pt", m, z, "") + z.csize / 2;
+  }
+  REQUIRE(offset > 0);
+  bytes[offset] ^= 0x10;
+  test::write_file(dir / "flipped.pt", bytes);
+  CHECK_THAT(test::error_of(dir / "flipped.pt", [&] { load_checkpoint(dir / "flipped.pt", *make_trainer(1, false)); }),
+             Catch::Contains("data/0' fails its CRC check"));
 }
 
 TEST_CASE("checkpoint: another model's checkpoint is refused before anything changes", "[checkpoint]") {

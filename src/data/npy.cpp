@@ -1,11 +1,6 @@
 // NumPy .npy arrays, memory-mapped and checked before anything is allocated (.npz is in npz.cpp).
 #include "data/npy.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -204,32 +199,6 @@ float half_to_float(uint16_t h) {
 }
 
 }  // namespace
-
-// Note: if another process truncates the file while it is mapped, reads fault (SIGBUS); data
-// files are not expected to change during training.
-MappedFile map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")", "check the path and its permissions");
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file", "pass the path of an .npy or .npz file");
-  }
-  MappedFile m;
-  m.size = static_cast<uint64_t>(st.st_size);
-  if (m.size == 0) {  // mmap refuses length 0; callers report the file as too short
-    ::close(fd);
-    return m;
-  }
-  void* p = mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);  // the mapping stays valid without the descriptor
-  if (p == MAP_FAILED) fail(path, std::string("cannot memory-map (") + std::strerror(err) + ")");
-  uint64_t size = m.size;
-  m.owner = std::shared_ptr<const void>(p, [size](const void* q) { munmap(const_cast<void*>(q), size); });
-  m.data = static_cast<const uint8_t*>(p);
-  return m;
-}
 
 const char* npy_dtype_name(NpyDtype t) {
   static const char* const kNames[] = {"float16", "float32", "float64", "int8",   "int16",  "int32",

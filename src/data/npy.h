@@ -6,18 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
+
 namespace gputrain {
-
-// A read-only memory mapping of a whole file; copies share it and the last one unmaps it.
-struct MappedFile {
-  const uint8_t* data = nullptr;
-  uint64_t size = 0;  // an empty file has size 0 and no mapping
-  std::shared_ptr<const void> owner;
-};
-
-// Maps `path` read-only. Throws a usage error naming it when it cannot be opened or mapped, or
-// is not a regular file.
-MappedFile map_file(const std::string& path);
 
 // The element types gputrain reads; all little-endian (or single-byte).
 enum class NpyDtype { f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, b1 };

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/zip.h"
 #include "data/npy.h"
 
 namespace gputrain {
@@ -16,88 +17,11 @@ const char* const kZipHint = "write archives with numpy.savez or numpy.savez_com
   throw usage_error(where + ": " + why, hint);
 }
 
-uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t rd32(const uint8_t* p) { return rd16(p) | (uint32_t{rd16(p + 2)} << 16); }
-uint64_t rd64(const uint8_t* p) { return rd32(p) | (uint64_t{rd32(p + 4)} << 32); }
-
-struct ZipMember {
-  std::string name;
-  uint16_t flags = 0, method = 0;
-  uint32_t crc = 0;
-  uint64_t csize = 0, usize = 0, offset = 0;
-};
-
-// Reads the central directory (zip64 included), checking every offset against the file size.
-std::vector<ZipMember> zip_directory(const std::string& path, const MappedFile& m) {
-  const uint8_t* d = m.data;
-  uint64_t size = m.size;
-  if (size >= 6 && std::memcmp(d, "\x93NUMPY", 6) == 0)
+// Central directory of an .npz, after catching the common mix-up with a plain .npy.
+std::vector<ZipMember> npz_directory(const std::string& path, const MappedFile& m) {
+  if (m.size >= 6 && std::memcmp(m.data, "\x93NUMPY", 6) == 0)
     fail(path, "bad magic: this is an .npy file, not an .npz archive", "name it .npy");
-  if (size < 22) fail(path, "truncated: " + std::to_string(size) + " bytes is too short for a zip archive");
-  // The end-of-central-directory record ends the file, followed only by its comment (< 64 KiB).
-  uint64_t eocd = 0;
-  bool found = false;
-  for (uint64_t i = size - 22 + 1, lo = size > 22 + 65535 ? size - 22 - 65535 : 0; i-- > lo;)
-    if (rd32(d + i) == 0x06054b50 && i + 22 + rd16(d + i + 20) <= size) {
-      eocd = i;
-      found = true;
-      break;
-    }
-  if (!found) fail(path, "bad magic: not a zip archive (no end-of-central-directory record)");
-  const uint8_t* e = d + eocd;
-  if (rd16(e + 4) != 0 && rd16(e + 4) != 0xFFFF) fail(path, "multi-disk zip archives are not supported");
-  uint64_t entries = rd16(e + 10), cd_size = rd32(e + 12), cd_offset = rd32(e + 16), cd_end = eocd;
-  // Zip64 (np.savez writes it for big arrays): a locator just before the record points at a
-  // 64-bit record holding the real counts and offsets.
-  if (eocd >= 20 && rd32(d + eocd - 20) == 0x07064b50) {
-    uint64_t z = rd64(d + eocd - 20 + 8);
-    if (z > eocd - 20 || eocd - 20 - z < 56 || rd32(d + z) != 0x06064b50)
-      fail(path, "corrupt zip64 end-of-central-directory record");
-    entries = rd64(d + z + 32);
-    cd_size = rd64(d + z + 40);
-    cd_offset = rd64(d + z + 48);
-    cd_end = z;
-  }
-  if (cd_offset > cd_end || cd_size > cd_end - cd_offset)
-    fail(path, "corrupt zip: central directory at " + std::to_string(cd_offset) + " (+" + std::to_string(cd_size) +
-                   " bytes) lies past the end of the file (" + std::to_string(size) + " bytes)");
-  if (entries > cd_size / 46) fail(path, "corrupt zip: more entries than the central directory can hold");
-
-  std::vector<ZipMember> members;
-  const uint8_t* p = d + cd_offset;
-  const uint8_t* end = p + cd_size;
-  for (uint64_t n = 0; n < entries; ++n) {
-    if (end - p < 46 || rd32(p) != 0x02014b50) fail(path, "corrupt zip: bad central directory entry");
-    ZipMember z;
-    z.flags = rd16(p + 8);
-    z.method = rd16(p + 10);
-    z.crc = rd32(p + 16);
-    z.csize = rd32(p + 20);
-    z.usize = rd32(p + 24);
-    z.offset = rd32(p + 42);
-    uint64_t name_len = rd16(p + 28), extra_len = rd16(p + 30), comment_len = rd16(p + 32);
-    if (static_cast<uint64_t>(end - p) - 46 < name_len + extra_len + comment_len)
-      fail(path, "corrupt zip: central directory entry runs past its end");
-    z.name.assign(reinterpret_cast<const char*>(p + 46), name_len);
-    // Zip64 extra field: 64-bit values for exactly those fields that read 0xFFFFFFFF, in order.
-    for (const uint8_t *x = p + 46 + name_len, *xend = x + extra_len; xend - x >= 4;) {
-      uint16_t id = rd16(x), len = rd16(x + 2);
-      if (len > xend - x - 4) fail(path, "corrupt zip: extra field of '" + z.name + "' runs past its end");
-      if (id == 0x0001) {
-        const uint8_t *v = x + 4, *vend = v + len;
-        for (uint64_t* field : {&z.usize, &z.csize, &z.offset}) {
-          if (*field != 0xFFFFFFFFu) continue;
-          if (vend - v < 8) fail(path, "corrupt zip: short zip64 field for '" + z.name + "'");
-          *field = rd64(v);
-          v += 8;
-        }
-      }
-      x += 4 + len;
-    }
-    members.push_back(std::move(z));
-    p += 46 + name_len + extra_len + comment_len;
-  }
-  return members;
+  return zip_directory(path, m, kZipHint);
 }
 
 // np.load's keys: "x_train.npy" is "x_train"; members not ending in .npy are not arrays.
@@ -108,18 +32,7 @@ bool npy_key(const std::string& name, std::string& key) {
 }
 
 NpyArray read_member(const std::string& where, const MappedFile& m, const ZipMember& z) {
-  if (z.flags & 1) fail(where, "encrypted zip members are not supported");
-  if (z.offset > m.size || m.size - z.offset < 30)
-    fail(where, "corrupt zip: local header offset " + std::to_string(z.offset) + " is past the end of the file (" +
-                    std::to_string(m.size) + " bytes)");
-  const uint8_t* h = m.data + z.offset;
-  if (rd32(h) != 0x04034b50) fail(where, "corrupt zip: bad local header signature");
-  // The local header's sizes may be zip64 placeholders or zero (data descriptor); the central
-  // directory's are authoritative, so only the name and extra lengths are used from here.
-  uint64_t start = z.offset + 30 + rd16(h + 26) + rd16(h + 28);
-  if (start > m.size || z.csize > m.size - start)
-    fail(where, "truncated: zip says " + std::to_string(z.csize) + " bytes, file holds " +
-                    std::to_string(start > m.size ? 0 : m.size - start));
+  const uint64_t start = zip_member_start(where, m, z, kZipHint);
   if (z.method == 0) {
     if (z.csize != z.usize) fail(where, "corrupt zip: a stored member's sizes disagree");
     return NpyArray::parse(where, m.owner, m.data + start, z.csize);  // zero copy, from the mapping
@@ -165,10 +78,7 @@ NpyArray read_member(const std::string& where, const MappedFile& m, const ZipMem
     fail(where, "corrupt zip: inflates to " + std::to_string(out) + " bytes, the directory declares " +
                     std::to_string(z.usize));
   // Stored members are not CRC-checked: that would read a 10 GB mapping at open time.
-  uLong crc = crc32(0, nullptr, 0);
-  for (uint64_t done = 0; done < out; done += std::min(out - done, kStep))
-    crc = crc32(crc, buf->data() + done, static_cast<uInt>(std::min(out - done, kStep)));
-  if (crc != z.crc) fail(where, "corrupt zip: CRC mismatch");
+  if (crc32_of(buf->data(), out) != z.crc) fail(where, "corrupt zip: CRC mismatch");
   buf->resize(out);
   const uint8_t* bytes = buf->data();
   return NpyArray::parse(where, std::move(buf), bytes, out);
@@ -180,7 +90,7 @@ std::vector<std::string> npz_keys(const std::string& path) {
   MappedFile m = map_file(path);
   std::vector<std::string> keys;
   std::string key;
-  for (const auto& z : zip_directory(path, m))
+  for (const auto& z : npz_directory(path, m))
     if (npy_key(z.name, key)) keys.push_back(key);
   return keys;
 }
@@ -189,7 +99,7 @@ std::map<std::string, NpyArray> read_npz(const std::string& path, const std::vec
   MappedFile m = map_file(path);
   std::map<std::string, NpyArray> arrays;
   std::string key;
-  for (const auto& z : zip_directory(path, m)) {
+  for (const auto& z : npz_directory(path, m)) {
     if (!npy_key(z.name, key)) continue;
     if (!only.empty() && std::find(only.begin(), only.end(), key) == only.end()) continue;
     if (arrays.count(key)) fail(path, "corrupt zip: member '" + z.name + "' appears twice");

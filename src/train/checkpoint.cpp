@@ -18,6 +18,8 @@
 #include "core/atomic_file.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/zip.h"
 
 namespace gputrain {
 
@@ -73,12 +75,28 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
   return {epoch.toInt(), batch.toInt(), step.toInt(), best.toDouble(), config.toStringRef(), evals_since_best};
 }
 
+// LibTorch does not check the CRC-32 its zip records carry: a flipped bit in a weight would load
+// as a silently different model, and one in a pickle's length field can make its reader
+// allocate gigabytes before it fails. So every stored member is checked here first.
+void verify_members(const std::string& path) {
+  const std::string where = "checkpoint '" + path + "'";
+  const std::string hint = "the file is damaged or not a gputrain checkpoint; use another one of the run "
+                           "(last.pt, best.pt, epoch-N.pt)";
+  MappedFile m = map_file(path);
+  for (const auto& z : zip_directory(where, m, hint)) {
+    const uint64_t start = zip_member_start(where, m, z, hint);
+    if (z.method == 0 && (z.csize != z.usize || crc32_of(m.data + start, z.csize) != z.crc))
+      throw usage_error(where + ": member '" + z.name + "' fails its CRC check", hint);
+  }
+}
+
 // Runs `body` on the opened archive; every failure becomes one usage error naming the file.
 template <typename F>
 auto with_archive(const std::string& path, torch::Device device, F body) {
   if (!std::filesystem::exists(path))
     throw usage_error("checkpoint '" + path + "' does not exist",
                       "a run keeps its checkpoints in <output_dir>/checkpoints/ (last.pt, best.pt, epoch-N.pt)");
+  verify_members(path);
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path, device);

@@ -1,0 +1,32 @@
+// Zip archives, as .npz files and LibTorch checkpoints are written: the central directory
+// (zip64 included) and each member's data, every offset checked against the file size.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+
+namespace gputrain {
+
+// One entry of the central directory. Its sizes and CRC are authoritative (local headers may
+// hold zip64 placeholders or zeros).
+struct ZipMember {
+  std::string name;
+  uint16_t flags = 0, method = 0;
+  uint32_t crc = 0;
+  uint64_t csize = 0, usize = 0, offset = 0;
+};
+
+// The members of the archive mapped in `m`. Throws a usage error "<path>: <why>" with `hint` for
+// anything that is not a sound single-disk zip.
+std::vector<ZipMember> zip_directory(const std::string& path, const MappedFile& m, const std::string& hint);
+
+// Where member `z`'s (compressed) bytes start in `m`, after checking its local header and that
+// all `z.csize` bytes are in the file. Throws like zip_directory, naming `where`.
+uint64_t zip_member_start(const std::string& where, const MappedFile& m, const ZipMember& z, const std::string& hint);
+
+// The zip (zlib) CRC-32 of `size` bytes, any size.
+uint32_t crc32_of(const uint8_t* data, uint64_t size);
+
+}  // namespace gputrain
