@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include <torch/optim/adamw.h>
 #include <torch/torch.h>
 
 #include "config/config.h"
@@ -103,6 +104,26 @@ TEST_CASE("checkpoint: another model's checkpoint is refused before anything cha
   std::string message = test::error_of(dir / "narrow.pt", [&] { load_checkpoint(dir / "narrow.pt", *wide); });
   CHECK_THAT(message, Catch::Contains("there but") && Catch::Contains("in this model"));
   CHECK(torch::equal(wide->model().parameters()[0], before));
+}
+
+TEST_CASE("checkpoint: all_finite sees weights, EMA and optimizer moments", "[checkpoint]") {
+  torch::manual_seed(0);
+  auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
+  TrainerOptions options;
+  options.ema_decay = 0.9;
+  Trainer t(model, make_optimizer(Config{}, *model), RunContext{}, options);
+  t.step({batch(0)});
+  CHECK(all_finite(t));
+  // An overflowed second moment leaves the weights finite (the update divides by it).
+  torch::NoGradGuard no_grad;
+  auto& state = *t.optimizer().state().begin()->second;
+  auto& adamw = dynamic_cast<torch::optim::AdamWParamState&>(state);
+  adamw.exp_avg_sq().view(-1)[0] = INFINITY;
+  CHECK_FALSE(all_finite(t));
+  adamw.exp_avg_sq().view(-1)[0] = 0;
+  CHECK(all_finite(t));
+  t.ema()->tensors()[0].view(-1)[0] = NAN;
+  CHECK_FALSE(all_finite(t));
 }
 
 TEST_CASE("checkpoint: non-finite weights and a zero loss scale are refused", "[checkpoint]") {

@@ -153,13 +153,33 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
   for (size_t i = 0; i + static_cast<size_t>(keep) < epochs.size(); ++i) std::filesystem::remove(epochs[i].second);
 }
 
-bool all_finite(torch::nn::Module& module) {
+namespace {
+
+// The tensors of one parameter's optimizer state (SGD, Adam and AdamW: the optimizers gputrain makes).
+std::vector<torch::Tensor> moments(torch::optim::OptimizerParamState& state) {
+  if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(&state))
+    return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+  if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(&state))
+    return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(&state)) return {s->momentum_buffer()};
+  return {};
+}
+
+}  // namespace
+
+bool all_finite(Trainer& trainer) {
   torch::NoGradGuard no_grad;
-  for (const auto& t : module.parameters())
-    if (!torch::isfinite(t).all().item<bool>()) return false;
-  for (const auto& t : module.buffers())
-    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>()) return false;
-  return true;
+  std::vector<torch::Tensor> finite;  // one flag per tensor, on the device: a single host sync
+  auto add = [&](const torch::Tensor& t) {
+    if (t.defined() && t.is_floating_point()) finite.push_back(torch::isfinite(t).all());
+  };
+  for (const auto& t : trainer.model().parameters()) add(t);
+  for (const auto& t : trainer.model().buffers()) add(t);
+  if (trainer.ema())
+    for (const auto& t : trainer.ema()->tensors()) add(t);
+  for (auto& [key, state] : trainer.optimizer().state())
+    for (const auto& t : moments(*state)) add(t);
+  return finite.empty() || torch::stack(finite).all().item<bool>();
 }
 
 namespace {
@@ -194,14 +214,7 @@ void check_optimizer_state(torch::optim::Optimizer& optimizer) {
     for (const auto& p : group.params()) {
       auto it = optimizer.state().find(p.unsafeGetTensorImpl());
       if (it == optimizer.state().end()) continue;
-      std::vector<torch::Tensor> moments;
-      if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get()))
-        moments = {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
-      else if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(it->second.get()))
-        moments = {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
-      else if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get()))
-        moments = {s->momentum_buffer()};
-      for (const auto& m : moments)
+      for (const auto& m : moments(*it->second))
         if (m.defined() && (m.sizes() != p.sizes() || m.scalar_type() != p.scalar_type()))
           throw std::runtime_error("its optimizer state (" + describe(m) + ") does not match a parameter (" +
                                    describe(p) + ")");
@@ -219,12 +232,12 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
     archive.read("optimizer", optimizer);
     check_fits(model, trainer.model());
     trainer.model().load(model);
-    if (!all_finite(trainer.model())) throw std::runtime_error("it holds non-finite weights");
     trainer.optimizer().load(optimizer);
     check_optimizer_state(trainer.optimizer());
     trainer.scaler().load(archive);
     // A run that adds --ema_decay on resume starts its average from the loaded weights.
     if (trainer.ema() && !trainer.ema()->load(archive)) *trainer.ema() = Ema(trainer.model(), trainer.options().ema_decay);
+    if (!all_finite(trainer)) throw std::runtime_error("it holds non-finite weights or optimizer state");
     torch::Tensor rng;
     archive.read("rng.cpu", rng);
     {

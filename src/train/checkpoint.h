@@ -34,7 +34,8 @@ std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const
 // Deletes all but the newest `keep` epoch-N.pt files in `dir`.
 void prune_checkpoints(const std::string& dir, int64_t keep);
 
-// True when every parameter and buffer is finite (checked before saving).
-bool all_finite(torch::nn::Module& module);
+// True when every floating tensor a checkpoint holds (weights, buffers, EMA, optimizer moments)
+// is finite: checked before each save and after each load.
+bool all_finite(Trainer& trainer);
 
 }  // namespace gputrain

@@ -39,6 +39,12 @@ void Ema::swap(torch::nn::Module& module) {
   }
 }
 
+std::vector<torch::Tensor> Ema::tensors() const {
+  std::vector<torch::Tensor> all = params_;
+  all.insert(all.end(), buffers_.begin(), buffers_.end());
+  return all;
+}
+
 void Ema::save(torch::serialize::OutputArchive& archive) const {
   for (size_t i = 0; i < params_.size(); ++i) archive.write("ema.p" + std::to_string(i), params_[i]);
   for (size_t i = 0; i < buffers_.size(); ++i) archive.write("ema.b" + std::to_string(i), buffers_[i]);

@@ -20,6 +20,8 @@ class Ema {
   void save(torch::serialize::OutputArchive& archive) const;
   // False when the archive holds no average (a run without --ema_decay).
   bool load(torch::serialize::InputArchive& archive);
+  // The averaged parameters, then buffers.
+  std::vector<torch::Tensor> tensors() const;
 
  private:
   double decay_;

@@ -210,8 +210,8 @@ int run_training(Config c) {
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
   auto save = [&](const std::string& name, const CheckpointMeta& meta) {
     if (!c.save_checkpoints && name != "last.pt") return;
-    if (!all_finite(trainer.model()))
-      throw Error({"weights are not finite at step " + std::to_string(step) + "; no checkpoint written"},
+    if (!all_finite(trainer))
+      throw Error({"weights or optimizer state not finite at step " + std::to_string(step) + "; no checkpoint written"},
                   "the last checkpoint in " + ckpt_dir.string() + " is intact", kExitNonFinite);
     auto t0 = Clock::now();
     save_checkpoint((ckpt_dir / name).string(), trainer, meta);
