@@ -165,25 +165,6 @@ std::vector<torch::Tensor> moments(torch::optim::OptimizerParamState& state) {
   return {};
 }
 
-}  // namespace
-
-bool all_finite(Trainer& trainer) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> finite;  // one flag per tensor, on the device: a single host sync
-  auto add = [&](const torch::Tensor& t) {
-    if (t.defined() && t.is_floating_point()) finite.push_back(torch::isfinite(t).all());
-  };
-  for (const auto& t : trainer.model().parameters()) add(t);
-  for (const auto& t : trainer.model().buffers()) add(t);
-  if (trainer.ema())
-    for (const auto& t : trainer.ema()->tensors()) add(t);
-  for (auto& [key, state] : trainer.optimizer().state())
-    for (const auto& t : moments(*state)) add(t);
-  return finite.empty() || torch::stack(finite).all().item<bool>();
-}
-
-namespace {
-
 std::string describe(const torch::Tensor& t) {
   std::string s = c10::toString(t.scalar_type());
   s += " ";
@@ -223,6 +204,21 @@ void check_optimizer_state(torch::optim::Optimizer& optimizer) {
 }
 
 }  // namespace
+
+bool all_finite(Trainer& trainer) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> finite;  // one flag per tensor, on the device: a single host sync
+  auto add = [&](const torch::Tensor& t) {
+    if (t.defined() && t.is_floating_point()) finite.push_back(torch::isfinite(t).all());
+  };
+  for (const auto& t : trainer.model().parameters()) add(t);
+  for (const auto& t : trainer.model().buffers()) add(t);
+  if (trainer.ema())
+    for (const auto& t : trainer.ema()->tensors()) add(t);
+  for (auto& [key, state] : trainer.optimizer().state())
+    for (const auto& t : moments(*state)) add(t);
+  return finite.empty() || torch::stack(finite).all().item<bool>();
+}
 
 CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
   return with_archive(path, trainer.context().device, [&](torch::serialize::InputArchive& archive) {
