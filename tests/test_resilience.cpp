@@ -38,14 +38,17 @@ Metrics read_metrics(const std::string& path) {
   return m;
 }
 
-// Runs gputrain in the background, sends `signal` after `delay` seconds, returns the exit code.
-// `as_pid1` runs it as PID 1 of a new PID namespace, as a container runs its entry point: there
-// the kernel drops every signal the process has no handler for.
-int run_and_signal(const std::string& args, const char* signal, double delay, const std::string& log,
-                   bool as_pid1 = false) {
+// Runs `gputrain train ARGS --output_dir RUN` in the background and sends `signal` `delay`
+// seconds after its first step is logged (its handlers are surely installed by then); returns the
+// exit code. `as_pid1` runs it as PID 1 of a new PID namespace, as a container runs its entry
+// point: there the kernel drops every signal the process has no handler for.
+int run_and_signal(const std::string& args, const std::string& run, const char* signal, double delay,
+                   const std::string& log, bool as_pid1 = false) {
   std::string cmd = "sh -c '" + std::string(as_pid1 ? "unshare --pid --fork " : "") + test::gputrain_exe() +
-                    " " + args + " >" + log + " 2>&1 & pid=$!; sleep " + std::to_string(delay) + "; " +
-                    (as_pid1 ? "target=$(pgrep -P $pid); " : "target=$pid; ") + "kill -" + signal +
+                    " train " + args + " --output_dir " + run + " >" + log + " 2>&1 & pid=$!; " +
+                    "for i in $(seq 600); do grep -qs event.:.step " + run + "/metrics.jsonl && break; sleep 0.1; done; " +
+                    "sleep " + std::to_string(delay) + "; " +
+                    (as_pid1 ? "target=$(cat /proc/$pid/task/$pid/children); " : "target=$pid; ") + "kill -" + signal +
                     " $target; wait $pid; exit $?'";
   int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -70,7 +73,7 @@ TEST_CASE("durations parse as the time limit expects", "[resilience]") {
 TEST_CASE("SIGTERM mid-epoch: checkpoint, exit 143, and resuming continues identically", "[resilience]") {
   test::TempDir dir;
   const std::string run = dir / "run";
-  int code = run_and_signal("train " + kFlags + " --output_dir " + run, "TERM", 1.0, dir / "log1");
+  int code = run_and_signal(kFlags, run, "TERM", 0.5, dir / "log1");
   INFO(test::read_file(dir / "log1"));
   REQUIRE(code == 143);
   CHECK_THAT(test::read_file(dir / "log1"), Catch::Contains("resume with: gputrain train --output_dir " + run +
@@ -124,7 +127,7 @@ TEST_CASE("as PID 1 (a container): SIGINT checkpoints and exits 130", "[resilien
     return;
   }
   test::TempDir dir;
-  int code = run_and_signal("train " + kFlags + " --output_dir " + (dir / "once"), "INT", 1.0, dir / "log1", true);
+  int code = run_and_signal(kFlags, dir / "once", "INT", 0.5, dir / "log1", true);
   INFO(test::read_file(dir / "log1"));
   CHECK(code == 130);
   CHECK_THAT(test::read_file(dir / "log1"), Catch::Contains("stopped (SIGINT)"));

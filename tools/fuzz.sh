@@ -1,48 +1,66 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in tests/fuzz with clang (AddressSanitizer + UBSan) and runs each
 # for SECONDS (default 60). Exits non-zero on the first crash, leak or timeout; the reproducer
-# is left in build/fuzz/. Usage: tools/fuzz.sh [SECONDS]
+# is left in build/fuzz/. Run tools/setup.sh first (the checkpoint target links its build).
+# Usage: tools/fuzz.sh [SECONDS]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 seconds=${1:-60}
-out=build/fuzz
+build_dir=${GPUTRAIN_BUILD_DIR:-build}
+out=$build_dir/fuzz
 mkdir -p "$out"
-sanitize=fuzzer,address,undefined
+sanitize=fuzzer,address,undefined  # per target: sanitize=... build ...
+deps=""                            # per target: more files whose change means a rebuild
 
-build() {  # name sources... -- other compiler and linker arguments...   (instrumented with $sanitize)
+build() {  # name sources... -- other compiler and linker arguments...
   local name=$1; shift
   local flags=(-std=c++20 -O1 -g -fsanitize="$sanitize" -fno-sanitize-recover=undefined -Isrc)
-  local srcs=() libs=()
+  local srcs=() args=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do srcs+=("$1"); shift; done
-  [ $# -gt 0 ] && shift && libs=("$@")
-  # Rebuild only when a source (or gputrain's own build, which the checkpoint target links) is
-  # newer than the binary.
-  if [ ! -x "$out/$name" ] || [ -n "$(find "${srcs[@]}" src build/libgputrain_core.a -newer "$out/$name" \
+  [ $# -gt 0 ] && shift && args=("$@")
+  # Rebuild only when a source, a header or a dependency is newer than the binary.
+  # shellcheck disable=SC2086  # $deps is a list of paths
+  if [ ! -x "$out/$name" ] || [ -n "$(find "${srcs[@]}" src $deps -newer "$out/$name" \
                                         \( -name '*.[ch]*' -o -name '*.a' \) | head -n 1)" ]; then
-    clang++ "${flags[@]}" "${srcs[@]}" -o "$out/$name" "${libs[@]}"
+    clang++ "${flags[@]}" "${srcs[@]}" -o "$out/$name" "${args[@]}"
   fi
 }
+targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy)
 build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
 build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/core/text.cpp
 build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp src/core/text.cpp
 build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp src/core/mapped_file.cpp src/core/zip.cpp -- -lz
+
 # Checkpoints are read by LibTorch: the checkpoint code is compiled here (instrumented, so the
-# fuzzer sees its branches), the rest comes from gputrain's own build (tools/setup.sh made it)
-# and the torch libraries of the project's virtualenv. No AddressSanitizer for this one: torch
-# trusts pickle length fields (up to 4 GB for a string) and ASan turns such an allocation into a
-# crash report, where a real run gets the memory or std::bad_alloc, and gputrain's exit code 2.
-torch=$(readlink -f .venv/lib/python3*/site-packages/torch)
-torch_flags=(-isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include" -isystem /usr/local/cuda/include
-             -DFMT_HEADER_ONLY)
-torch_libs=(build/libgputrain_core.a build/libgputrain_config.a -L"$torch/lib" -Wl,--no-as-needed -ltorch -ltorch_cpu
-            -ltorch_cuda -lc10_cuda -lc10 -Wl,--as-needed -L/usr/local/cuda/lib -lcudart -lpng -lz -lturbojpeg -ldl)
-for dir in "$torch/lib" "$torch"/../nvidia/*/lib; do
-  dir=$(readlink -f "$dir")
-  torch_libs+=(-Wl,-rpath,"$dir" -Wl,-rpath-link,"$dir")
-done
-sanitize=fuzzer,undefined build fuzz_checkpoint tests/fuzz/fuzz_checkpoint.cpp src/train/checkpoint.cpp src/core/zip.cpp \
-  src/core/mapped_file.cpp -- "${torch_flags[@]}" "${torch_libs[@]}"
+# fuzzer sees its branches; FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION skips the CRC comparison
+# so that mutated records reach torch's reader), the rest comes from gputrain's own build and
+# the LibTorch it was built with. No AddressSanitizer for this one: torch trusts pickle length
+# fields (up to 4 GB for a string) and ASan turns such an allocation into a crash report, where
+# a real run gets the memory or std::bad_alloc, and gputrain's exit code 2.
+cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt" 2>/dev/null || true; }
+torch_cmake=$(cache_value Torch_DIR)
+if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
+  torch=$(cd "$torch_cmake/../../.." && pwd)  # <torch>/share/cmake/Torch
+  args=(-isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include" -DFMT_HEADER_ONLY
+        -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION "$build_dir/libgputrain_core.a" "$build_dir/libgputrain_config.a"
+        -Wl,--no-as-needed)
+  for lib in torch torch_cpu torch_cuda c10_cuda c10; do
+    [ -e "$torch/lib/lib$lib.so" ] && args+=("$torch/lib/lib$lib.so")
+  done
+  cudart=$(cache_value CUDA_CUDART)
+  [ -e "$cudart" ] && args+=("$cudart")
+  args+=(-Wl,--as-needed -lpng -lz -lturbojpeg -ldl)
+  for dir in "$torch/lib" "$torch"/../nvidia/*/lib; do
+    [ -d "$dir" ] && dir=$(readlink -f "$dir") && args+=(-Wl,-rpath,"$dir" -Wl,-rpath-link,"$dir")
+  done
+  sanitize=fuzzer,undefined deps="$build_dir/libgputrain_core.a $build_dir/libgputrain_config.a" \
+    build fuzz_checkpoint tests/fuzz/fuzz_checkpoint.cpp src/train/checkpoint.cpp src/core/zip.cpp \
+    src/core/mapped_file.cpp -- "${args[@]}"
+  targets+=(fuzz_checkpoint)
+else
+  echo "fuzz: fuzz_checkpoint not built: it links gputrain's build in $build_dir (run tools/setup.sh first)"
+fi
 
 # Seeds: a tiny valid IDX file (raw and gzip) and the shipped presets.
 mkdir -p "$out/seeds_idx" "$out/seeds_config"
@@ -65,7 +83,7 @@ mkdir -p "$out/seeds_checkpoint"
 export GPUTRAIN_FUZZ_SEED=seeds_checkpoint/trained.pt
 
 status=0
-for target in fuzz_idx fuzz_config fuzz_csv fuzz_npy fuzz_checkpoint; do
+for target in "${targets[@]}"; do
   corpus="$out/corpus_${target#fuzz_}"
   mkdir -p "$corpus"
   # The checkpoint target may see torch fill a 4 GB string from a forged length (see above).

@@ -2,6 +2,7 @@
 // (zip64 included) and each member's data, every offset checked against the file size.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,16 @@ std::vector<ZipMember> zip_directory(const std::string& path, const MappedFile& 
 // all `z.csize` bytes are in the file. Throws like zip_directory, naming `where`.
 uint64_t zip_member_start(const std::string& where, const MappedFile& m, const ZipMember& z, const std::string& hint);
 
+// Member `z` (deflated, its data at `start`) inflated, its size and CRC-32 checked. The buffer
+// grows only as data really inflates, so a forged size cannot make it allocate much.
+std::shared_ptr<std::vector<uint8_t>> zip_inflate(const std::string& where, const MappedFile& m, const ZipMember& z,
+                                                  uint64_t start, const std::string& hint);
+
 // The zip (zlib) CRC-32 of `size` bytes, any size.
 uint32_t crc32_of(const uint8_t* data, uint64_t size);
+
+// crc32_of(data, size) == crc; always true in fuzz builds (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION),
+// so that mutated bytes reach the parser behind the check.
+bool crc_matches(const uint8_t* data, uint64_t size, uint32_t crc);
 
 }  // namespace gputrain

@@ -2,7 +2,6 @@
 #include "data/npy.h"
 
 #include <bit>
-#include <cerrno>
 #include <cstring>
 
 #include "core/error.h"

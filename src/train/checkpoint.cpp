@@ -75,18 +75,30 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
   return {epoch.toInt(), batch.toInt(), step.toInt(), best.toDouble(), config.toStringRef(), evals_since_best};
 }
 
+const char* const kDamagedHint =
+    "the file is truncated, damaged or not from this model; use another checkpoint of the run (last.pt, best.pt, "
+    "epoch-N.pt)";
+
 // LibTorch does not check the CRC-32 its zip records carry: a flipped bit in a weight would load
 // as a silently different model, and one in a pickle's length field can make its reader
-// allocate gigabytes before it fails. So every stored member is checked here first.
+// allocate gigabytes before it fails. So every member is checked here first: tensors and
+// pickles are stored, the TorchScript code files deflated.
 void verify_members(const std::string& path) {
   const std::string where = "checkpoint '" + path + "'";
-  const std::string hint = "the file is damaged or not a gputrain checkpoint; use another one of the run "
-                           "(last.pt, best.pt, epoch-N.pt)";
   MappedFile m = map_file(path);
-  for (const auto& z : zip_directory(where, m, hint)) {
-    const uint64_t start = zip_member_start(where, m, z, hint);
-    if (z.method == 0 && (z.csize != z.usize || crc32_of(m.data + start, z.csize) != z.crc))
-      throw usage_error(where + ": member '" + z.name + "' fails its CRC check", hint);
+  for (const auto& z : zip_directory(where, m, kDamagedHint)) {
+    const std::string member = where + ": member '" + z.name + "'";
+    const uint64_t start = zip_member_start(member, m, z, kDamagedHint);
+    if (z.method == 8) {
+      zip_inflate(member, m, z, start, kDamagedHint);
+    } else if (z.method != 0) {
+      throw usage_error(member + " uses zip method " + std::to_string(z.method) + ", which LibTorch never writes",
+                        kDamagedHint);
+    } else if (z.csize != z.usize) {
+      throw usage_error(member + " has two different sizes", kDamagedHint);
+    } else if (!crc_matches(m.data + start, z.csize, z.crc)) {
+      throw usage_error(member + " fails its CRC check", kDamagedHint);
+    }
   }
 }
 
@@ -106,7 +118,7 @@ auto with_archive(const std::string& path, torch::Device device, F body) {
   } catch (const std::exception& e) {
     std::string what = e.what();
     throw usage_error("checkpoint '" + path + "' cannot be loaded: " + what.substr(0, what.find('\n')),
-                      "the file is truncated, corrupt, or from a different model/optimizer");
+                      kDamagedHint);
   }
 }
 

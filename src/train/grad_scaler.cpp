@@ -72,9 +72,10 @@ void GradScaler::load(torch::serialize::InputArchive& archive) {
   torch::Tensor s, g;
   archive.read("scaler.scale", s);
   archive.read("scaler.growth_tracker", g);
+  if (s.numel() != 1 || g.numel() != 1) throw std::runtime_error("the grad scaler's state has the wrong size");
   // A zero, negative or NaN scale would zero or skip every step without failing.
-  if (s.numel() != 1 || g.numel() != 1 || !(s.item<double>() > 0) || !std::isfinite(s.item<double>()))
-    throw std::runtime_error("'scaler.scale' is not one finite positive number");
+  const double scale = s.item<double>();
+  if (!(scale > 0) || !std::isfinite(scale)) throw std::runtime_error("'scaler.scale' is not a finite positive number");
   scale_.copy_(s);
   growth_tracker_.copy_(g);
 }

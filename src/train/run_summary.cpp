@@ -27,9 +27,7 @@ nlohmann::json summary_record(const RunTotals& t, const std::string& monitored, 
   return summary;
 }
 
-void print_summary(const nlohmann::json& summary, const std::string& monitored, const Config& c,
-                   const std::string& out_dir) {
-  const auto& mon = summary["monitor"];
+void print_telemetry(const nlohmann::json& mon) {
   if (mon.contains("mean_cpu_percent")) {
     std::printf("monitor: CPU %.0f%% of a core (mean), peak RSS %s", mon["mean_cpu_percent"].get<double>(),
                 format_bytes(mon["peak_rss_bytes"].get<double>()).c_str());
@@ -40,6 +38,10 @@ void print_summary(const nlohmann::json& summary, const std::string& monitored, 
                   mon["mean_gpu_power_w"].get<double>());
     std::printf("\n");
   }
+}
+
+void print_summary(const nlohmann::json& summary, const std::string& monitored, const Config& c,
+                   const std::string& out_dir) {
   std::string extra;
   if (int64_t skipped = summary["skipped_steps"].get<int64_t>())
     extra += " | " + std::to_string(skipped) + " overflow steps skipped";

@@ -1,5 +1,6 @@
 // The end of a training run: its "summary" record in metrics.jsonl and its closing lines.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,7 +27,10 @@ struct RunTotals {
 nlohmann::json summary_record(const RunTotals& t, const std::string& monitored, double best_value,
                               const EvalResult& last_eval, const EvalResult& last_ema_eval);
 
-// The closing lines: host and GPU telemetry, "done: ..." and the run's files.
+// One line of host and GPU telemetry from the sampler's totals (Monitor::finish), when it has any.
+void print_telemetry(const nlohmann::json& monitor);
+
+// The closing lines: "done: ..." and the run's files.
 void print_summary(const nlohmann::json& summary, const std::string& monitored, const Config& c,
                    const std::string& out_dir);
 

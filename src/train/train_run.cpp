@@ -377,6 +377,7 @@ int run_training(Config c) {
   else summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["monitor"] = monitor.finish();
   metrics.write(summary);
+  print_telemetry(summary["monitor"]);
   write_report_safely(out_dir);
   if (!c.export_path.empty()) {
     if (trainer.ema()) trainer.ema()->swap(trainer.model());  // the average is what a run with EMA deploys
