@@ -121,6 +121,37 @@ TEST_CASE("resuming at an epoch boundary continues that epoch's shuffle order an
   }
 }
 
+TEST_CASE("SIGTERM during an evaluation stops at once; the resume runs that evaluation", "[resilience]") {
+  test::TempDir dir;
+  // 2 steps per epoch, then an evaluation of 60,000 samples (seconds): the signal lands in it.
+  const std::string flags = "--preset smoke --synthetic_train_size 64 --synthetic_test_size 60000 --epochs 2 "
+                            "--log_every 1 --deterministic";
+  int code = run_and_signal(flags, dir / "run", "TERM", 0.3, dir / "log");
+  INFO(test::read_file(dir / "log"));
+  REQUIRE(code == 143);
+  auto stopped = read_metrics(dir / "run/metrics.jsonl");
+  REQUIRE(stopped.events.back()["event"] == "stopped");
+  for (const auto& e : stopped.events) CHECK(e["event"] != "eval");  // interrupted, not finished
+  CHECK(stopped.events.back()["step"] == 2);
+
+  auto resumed = test::run_gputrain("train " + flags + " --output_dir " + (dir / "run") + " --resume auto");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("epoch 1, batch 2, step 2"));
+  auto reference = test::run_gputrain("train " + flags + " --output_dir " + (dir / "ref"));
+  REQUIRE(reference.exit_code == 0);
+  // The same evaluations (epoch 1's included) and losses as a run that was never stopped.
+  auto evals = [](const std::string& path) {
+    std::vector<double> losses;
+    for (const auto& e : read_metrics(path).events)
+      if (e["event"] == "eval") losses.push_back(e["test_loss"].get<double>());
+    return losses;
+  };
+  CHECK(evals(dir / "run/metrics.jsonl") == evals(dir / "ref/metrics.jsonl"));
+  CHECK(evals(dir / "ref/metrics.jsonl").size() == 2);
+  CHECK(read_metrics(dir / "run/metrics.jsonl").loss == read_metrics(dir / "ref/metrics.jsonl").loss);
+}
+
 TEST_CASE("as PID 1 (a container): SIGINT checkpoints and exits 130", "[resilience]") {
   if (std::system("unshare --pid --fork true >/dev/null 2>&1") != 0) {
     WARN("no PID namespaces on this machine (unshare --pid failed): not tested");

@@ -73,7 +73,7 @@ std::string EvalResult::summary_line() const {
   return buf;
 }
 
-EvalResult evaluate(Trainer& trainer, Loader& loader) {
+EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()>& stop) {
   torch::NoGradGuard no_grad;
   auto& model = trainer.model();
   const auto& ctx = trainer.context();
@@ -85,6 +85,10 @@ EvalResult evaluate(Trainer& trainer, Loader& loader) {
   bool has_top5 = false;  // top-5 means something with 5 classes or more
   loader.start_epoch(0);
   while (auto b = loader.next()) {
+    if (stop && stop()) {
+      r.interrupted = true;
+      break;
+    }
     AutocastGuard autocast(ctx.amp, ctx.device.type(), ctx.amp_dtype);
     auto out = model.forward(b->x).to(torch::kFloat);
     loss_sum += task_loss(out, b->y, trainer.loss(), /*sum=*/true);
@@ -101,7 +105,7 @@ EvalResult evaluate(Trainer& trainer, Loader& loader) {
     r.samples += b->y.size(0);
   }
   model.train();
-  if (r.samples == 0) return r;
+  if (r.samples == 0 || r.interrupted) return r;
   const double n = static_cast<double>(r.samples);
   r.loss = loss_sum.item<double>() / n;
   if (r.regression) {

@@ -1,5 +1,6 @@
 // Evaluation on a held-out split: the loss and the task's metrics, no gradients.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 namespace gputrain {
 
 struct EvalResult {
+  bool interrupted = false;  // stopped early by a signal: no metrics
   bool regression = false;
   int64_t samples = 0;
   double loss = 0;       // the training loss (cross-entropy, or the regression loss)
@@ -30,6 +32,8 @@ struct EvalResult {
   std::string summary_line() const;
 };
 
-EvalResult evaluate(Trainer& trainer, Loader& loader);
+// Evaluates over the whole loader; when `stop` (polled between batches) returns true, returns at
+// once with `interrupted` set, so a signal during a long evaluation is not kept waiting.
+EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()>& stop = {});
 
 }  // namespace gputrain

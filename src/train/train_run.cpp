@@ -198,6 +198,8 @@ int run_training(Config c) {
   // --- stop conditions: signals, the time limit, a loss that stays non-finite
   const double time_limit = c.time_limit.empty() ? 0 : parse_duration(c.time_limit);
   double last_save_seconds = 1, last_eval_seconds = 0;
+  auto stop_requested = [] { return stop_signal() != 0; };
+  auto signal_name = [] { return std::string(stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT"); };
   // Test hook: from this optimizer step on, inputs become NaN (exercises the bad-loss stop).
   const char* fault_env = std::getenv("GPUTRAIN_FAULT_NAN_STEP");
   const int64_t fault_nan_step = fault_env ? std::atoll(fault_env) : -1;
@@ -240,7 +242,9 @@ int run_training(Config c) {
   micro.reserve(static_cast<size_t>(c.accumulation_steps));
   std::string stop_reason;
 
-  for (int64_t epoch = first_epoch; epoch < c.epochs && step < total_steps && !early_stopped; ++epoch) {
+  // A run stopped during the evaluation after its last step resumes to run that evaluation.
+  auto has_work = [&](int64_t epoch) { return step < total_steps || (epoch == first_epoch && first_batch > 0); };
+  for (int64_t epoch = first_epoch; epoch < c.epochs && has_work(epoch) && !early_stopped; ++epoch) {
     const auto epoch_start = Clock::now();
     last_epoch = epoch;
     int64_t consumed = epoch == first_epoch ? first_batch : 0;  // micro-batches taken this epoch
@@ -300,7 +304,7 @@ int run_training(Config c) {
       // might not fit before the time limit.
       double step_seconds = seconds_since(run_start) / static_cast<double>(std::max<int64_t>(1, step - first_step));
       if (stop_signal()) {
-        stop_reason = stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+        stop_reason = signal_name();
       } else if (time_limit > 0 && seconds_since(run_start) + 2 * step_seconds + 3 * last_save_seconds +
                                            last_eval_seconds + 2 >= time_limit) {
         stop_reason = "time limit " + c.time_limit;
@@ -320,11 +324,18 @@ int run_training(Config c) {
 
     check_bad_steps();
     auto eval_start = Clock::now();
-    last_eval = evaluate(trainer, test_loader);
-    if (trainer.ema()) {  // the average is what one deploys: it decides "best" and early stopping
+    last_eval = evaluate(trainer, test_loader, stop_requested);
+    if (trainer.ema() && !last_eval.interrupted) {  // the average is what one deploys: it decides "best" and early stopping
       trainer.ema()->swap(trainer.model());
-      last_ema_eval = evaluate(trainer, test_loader);
+      last_ema_eval = evaluate(trainer, test_loader, stop_requested);
       trainer.ema()->swap(trainer.model());
+    }
+    if (last_eval.interrupted || last_ema_eval.interrupted) {
+      // A signal during the evaluation: the epoch's steps are saved, its evaluation runs on resume.
+      last_eval = last_ema_eval = EvalResult{};
+      stop_reason = signal_name();
+      save("last.pt", checkpoint_meta(epoch, consumed));
+      break;
     }
     last_eval_seconds = seconds_since(eval_start);
     const EvalResult& judged = trainer.ema() ? last_ema_eval : last_eval;
