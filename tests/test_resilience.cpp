@@ -211,6 +211,21 @@ TEST_CASE("the time limit stops in time with a checkpoint and the resume command
   CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
 }
 
+TEST_CASE("the time limit also stops a long evaluation, with a checkpoint", "[resilience]") {
+  test::TempDir dir;
+  // 2 steps, then an evaluation of 200,000 samples that would end after the 8 s limit.
+  auto r = test::run_gputrain("train --preset smoke --synthetic_train_size 64 --synthetic_test_size 200000 "
+                              "--epochs 1 --time_limit 8 --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("stopped (time limit 8)"));
+  auto m = read_metrics(dir / "run/metrics.jsonl");
+  for (const auto& e : m.events) CHECK(e["event"] != "eval");
+  REQUIRE(m.events.back()["event"] == "stopped");
+  CHECK(m.events.back()["step"] == 2);
+  CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
+}
+
 TEST_CASE("a loss that stays NaN exits 3 and leaves the last good checkpoint", "[resilience]") {
   test::TempDir dir;
   // Steps 1-16 are epoch 1 (a clean checkpoint); NaN inputs from step 20 on.

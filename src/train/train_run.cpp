@@ -198,8 +198,15 @@ int run_training(Config c) {
   // --- stop conditions: signals, the time limit, a loss that stays non-finite
   const double time_limit = c.time_limit.empty() ? 0 : parse_duration(c.time_limit);
   double last_save_seconds = 1, last_eval_seconds = 0;
-  auto stop_requested = [] { return stop_signal() != 0; };
-  auto signal_name = [] { return std::string(stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT"); };
+  // Why the run must stop now ("" when it need not): a signal, or the time limit coming within
+  // `reserve` seconds (what runs before the next check) plus a save and a little slack.
+  auto stop_now = [&](double reserve) -> std::string {
+    if (stop_signal()) return stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (time_limit > 0 && seconds_since(run_start) + reserve + 3 * last_save_seconds + 2 >= time_limit)
+      return "time limit " + c.time_limit;
+    return "";
+  };
+  auto eval_must_stop = [&] { return !stop_now(0).empty(); };  // polled between evaluation batches
   // Test hook: from this optimizer step on, inputs become NaN (exercises the bad-loss stop).
   const char* fault_env = std::getenv("GPUTRAIN_FAULT_NAN_STEP");
   const int64_t fault_nan_step = fault_env ? std::atoll(fault_env) : -1;
@@ -303,12 +310,7 @@ int run_training(Config c) {
       // Stop between steps: on a signal, or when the next step, a save and an evaluation
       // might not fit before the time limit.
       double step_seconds = seconds_since(run_start) / static_cast<double>(std::max<int64_t>(1, step - first_step));
-      if (stop_signal()) {
-        stop_reason = signal_name();
-      } else if (time_limit > 0 && seconds_since(run_start) + 2 * step_seconds + 3 * last_save_seconds +
-                                           last_eval_seconds + 2 >= time_limit) {
-        stop_reason = "time limit " + c.time_limit;
-      }
+      stop_reason = stop_now(2 * step_seconds + last_eval_seconds);
       if (!stop_reason.empty()) break;
     }
     wait_seconds += train_loader.take_wait_seconds();
@@ -324,16 +326,17 @@ int run_training(Config c) {
 
     check_bad_steps();
     auto eval_start = Clock::now();
-    last_eval = evaluate(trainer, test_loader, stop_requested);
+    last_eval = evaluate(trainer, test_loader, eval_must_stop);
     if (trainer.ema() && !last_eval.interrupted) {  // the average is what one deploys: it decides "best" and early stopping
       trainer.ema()->swap(trainer.model());
-      last_ema_eval = evaluate(trainer, test_loader, stop_requested);
+      last_ema_eval = evaluate(trainer, test_loader, eval_must_stop);
       trainer.ema()->swap(trainer.model());
     }
     if (last_eval.interrupted || last_ema_eval.interrupted) {
-      // A signal during the evaluation: the epoch's steps are saved, its evaluation runs on resume.
+      // A signal or the deadline during the evaluation: the epoch's steps are saved, its
+      // evaluation runs on resume.
       last_eval = last_ema_eval = EvalResult{};
-      stop_reason = signal_name();
+      stop_reason = stop_now(0);
       save("last.pt", checkpoint_meta(epoch, consumed));
       break;
     }
