@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -289,6 +290,27 @@ TEST_CASE("an out-of-memory step halves the micro-batch and keeps the effective 
   }
   CHECK(found);
   CHECK_THAT(log, Catch::Contains("done: 16 steps"));
+}
+
+TEST_CASE("out of memory: halves until the chunks fit, and gives up clearly below one sample", "[resilience]") {
+  test::TempDir dir;
+  // A simulated limit of 10 samples: 32 -> 16 -> 8 at the first step, then every step fits.
+  auto r = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "fits"),
+                              "GPUTRAIN_FAULT_OOM_ABOVE=10");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("micro-batch 16 -> 8, accumulation x4"));
+  auto events = read_metrics(dir / "fits/metrics.jsonl").events;
+  auto oom = std::find_if(events.begin(), events.end(), [](const auto& e) { return e["event"] == "oom"; });
+  REQUIRE(oom != events.end());
+  CHECK((*oom)["step"] == 1);
+  CHECK((*oom)["micro_batch"] == 8);
+  CHECK((*oom)["effective_batch"] == 32);
+
+  auto never = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "never"),
+                                  "GPUTRAIN_FAULT_OOM_ABOVE=0");
+  CHECK(never.exit_code == 1);
+  CHECK_THAT(never.err, Catch::Contains("out of memory even with a micro-batch of 1 sample (step 1)"));
 }
 
 TEST_CASE("auto batch size: grows, bisects and keeps a margin (simulated memory limit)", "[resilience]") {

@@ -54,6 +54,13 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
       // Drop what the failed attempt left (gradients, cached blocks), then retry in halves.
       optimizer_->zero_grad(/*set_to_none=*/true);
       if (ctx_.cuda) cuda_empty_cache();
+      // After the update began, some weights may have moved already: redoing the step would
+      // apply it twice. Smaller chunks would not help there anyway (the optimizer's state is
+      // what did not fit).
+      if (updating_)
+        throw runtime_error("out of memory in the optimizer update (step " + std::to_string(steps_ + 1) + ")",
+                            "the weights and optimizer state do not fit: use a smaller model, --optimizer sgd, "
+                            "or a device with more memory");
       const int64_t batch = micro.front().x.size(0);
       if (batch / (split_ * 2) < 1)
         throw runtime_error("out of memory even with a micro-batch of 1 sample (step " + std::to_string(steps_ + 1) + ")",
@@ -91,6 +98,7 @@ bool Trainer::probe(const Batch& b) {
 StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   model_->train();
   StepResult r;
+  updating_ = false;
   if (steps_ + 1 == oom_fault_step_ && split_ == 1)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
   // Every loader batch splits into split_ chunks; the loss of each is weighted by its share of
@@ -100,6 +108,8 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   for (const auto& b : micro) {
     auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
     for (size_t i = 0; i < xs.size(); ++i) {
+      if (oom_above_ >= 0 && xs[i].size(0) > oom_above_)
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
       torch::Tensor loss;
       {
         AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
@@ -113,6 +123,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
     }
   }
   // Data-parallel all-reduce of the gradients belongs here (after backward, before unscale).
+  updating_ = true;
   scaler_.unscale_(*optimizer_);
   if (opt_.clip_max_norm > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
   r.stepped = scaler_.step(*optimizer_);
