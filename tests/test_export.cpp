@@ -186,6 +186,47 @@ TEST_CASE("export: train --export and `gputrain export` write the run's final we
   CHECK_THAT(train_bad.err, Catch::Contains("cannot write export file"));
   CHECK_FALSE(std::filesystem::exists(dir / "run2/checkpoints/last.pt"));
   CHECK(test::run_gputrain("export --out " + (dir / "x.safetensors")).exit_code == 2);
+  auto no_ema = test::run_gputrain("export --checkpoint " + (dir / "run/checkpoints/last.pt") + " --out " +
+                                   (dir / "x.safetensors") + " --weights ema");
+  CHECK(no_ema.exit_code == 2);
+  CHECK_THAT(no_ema.err, Catch::Contains("holds no EMA") && Catch::Contains("--weights raw"));
+}
+
+TEST_CASE("export: --weights picks the EMA average (the default when there is one) or the raw weights",
+          "[export]") {
+  test::TempDir dir;
+  auto trained = test::run_gputrain("train --preset smoke --epochs 1 --ema_decay 0.9 --output_dir " + (dir / "run") +
+                                    " --export " + (dir / "final.safetensors"));
+  INFO(trained.err);
+  REQUIRE(trained.exit_code == 0);
+  const std::string ckpt = dir / "run/checkpoints/last.pt";
+  auto export_as = [&](const std::string& which) {
+    auto r = test::run_gputrain("export --checkpoint " + ckpt + " --out " + (dir / which) + ".safetensors" +
+                                (which == "auto" ? "" : " --weights " + which));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    Metadata meta;
+    auto tensors = load_safetensors(dir / which + ".safetensors", &meta);
+    return std::make_pair(tensors, meta.at("gputrain_weights"));
+  };
+  auto final_weights = load_safetensors(dir / "final.safetensors");
+  auto [automatic, auto_kind] = export_as("auto");
+  auto [ema, ema_kind] = export_as("ema");
+  auto [raw, raw_kind] = export_as("raw");
+  CHECK(auto_kind == "ema");
+  CHECK(ema_kind == "ema");
+  CHECK(raw_kind == "raw");
+  REQUIRE(raw.size() == ema.size());
+  bool differs = false;
+  for (const auto& [name, t] : final_weights) {
+    INFO(name);
+    CHECK(torch::equal(t, automatic.at(name)));  // train --export wrote the average too
+    CHECK(torch::equal(t, ema.at(name)));
+    differs = differs || !torch::equal(t, raw.at(name));
+  }
+  CHECK(differs);
+  auto bad = test::run_gputrain("export --checkpoint " + ckpt + " --out " + (dir / "x.safetensors") + " --weights best");
+  CHECK(bad.exit_code == 2);
 }
 
 TEST_CASE("export: resnet18 loads into torchvision's resnet18 in Python with the same outputs", "[export]") {

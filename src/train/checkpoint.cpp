@@ -143,13 +143,14 @@ void collect_weights(torch::serialize::InputArchive& archive, const std::string&
 
 }  // namespace
 
-std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path) {
-  return with_archive(path, torch::kCPU, [](torch::serialize::InputArchive& archive) {
+std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path, bool ema) {
+  return with_archive(path, torch::kCPU, [&](torch::serialize::InputArchive& archive) {
     read_meta(archive);  // refuses files not written by gputrain
-    torch::serialize::InputArchive model;
-    archive.read("model", model);
     std::vector<std::pair<std::string, torch::Tensor>> weights;
-    collect_weights(model, "", weights);
+    torch::serialize::InputArchive tensors;
+    if (!ema) archive.read("model", tensors);
+    else if (!archive.try_read("ema", tensors)) return weights;
+    collect_weights(tensors, "", weights);
     return weights;
   });
 }

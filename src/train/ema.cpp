@@ -10,8 +10,15 @@ namespace gputrain {
 
 Ema::Ema(torch::nn::Module& module, double decay) : decay_(decay) {
   torch::NoGradGuard no_grad;
-  for (const auto& p : module.parameters()) params_.push_back(p.detach().clone());
-  for (const auto& b : module.buffers()) buffers_.push_back(b.detach().clone());
+  // named_parameters() lists the same tensors in the same order as parameters().
+  for (const auto& p : module.named_parameters()) {
+    names_.push_back(p.key());
+    params_.push_back(p.value().detach().clone());
+  }
+  for (const auto& b : module.named_buffers()) {
+    names_.push_back(b.key());
+    buffers_.push_back(b.value().detach().clone());
+  }
 }
 
 void Ema::update(torch::nn::Module& module) {
@@ -45,23 +52,27 @@ std::vector<torch::Tensor> Ema::tensors() const {
   return all;
 }
 
+// Saved under the module's own names ("layer1.0.conv1.weight") in an "ema" archive beside
+// "model", so that export can read either one the same way.
 void Ema::save(torch::serialize::OutputArchive& archive) const {
-  for (size_t i = 0; i < params_.size(); ++i) archive.write("ema.p" + std::to_string(i), params_[i]);
-  for (size_t i = 0; i < buffers_.size(); ++i) archive.write("ema.b" + std::to_string(i), buffers_[i]);
+  torch::serialize::OutputArchive ema;
+  auto all = tensors();
+  for (size_t i = 0; i < all.size(); ++i) ema.write(names_[i], all[i], /*is_buffer=*/i >= params_.size());
+  archive.write("ema", ema);
 }
 
 bool Ema::load(torch::serialize::InputArchive& archive) {
   torch::NoGradGuard no_grad;
+  torch::serialize::InputArchive ema;
+  if (!archive.try_read("ema", ema)) return false;
+  auto all = tensors();  // the same storage as params_ and buffers_: copy_ fills the average
   torch::Tensor t;
-  if (!archive.try_read("ema.p0", t)) return false;
-  // copy_ would broadcast a stored tensor of another shape into ours: refuse it instead.
-  auto read_into = [&](const std::string& key, torch::Tensor& mine) {
-    archive.read(key, t);
-    if (t.sizes() != mine.sizes()) throw std::runtime_error("'" + key + "' has the wrong shape for this model");
-    mine.copy_(t);
-  };
-  for (size_t i = 0; i < params_.size(); ++i) read_into("ema.p" + std::to_string(i), params_[i]);
-  for (size_t i = 0; i < buffers_.size(); ++i) read_into("ema.b" + std::to_string(i), buffers_[i]);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!ema.try_read(names_[i], t)) throw std::runtime_error("its EMA holds no '" + names_[i] + "'");
+    // copy_ would broadcast a stored tensor of another shape into ours: refuse it instead.
+    if (t.sizes() != all[i].sizes()) throw std::runtime_error("its EMA '" + names_[i] + "' has the wrong shape");
+    all[i].copy_(t);
+  }
   return true;
 }
 

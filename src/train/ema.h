@@ -1,5 +1,6 @@
 // --ema_decay: an exponential moving average of the weights, evaluated and checkpointed beside them.
 #pragma once
+#include <string>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -25,6 +26,7 @@ class Ema {
 
  private:
   double decay_;
+  std::vector<std::string> names_;  // parameters' names, then buffers'
   std::vector<torch::Tensor> params_, buffers_;
 };
 

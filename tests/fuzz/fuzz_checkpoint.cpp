@@ -68,9 +68,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = "/proc/self/fd/" + std::to_string(fd);
 
   expect_loaded_or_refused([&] { read_checkpoint_meta(path); });
-  expect_loaded_or_refused([&] {
-    for (const auto& [name, tensor] : read_checkpoint_weights(path)) tensor.sum();  // touch every element
-  });
+  for (bool ema : {false, true}) {
+    expect_loaded_or_refused([&] {
+      for (const auto& [name, tensor] : read_checkpoint_weights(path, ema)) tensor.sum();  // touch every element
+    });
+  }
   // A fresh trainer each time: a refused file may leave one half loaded (gputrain then exits).
   auto trainer = make_trainer();
   bool loaded = false;
