@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/fields.h"
+#include "config/config_table.h"
 #include "core/device.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
@@ -49,25 +49,6 @@ std::string default_output_dir(const Config& c) {
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
   std::string preset = fs::path(c.preset).stem().string();
   return "runs/" + std::string(stamp) + "-" + preset;
-}
-
-void print_config(const Config& c) {
-  std::printf("configuration:\n");
-  const auto& fields = config_fields();
-  // Two columns keep the table on one screen.
-  size_t half = (fields.size() + 1) / 2;
-  for (size_t i = 0; i < half; ++i) {
-    auto cell = [&](size_t k) {
-      if (k >= fields.size()) return std::string();
-      auto v = fields[k].get(c);
-      std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-      if (s.empty()) s = "-";
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "%-21s %-18s", fields[k].name.c_str(), s.c_str());
-      return std::string(buf);
-    };
-    std::printf("  %s  %s\n", cell(i).c_str(), cell(i + half).c_str());
-  }
 }
 
 // The report is a convenience: failing to write it must not fail a finished run.
