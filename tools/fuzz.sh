@@ -44,7 +44,7 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
   torch=$(cd "$torch_cmake/../../.." && pwd)  # <torch>/share/cmake/Torch
   args=(-isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include" -DFMT_HEADER_ONLY
         -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION "$build_dir/libgputrain_core.a" "$build_dir/libgputrain_config.a"
-        -Wl,--no-as-needed)
+        -Wl,--push-state,--no-as-needed,-lstdc++,--pop-state -Wl,--no-as-needed)  # libstdc++ first: see CMakeLists.txt
   for lib in torch torch_cpu torch_cuda c10_cuda c10; do
     [ -e "$torch/lib/lib$lib.so" ] && args+=("$torch/lib/lib$lib.so")
   done

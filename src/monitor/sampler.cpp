@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -66,9 +67,12 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
   }
   status_ = "host CPU and RSS every " + std::to_string(interval_).substr(0, 4) + " s";
   if (gpu_index_ >= 0) {
-    nvml_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    // GPUTRAIN_NVML_LIBRARY names another copy (an unusual install, or the tests' stand-in).
+    const char* env = std::getenv("GPUTRAIN_NVML_LIBRARY");
+    const std::string library = env && *env ? env : "libnvidia-ml.so.1";
+    nvml_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!nvml_) {
-      status_ += "; no GPU telemetry (libnvidia-ml.so.1 not found)";
+      status_ += "; no GPU telemetry (" + library + " not found)";
     } else {
       fn_ = std::make_unique<Nvml>();
       auto sym = [&](const char* name) { return dlsym(nvml_, name); };
