@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "monitor/report_html.h"
 #include "monitor/sampler.h"
 #include "test_util.h"
 
@@ -51,6 +52,13 @@ TEST_CASE("monitor: NVML readings reach monitor.csv and the summary", "[monitor]
   CHECK_THAT(csv, Catch::StartsWith("time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,"
                                     "gpu_temp_c,gpu_power_w,sm_clock_mhz,throttle_reasons\n"));
   CHECK_THAT(csv, Catch::Contains(",75,40,5368709120,65,250.0,1755,4\n"));
+
+  // The report charts them.
+  test::write_file(dir / "metrics.jsonl", "{\"event\":\"step\",\"step\":1,\"loss\":1.0}\n");
+  std::string html = test::read_file(write_html_report(dir.path.string()));
+  for (const char* chart : {"GPU utilization (%)", "GPU memory used (GiB)", "GPU power (W)", "GPU temperature (C)"})
+    CHECK_THAT(html, Catch::Contains(chart));
+  CHECK_THAT(html, !Catch::Contains("no GPU telemetry"));
 }
 
 TEST_CASE("monitor: without working NVML, host stats only and one line says why", "[monitor]") {
