@@ -96,6 +96,49 @@ TEST_CASE("checkpoint: a flipped bit in a weight is caught by the CRC check", "[
              Catch::Contains("data/0' fails its CRC check"));
 }
 
+TEST_CASE("checkpoint: a tensor pointed at a smaller record is refused, even with a valid CRC", "[checkpoint]") {
+  // LibTorch's reader does not check a tensor's extent against its data: the fuzz target found
+  // a heap corruption from a pickle whose storage key named a smaller record. Rebuild that
+  // damage here with the CRC recomputed, so that only the extent check can catch it.
+  test::TempDir dir;
+  save_checkpoint(dir / "good.pt", *make_trainer(1, true), {});
+  std::string bytes = test::read_file(dir / "good.pt");
+  MappedFile m = map_file(dir / "good.pt");
+  std::string pkl_name, small, large;
+  uint64_t pkl_start = 0, pkl_size = 0, small_size = UINT64_MAX, large_size = 0;
+  for (const auto& z : zip_directory("good.pt", m, "")) {
+    if (z.name.ends_with("/data.pkl")) {
+      pkl_name = z.name;
+      pkl_start = zip_member_start("good.pt", m, z, "");
+      pkl_size = z.csize;
+    }
+    auto at = z.name.find("/data/");
+    if (at == std::string::npos) continue;
+    std::string key = z.name.substr(at + 6);
+    // Two-digit keys: the pickle keeps its length, and no module name ("features.5") matches.
+    if (key.size() != 2) continue;
+    if (z.usize < small_size) small = key, small_size = z.usize;
+    if (z.usize > large_size) large = key, large_size = z.usize;
+  }
+  REQUIRE(!pkl_name.empty());
+  REQUIRE(small_size < large_size);
+  // Storage keys are pickled as BINUNICODE: 'X', a 4-byte length, the text.
+  auto pickled = [](const std::string& key) { return std::string("X\x02\x00\x00\x00", 5) + key; };
+  std::string pkl = bytes.substr(pkl_start, pkl_size);
+  auto pos = pkl.find(pickled(large));
+  REQUIRE(pos != std::string::npos);
+  REQUIRE(pkl.find(pickled(large), pos + 1) == std::string::npos);
+  pkl.replace(pos, 7, pickled(small));
+  bytes.replace(pkl_start, pkl_size, pkl);
+  // The central directory entry (46 bytes, then the name) holds the CRC at offset 16.
+  const uint32_t crc = crc32_of(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size());
+  const auto entry = bytes.rfind(pkl_name) - 46;
+  for (int i = 0; i < 4; ++i) bytes[entry + 16 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  test::write_file(dir / "aliased.pt", bytes);
+  CHECK_THAT(test::error_of(dir / "aliased.pt", [&] { load_checkpoint(dir / "aliased.pt", *make_trainer(1, true)); }),
+             Catch::Contains("reaches past its data"));
+}
+
 TEST_CASE("checkpoint: another model's checkpoint is refused before anything changes", "[checkpoint]") {
   test::TempDir dir;
   save_checkpoint(dir / "narrow.pt", *make_trainer(1, false, 4), {});
