@@ -124,8 +124,9 @@ TEST_CASE("resuming at an epoch boundary continues that epoch's shuffle order an
 
 TEST_CASE("SIGTERM during an evaluation stops at once; the resume runs that evaluation", "[resilience]") {
   test::TempDir dir;
-  // 2 steps per epoch, then an evaluation of 60,000 samples (seconds): the signal lands in it.
-  const std::string flags = "--preset smoke --synthetic_train_size 64 --synthetic_test_size 60000 --epochs 2 "
+  // 2 steps per epoch, then an evaluation of 200,000 samples (2-10 s): the signal lands in it.
+  const std::string flags = "--preset smoke --device cpu --threads 2 --synthetic_train_size 64 "
+                            "--synthetic_test_size 200000 --epochs 2 "
                             "--log_every 1 --deterministic";
   int code = run_and_signal(flags, dir / "run", "TERM", 0.3, dir / "log");
   INFO(test::read_file(dir / "log"));
@@ -214,12 +215,13 @@ TEST_CASE("the time limit stops in time with a checkpoint and the resume command
 
 TEST_CASE("the time limit also stops a long evaluation, with a checkpoint", "[resilience]") {
   test::TempDir dir;
-  // 2 steps, then an evaluation of 200,000 samples that would end after the 8 s limit.
-  auto r = test::run_gputrain("train --preset smoke --synthetic_train_size 64 --synthetic_test_size 200000 "
-                              "--epochs 1 --time_limit 8 --output_dir " + (dir / "run"));
+  // 2 steps, then an evaluation of 4 million samples (most of a minute): the 12 s limit, which
+  // keeps 5 s for a save, stops it after about 7 s, far from either end on any machine.
+  auto r = test::run_gputrain("train --preset smoke --device cpu --threads 2 --synthetic_train_size 64 "
+                              "--synthetic_test_size 4000000 --epochs 1 --time_limit 12 --output_dir " + (dir / "run"));
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("stopped (time limit 8)"));
+  CHECK_THAT(r.out, Catch::Contains("stopped (time limit 12)"));
   auto m = read_metrics(dir / "run/metrics.jsonl");
   for (const auto& e : m.events) CHECK(e["event"] != "eval");
   REQUIRE(m.events.back()["event"] == "stopped");

@@ -55,7 +55,7 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
     [ -d "$dir" ] && dir=$(readlink -f "$dir") && args+=(-Wl,-rpath,"$dir" -Wl,-rpath-link,"$dir")
   done
   sanitize=fuzzer,undefined deps="$build_dir/libgputrain_core.a $build_dir/libgputrain_config.a" \
-    build fuzz_checkpoint tests/fuzz/fuzz_checkpoint.cpp src/train/checkpoint.cpp src/core/zip.cpp \
+    build fuzz_checkpoint tests/fuzz/fuzz_checkpoint.cpp src/train/checkpoint.cpp src/train/checkpoint_file.cpp src/core/zip.cpp \
     src/core/mapped_file.cpp -- "${args[@]}"
   targets+=(fuzz_checkpoint)
 else
