@@ -1,6 +1,7 @@
 // Opening a checkpoint file that may be damaged, before anything trusts what LibTorch read.
 #include "train/checkpoint_file.h"
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -61,7 +62,7 @@ class AllocationSizes final : public c10::Allocator {
   // Between start() and stop(), CPU allocations (from any thread) go through this and are recorded.
   void start() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (c10::GetCPUAllocator() != this) inner_ = c10::GetCPUAllocator();
+    if (c10::GetCPUAllocator() != this) inner_.store(c10::GetCPUAllocator());
     sizes_.clear();
     recording_ = true;
     c10::SetCPUAllocator(this, kPriority);
@@ -69,17 +70,19 @@ class AllocationSizes final : public c10::Allocator {
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     recording_ = false;
-    c10::SetCPUAllocator(inner_, kPriority);
+    c10::SetCPUAllocator(inner_.load(), kPriority);
   }
 
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr p = inner_->allocate(n);
+    c10::DataPtr p = inner_.load()->allocate(n);
     std::lock_guard<std::mutex> lock(mutex_);
     if (recording_) sizes_[p.get()] = n;
     return p;
   }
-  c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
-  void copy_data(void* dest, const void* src, size_t count) const override { inner_->copy_data(dest, src, count); }
+  c10::DeleterFnPtr raw_deleter() const override { return inner_.load()->raw_deleter(); }
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    inner_.load()->copy_data(dest, src, count);
+  }
 
   // The size of the allocation at `data`, if it was made while recording.
   std::optional<size_t> size_of(const void* data) {
@@ -91,7 +94,7 @@ class AllocationSizes final : public c10::Allocator {
  private:
   AllocationSizes() : inner_(c10::GetCPUAllocator()) {}
   static constexpr uint8_t kPriority = 255;  // SetCPUAllocator ignores lower priorities than the current
-  c10::Allocator* inner_;
+  std::atomic<c10::Allocator*> inner_;  // the real CPU allocator
   std::mutex mutex_;
   bool recording_ = false;
   std::map<const void*, size_t> sizes_;
