@@ -313,6 +313,13 @@ TEST_CASE("out of memory: halves until the chunks fit, and gives up clearly belo
                                   "GPUTRAIN_FAULT_OOM_ABOVE=0");
   CHECK(never.exit_code == 1);
   CHECK_THAT(never.err, Catch::Contains("out of memory even with a micro-batch of 1 sample (step 1)"));
+
+  // Inside the optimizer update some weights may have moved: no retry, a clear stop instead.
+  auto update = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "update"),
+                                   "GPUTRAIN_FAULT_OOM_UPDATE=3");
+  CHECK(update.exit_code == 1);
+  CHECK_THAT(update.err, Catch::Contains("out of memory in the optimizer update (step 3)"));
+  CHECK_THAT(update.err, !Catch::Contains("micro-batch 32 -> 16"));
 }
 
 TEST_CASE("auto batch size: grows, bisects and keeps a margin (simulated memory limit)", "[resilience]") {

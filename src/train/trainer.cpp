@@ -42,6 +42,7 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
   if (opt_.ema_decay > 0) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);
   if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_STEP")) oom_fault_step_ = std::atoll(fault);
   if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_ABOVE")) oom_above_ = std::atoll(fault);
+  if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_UPDATE")) oom_update_step_ = std::atoll(fault);
 }
 
 StepResult Trainer::step(const std::vector<Batch>& micro) {
@@ -124,6 +125,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   }
   // Data-parallel all-reduce of the gradients belongs here (after backward, before unscale).
   updating_ = true;
+  if (steps_ + 1 == oom_update_step_) TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
   scaler_.unscale_(*optimizer_);
   if (opt_.clip_max_norm > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
   r.stepped = scaler_.step(*optimizer_);
