@@ -37,7 +37,7 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no tools/__pycache__ left in the tree by the import below
-from compare_pytorch import IdxDataset, find_idx, read_idx  # noqa: E402  (shared, not duplicated)
+from compare_pytorch import IdxDataset, endless, find_idx, read_idx  # noqa: E402  (shared, not duplicated)
 
 BATCH = 256
 PADDING = 2
@@ -90,24 +90,14 @@ def pytorch_round(dataset, workers, warmup, steps):
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=BATCH, shuffle=True, drop_last=True, num_workers=workers,
         persistent_workers=workers > 0, prefetch_factor=2 if workers > 0 else None)
-    it = iter(loader)
-
-    def next_batch():
-        # Restart epochs as gputrain's benchmark does, so --steps may exceed one epoch.
-        nonlocal it
-        try:
-            return next(it)
-        except StopIteration:
-            it = iter(loader)
-            return next(it)
-
+    batches = endless(loader)
     for _ in range(warmup):
-        next_batch()
+        next(batches)
     t0 = time.perf_counter()
     for _ in range(steps):
-        next_batch()
+        next(batches)
     seconds = time.perf_counter() - t0
-    del it, loader  # stop persistent workers before the next gputrain round
+    del batches, loader  # stop persistent workers before the next gputrain round
     return steps * BATCH / seconds
 
 

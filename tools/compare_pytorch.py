@@ -66,6 +66,13 @@ class IdxDataset(torch.utils.data.Dataset):
         return (x - self.mean) / self.std, int(self.labels[i])
 
 
+def endless(loader):
+    """Batches across epochs, restarting the loader as gputrain's benchmark does, so a run of
+    --steps may exceed one epoch."""
+    while True:
+        yield from loader
+
+
 class Cnn(nn.Module):
     """Mirror of src/models/cnn.cpp."""
 
@@ -124,18 +131,10 @@ def run_pytorch(wl, sw, dataset, device, warmup, steps):
     scaler = torch.amp.GradScaler(device.type, enabled=sw["use_amp"] and amp_dtype == torch.float16)
     torch.backends.cudnn.benchmark = sw["cudnn_benchmark"]
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = sw["tf32"]
-    it = iter(loader)
-
-    def next_batch():
-        nonlocal it
-        try:
-            return next(it)
-        except StopIteration:
-            it = iter(loader)
-            return next(it)
+    batches = endless(loader)
 
     def step():
-        x, y = next_batch()
+        x, y = next(batches)
         x, y = x.to(device, non_blocking=sw["non_blocking"]), y.to(device, non_blocking=sw["non_blocking"])
         if sw["channels_last"]:
             x = x.contiguous(memory_format=torch.channels_last)
