@@ -36,15 +36,14 @@ int cmd_export(const std::vector<std::string>& words) {
     throw usage_error("export needs --checkpoint and --out",
                       "gputrain export --checkpoint runs/<name>/checkpoints/best.pt --out model.safetensors");
 
-  CheckpointMeta meta = read_checkpoint_meta(*checkpoint);
+  CheckpointWeights stored = read_checkpoint_weights(*checkpoint);
   check_writable(*out, "export file");
-  NamedTensors weights;
-  if (which != "raw") weights = read_checkpoint_weights(*checkpoint, /*ema=*/true);
-  if (which == "ema" && weights.empty())
+  if (which == "ema" && stored.ema.empty())
     throw usage_error("checkpoint '" + *checkpoint + "' holds no EMA of the weights",
                       "the run had no --ema_decay; export its weights with --weights raw");
-  const bool ema = !weights.empty();
-  if (!ema) weights = read_checkpoint_weights(*checkpoint);
+  const bool ema = which != "raw" && !stored.ema.empty();
+  const NamedTensors& weights = ema ? stored.ema : stored.raw;
+  const CheckpointMeta& meta = stored.meta;
   Metadata info = {{"gputrain_config", meta.config_json},
                    {"gputrain_version", GPUTRAIN_VERSION},
                    {"gputrain_step", std::to_string(meta.step)},

@@ -110,15 +110,15 @@ void collect_weights(torch::serialize::InputArchive& archive, const std::string&
 
 }  // namespace
 
-std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path, bool ema) {
+CheckpointWeights read_checkpoint_weights(const std::string& path) {
   return with_archive(path, torch::kCPU, [&](torch::serialize::InputArchive& archive) {
-    read_meta(archive);  // refuses files not written by gputrain
-    std::vector<std::pair<std::string, torch::Tensor>> weights;
-    torch::serialize::InputArchive tensors;
-    if (!ema) archive.read("model", tensors);
-    else if (!archive.try_read("ema", tensors)) return weights;
-    collect_weights(tensors, "", weights);
-    return weights;
+    CheckpointWeights w;
+    w.meta = read_meta(archive);  // refuses files not written by gputrain
+    torch::serialize::InputArchive model, ema;
+    archive.read("model", model);
+    collect_weights(model, "", w.raw);
+    if (archive.try_read("ema", ema)) collect_weights(ema, "", w.ema);
+    return w;
   });
 }
 

@@ -26,11 +26,15 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer);
 // Reads only the metadata (to recover a run's configuration before building anything).
 CheckpointMeta read_checkpoint_meta(const std::string& path);
 
-// The model's parameters and buffers as the checkpoint holds them, on the CPU, named as
-// Module::named_parameters / named_buffers name them ("layer1.0.conv1.weight"); with `ema`, their
-// exponential moving average instead (none when the run kept no EMA). Needs no model and no
-// data: an export works on a machine that has neither the dataset nor a GPU.
-std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path, bool ema = false);
+// What an export needs from a checkpoint, read in one pass, on the CPU: the metadata, and the
+// model's parameters and buffers named as Module::named_parameters / named_buffers name them
+// ("layer1.0.conv1.weight"), raw and as their moving average (empty when the run kept no EMA).
+// Needs no model and no data: an export works on a machine with neither the dataset nor a GPU.
+struct CheckpointWeights {
+  CheckpointMeta meta;
+  std::vector<std::pair<std::string, torch::Tensor>> raw, ema;
+};
+CheckpointWeights read_checkpoint_weights(const std::string& path);
 
 // Deletes all but the newest `keep` epoch-N.pt files in `dir`.
 void prune_checkpoints(const std::string& dir, int64_t keep);
