@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "train/checkpoint_file.h"
 
 namespace gputrain {
@@ -145,10 +146,11 @@ std::vector<torch::Tensor> moments(torch::optim::OptimizerParamState& state) {
   return {};
 }
 
+// "Float 64x3x3x3": the same words the rest of gputrain uses for shapes.
 std::string describe(const torch::Tensor& t) {
   std::string s = c10::toString(t.scalar_type());
   s += " ";
-  s += c10::str(t.sizes());
+  s += shape_text(t.sizes().vec());
   return s;
 }
 
