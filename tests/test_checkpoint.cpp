@@ -198,6 +198,7 @@ TEST_CASE("checkpoint: non-finite weights and a zero loss scale are refused", "[
   archive.write("model", model);
   archive.write("optimizer", optimizer);
   archive.save_to(dir / "zero_scale.pt");
-  CHECK_THAT(test::error_of(dir / "zero_scale.pt", [&] { load_checkpoint(dir / "zero_scale.pt", *make_trainer(1, true)); }),
-             Catch::Contains("scaler.scale"));
+  CHECK_THAT(
+      test::error_of(dir / "zero_scale.pt", [&] { load_checkpoint(dir / "zero_scale.pt", *make_trainer(1, true)); }),
+      Catch::Contains("scaler.scale"));
 }

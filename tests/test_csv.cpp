@@ -43,7 +43,8 @@ std::vector<float> sample(const Dataset& d, int64_t i, int64_t* label = nullptr,
 std::string series() {
   std::string s = "t,a,b,y\n";
   for (int t = 0; t < 10; ++t)
-    s += std::to_string(t) + "," + std::to_string(t) + "," + std::to_string(10 * t) + "," + std::to_string(100 + t) + "\n";
+    s += std::to_string(t) + "," + std::to_string(t) + "," + std::to_string(10 * t) + "," + std::to_string(100 + t) +
+         "\n";
   return s;
 }
 
@@ -177,8 +178,7 @@ TEST_CASE("CSV dataset: a test split uses the training split's classes", "[csv]"
 
   test::write_file(dir / "unseen.csv", "x,label\n4,emu\n5,fox\n");
   auto msg = load_error(dir / "unseen.csv", targets({"label"}), &train->class_names());
-  CHECK_THAT(msg, Catch::Contains("line 3") && Catch::Contains("'fox'") &&
-                      Catch::Contains("not one of the 3 classes"));
+  CHECK_THAT(msg, Catch::Contains("line 3") && Catch::Contains("'fox'") && Catch::Contains("not one of the 3 classes"));
 }
 
 TEST_CASE("CSV dataset: sliding windows over a series", "[csv]") {
@@ -234,8 +234,8 @@ TEST_CASE("CSV dataset: sliding windows over a series", "[csv]") {
   CHECK(cls->class_names()[static_cast<size_t>(label)] == "4");
 
   o.window = 10;  // 10 rows + horizon 1 > 10
-  CHECK_THAT(load_error(dir / "s.csv", o), Catch::Contains("a window of 10 rows plus a horizon of 1") &&
-                                                   Catch::Contains("file's 10"));
+  CHECK_THAT(load_error(dir / "s.csv", o),
+             Catch::Contains("a window of 10 rows plus a horizon of 1") && Catch::Contains("file's 10"));
   o.window = 20;
   o.horizon = 0;
   CHECK_THAT(load_error(dir / "s.csv", o), Catch::Contains("window of 20"));
@@ -263,19 +263,22 @@ TEST_CASE("CSV dataset: bad columns, cells and options give clear errors", "[csv
   CHECK_THAT(load_error(p, o), Catch::Contains("unknown task"));
   o = targets({"x1"});
   o.task = "regression";
-  CHECK_THAT(load_error(p, o), Catch::Contains("line 2, column 'label'") && Catch::Contains("'a' is not a finite number"));
+  CHECK_THAT(load_error(p, o),
+             Catch::Contains("line 2, column 'label'") && Catch::Contains("'a' is not a finite number"));
 
   test::write_file(dir / "text.csv", "x1,x2,label\n1,2,a\n3,abc,b\n");
   CHECK_THAT(load_error(dir / "text.csv", targets({"label"})),
              Catch::Contains("line 3, column 'x2': 'abc' is not a finite number"));
   test::write_file(dir / "hole.csv", "x1,x2,label\n1,,a\n3,4,b\n");
-  CHECK_THAT(load_error(dir / "hole.csv", targets({"label"})), Catch::Contains("line 2, column 'x2': the cell is empty"));
+  CHECK_THAT(load_error(dir / "hole.csv", targets({"label"})),
+             Catch::Contains("line 2, column 'x2': the cell is empty"));
   test::write_file(dir / "nan.csv", "x1,x2,label\n1,nan,a\n3,4,b\n");
   CHECK_THAT(load_error(dir / "nan.csv", targets({"label"})), Catch::Contains("'nan' is not a finite number"));
   test::write_file(dir / "big.csv", "x1,x2,label\n1,1e39,a\n3,4,b\n");
   CHECK_THAT(load_error(dir / "big.csv", targets({"label"})), Catch::Contains("'1e39'"));
   test::write_file(dir / "nolabel.csv", "x1,x2,label\n1,2,a\n3,4,\n");
-  CHECK_THAT(load_error(dir / "nolabel.csv", targets({"label"})), Catch::Contains("line 3, column 'label': the label is empty"));
+  CHECK_THAT(load_error(dir / "nolabel.csv", targets({"label"})),
+             Catch::Contains("line 3, column 'label': the label is empty"));
   test::write_file(dir / "only.csv", "label\na\n");
   CHECK_THAT(load_error(dir / "only.csv", targets({"label"})), Catch::Contains("no feature columns"));
 }

@@ -61,8 +61,7 @@ TEST_CASE("data: staging buffers are reused, not allocated per batch", "[data]")
   Loader loader(ds, {.batch_size = 16, .shuffle = true, .num_workers = 2, .prefetch_factor = 2, .seed = 1});
   for (int epoch = 0; epoch < 2; ++epoch) {
     loader.start_epoch(epoch);
-    while (loader.next()) {
-    }
+    while (loader.next()) {}
   }
   // 512 batches went through; the pool holds the prefetch window plus the few in hand.
   CHECK(loader.staging_buffers() <= 2 * 2 + 3);
@@ -75,8 +74,7 @@ TEST_CASE("data: a batch kept by the caller is never overwritten", "[data]") {
   auto first = loader.next()->x.clone();
   loader.start_epoch(0);
   auto kept = loader.next()->x;  // only the tensor survives, not the Batch
-  while (loader.next()) {
-  }
+  while (loader.next()) {}
   CHECK(torch::equal(kept, first));
 }
 
@@ -180,11 +178,10 @@ TEST_CASE("data: log1p compresses counts, keeps sign, never makes NaN", "[data]"
 TEST_CASE("data: bilinear resize matches torch's interpolate", "[data]") {
   auto img = torch::arange(2 * 5 * 7, torch::kFloat).reshape({1, 2, 5, 7}) / 10;
   for (auto [h, w] : {std::pair{3, 4}, {10, 14}, {5, 7}, {1, 1}}) {
-    auto ref = torch::nn::functional::interpolate(
-        img, torch::nn::functional::InterpolateFuncOptions()
-                 .size(std::vector<int64_t>{h, w})
-                 .mode(torch::kBilinear)
-                 .align_corners(false));
+    auto ref = torch::nn::functional::interpolate(img, torch::nn::functional::InterpolateFuncOptions()
+                                                           .size(std::vector<int64_t>{h, w})
+                                                           .mode(torch::kBilinear)
+                                                           .align_corners(false));
     std::vector<float> out(static_cast<size_t>(2 * h * w));
     resize_bilinear(img.data_ptr<float>(), 2, 5, 7, out.data(), h, w);
     auto got = torch::from_blob(out.data(), {1, 2, h, w});

@@ -1,7 +1,7 @@
 // End to end, one training run per data format on fixtures the test writes, and the bad-input
 // exits: the built binary, run as a user would.
-#include <catch2/catch.hpp>
 #include <png.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -17,8 +17,9 @@ using test::run_gputrain;
 namespace {
 
 // Small and quick: tests check that each format trains, not how well.
-const std::string kQuick = " --epochs 3 --batch_size 16 --num_workers 2 --monitor_interval 0 --log_every 5"
-                           " --lr_schedule constant --lr 0.01 ";
+const std::string kQuick =
+    " --epochs 3 --batch_size 16 --num_workers 2 --monitor_interval 0 --log_every 5"
+    " --lr_schedule constant --lr 0.01 ";
 
 nlohmann::json summary_of(const std::string& run) {
   auto records = read_jsonl(run + "/metrics.jsonl");
@@ -39,8 +40,8 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
                bool ints) {
   std::string dims;
   for (auto d : shape) dims += std::to_string(d) + ",";
-  std::string header = "{'descr': '" + std::string(ints ? "<i8" : "<f4") + "', 'fortran_order': False, 'shape': (" +
-                       dims + "), }";
+  std::string header =
+      "{'descr': '" + std::string(ints ? "<i8" : "<f4") + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';
   std::string bytes = "\x93NUMPY\x01";
@@ -83,14 +84,15 @@ TEST_CASE("data cli: CSV regression trains, computes and stores normalization", 
   std::normal_distribution<double> noise(0, 0.05);
   std::string csv = "a,b,unused,y\n";
   for (int i = 0; i < 400; ++i) {
-    double a = std::uniform_real_distribution<double>(-1, 1)(rng) * 10 + 50, b = std::uniform_real_distribution<double>(0, 2)(rng);
+    double a = std::uniform_real_distribution<double>(-1, 1)(rng) * 10 + 50,
+           b = std::uniform_real_distribution<double>(0, 2)(rng);
     csv += std::to_string(a) + "," + std::to_string(b) + ",x" + std::to_string(i) + "," +
            std::to_string(0.1 * (a - 50) - b + noise(rng)) + "\n";
   }
   test::write_file(dir / "train.csv", csv);
   auto r = run_gputrain("train --dataset csv --train_file " + (dir / "train.csv") +
-                        " --target y --features a,b --model mlp --width 32 --val_split 0.2" + kQuick +
-                        "--output_dir " + (dir / "run"));
+                        " --target y --features a,b --model mlp --width 32 --val_split 0.2" + kQuick + "--output_dir " +
+                        (dir / "run"));
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("regression, 1 target(s)") && Catch::Contains("320 train, 80 validation") &&
@@ -156,7 +158,8 @@ TEST_CASE("data cli: an image folder trains; a bad image stops it, or is skipped
     }
   test::write_file((dir.path / "images/train/red/broken.png").string(), "this is not an image");
   const std::string args = "train --dataset image_folder --data_dir " + (dir / "images") +
-                           " --image_size 8 --model cnn --width 4 --hflip --color_jitter 0.2,0.2,0.2,0.05 --cache" + kQuick;
+                           " --image_size 8 --model cnn --width 4 --hflip --color_jitter 0.2,0.2,0.2,0.05 --cache" +
+                           kQuick;
 
   auto bad = run_gputrain(args + "--output_dir " + (dir / "bad"));
   CHECK(bad.exit_code == 2);
@@ -185,8 +188,10 @@ TEST_CASE("data cli: bad data flags and missing files exit 2 with one clear line
       {"--dataset csv --train_file " + (dir / "t.csv"), "needs --target"},
       {"--dataset csv --train_file " + (dir / "t.csv") + " --target nope", "nope"},
       {"--dataset csv --train_file " + (dir / "missing.csv") + " --target b", "missing.csv"},
-      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --random_crop 2 --model mlp", "need image samples"},
-      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --model cnn", "model 'cnn' needs samples of shape C x H x W"},
+      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --random_crop 2 --model mlp",
+       "need image samples"},
+      {"--dataset csv --train_file " + (dir / "t.csv") + " --target b --model cnn",
+       "model 'cnn' needs samples of shape C x H x W"},
       {"--dataset cifar10 --data_dir " + (dir / "nothing"), "data_batch_1.bin"},
       {"--dataset npy --train_file " + (dir / "t.csv"), "t.csv"},
       {"--dataset synthetic --task regression", "task 'regression'"},

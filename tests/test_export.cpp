@@ -28,7 +28,8 @@ std::string raw_file(const std::string& header, const std::string& data, uint64_
 
 void write_raw(const std::string& path, const torch::Tensor& t) {
   auto c = t.contiguous().to(torch::kFloat);
-  std::ofstream(path, std::ios::binary).write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+  std::ofstream(path, std::ios::binary)
+      .write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
 }
 
 }  // namespace
@@ -150,8 +151,10 @@ TEST_CASE("export: an unwritable output path is a usage error naming it", "[expo
 
 TEST_CASE("export: train --export and `gputrain export` write the run's final weights", "[export]") {
   test::TempDir dir;
-  const std::string run = "train --preset smoke --device cpu --model resnet18 --width 8 --dataset synthetic "
-                          "--input_shape 3x8x8 --epochs 1 --output_dir " + (dir / "run");
+  const std::string run =
+      "train --preset smoke --device cpu --model resnet18 --width 8 --dataset synthetic "
+      "--input_shape 3x8x8 --epochs 1 --output_dir " +
+      (dir / "run");
   auto trained = test::run_gputrain(run + " --export " + (dir / "final.safetensors"));
   INFO(trained.err);
   REQUIRE(trained.exit_code == 0);
@@ -174,10 +177,11 @@ TEST_CASE("export: train --export and `gputrain export` write the run's final we
   // Errors: one line, a hint, exit 2.
   auto missing = test::run_gputrain("export --checkpoint " + (dir / "nope.pt") + " --out " + (dir / "x.safetensors"));
   CHECK(missing.exit_code == 2);
-  CHECK_THAT(missing.err, Catch::Contains("checkpoint '" + (dir / "nope.pt") + "' does not exist") &&
-                              Catch::Contains("hint:"));
+  CHECK_THAT(missing.err,
+             Catch::Contains("checkpoint '" + (dir / "nope.pt") + "' does not exist") && Catch::Contains("hint:"));
   const std::string bad_out = dir / "no-such-folder/x.safetensors";
-  auto unwritable = test::run_gputrain("export --checkpoint " + (dir / "run/checkpoints/last.pt") + " --out " + bad_out);
+  auto unwritable =
+      test::run_gputrain("export --checkpoint " + (dir / "run/checkpoints/last.pt") + " --out " + bad_out);
   CHECK(unwritable.exit_code == 2);
   CHECK_THAT(unwritable.err, Catch::Contains("cannot write export file '" + bad_out + "'") && Catch::Contains("hint:"));
   // train checks the path before training, not after.
@@ -192,8 +196,7 @@ TEST_CASE("export: train --export and `gputrain export` write the run's final we
   CHECK_THAT(no_ema.err, Catch::Contains("holds no EMA") && Catch::Contains("--weights raw"));
 }
 
-TEST_CASE("export: --weights picks the EMA average (the default when there is one) or the raw weights",
-          "[export]") {
+TEST_CASE("export: --weights picks the EMA average (the default when there is one) or the raw weights", "[export]") {
   test::TempDir dir;
   auto trained = test::run_gputrain("train --preset smoke --epochs 1 --ema_decay 0.9 --output_dir " + (dir / "run") +
                                     " --export " + (dir / "final.safetensors"));
@@ -225,7 +228,8 @@ TEST_CASE("export: --weights picks the EMA average (the default when there is on
     differs = differs || !torch::equal(t, raw.at(name));
   }
   CHECK(differs);
-  auto bad = test::run_gputrain("export --checkpoint " + ckpt + " --out " + (dir / "x.safetensors") + " --weights best");
+  auto bad =
+      test::run_gputrain("export --checkpoint " + ckpt + " --out " + (dir / "x.safetensors") + " --weights best");
   CHECK(bad.exit_code == 2);
 }
 
@@ -273,9 +277,9 @@ TEST_CASE("export: resnet18 loads into torchvision's resnet18 in Python with the
     // Once with torchvision (when installed), once with the script's own copy of its resnet18.
     for (const std::string env : {"", "GPUTRAIN_TEST_NO_TORCHVISION=1 "}) {
       const std::string cmd = env + python + " " + root + "/tests/python/test_export.py " +
-                              (dir / "model.safetensors") + " " + (dir / "x.f32") + " " + (dir / "y.f32") +
-                              " 4 3 " + std::to_string(size) + " " + std::to_string(size) + " " +
-                              std::to_string(classes) + " " + stem + " >" + (dir / "log") + " 2>&1";
+                              (dir / "model.safetensors") + " " + (dir / "x.f32") + " " + (dir / "y.f32") + " 4 3 " +
+                              std::to_string(size) + " " + std::to_string(size) + " " + std::to_string(classes) + " " +
+                              stem + " >" + (dir / "log") + " 2>&1";
       int status = std::system(cmd.c_str());
       const std::string log = test::read_file(dir / "log");
       INFO(cmd);

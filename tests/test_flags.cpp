@@ -66,9 +66,9 @@ TEST_CASE("precedence: defaults < preset < --config < flags", "[flags]") {
   test::write_file(dir / "p.json", R"({"description": "x", "batch_size": 7, "epochs": 5, "lr": 0.5})");
   test::write_file(dir / "c.json", R"({"epochs": 6, "lr": 0.25})");
   Config c = resolve({"--lr", "0.125", "--preset", dir / "p.json", "--config", dir / "c.json"});
-  CHECK(c.batch_size == 7);       // from the preset
-  CHECK(c.epochs == 6);           // the config file beats the preset
-  CHECK(c.lr == Approx(0.125));   // the flag beats both, wherever it stands
+  CHECK(c.batch_size == 7);      // from the preset
+  CHECK(c.epochs == 6);          // the config file beats the preset
+  CHECK(c.lr == Approx(0.125));  // the flag beats both, wherever it stands
 
   Config d = resolve({"--preset", dir / "p.json"});
   CHECK(d.epochs == 5);
@@ -90,9 +90,8 @@ TEST_CASE("unknown flags get a did-you-mean", "[flags][errors]") {
 }
 
 TEST_CASE("wrong types and out-of-range values are all reported in one go", "[flags][errors]") {
-  auto p = problems_of({"--batch_size", "0", "--lr", "-1", "--num_workers", "-2", "--model", "resnet81",
-                        "--dataset", "cifar", "--optimizer", "adamm", "--epochs", "two", "--use_amp=maybe",
-                        "--bogus"});
+  auto p = problems_of({"--batch_size", "0", "--lr", "-1", "--num_workers", "-2", "--model", "resnet81", "--dataset",
+                        "cifar", "--optimizer", "adamm", "--epochs", "two", "--use_amp=maybe", "--bogus"});
   CHECK(any_contains(p, "batch_size '0'"));
   CHECK(any_contains(p, "lr '-1"));
   CHECK(any_contains(p, "num_workers '-2'"));
@@ -150,5 +149,10 @@ TEST_CASE("config JSON round-trips through the field table", "[flags]") {
   j.erase("config");
   apply_json(back, j, "round-trip", problems);
   CHECK(problems.empty());
-  CHECK(to_json(back).dump() == [&] { auto k = to_json(c); k["preset"] = back.preset; k["config"] = back.config; return k.dump(); }());
+  CHECK(to_json(back).dump() == [&] {
+    auto k = to_json(c);
+    k["preset"] = back.preset;
+    k["config"] = back.config;
+    return k.dump();
+  }());
 }

@@ -21,8 +21,7 @@ struct Outcome {
 
 // Two training-mode forward/backward passes (so BatchNorm counts and running statistics move
 // twice and gradients accumulate), from fixed seeds.
-Outcome run(const std::string& name, ModelSpec spec, std::vector<int64_t> batch_shape, bool checkpointing,
-            bool bf16) {
+Outcome run(const std::string& name, ModelSpec spec, std::vector<int64_t> batch_shape, bool checkpointing, bool bf16) {
   spec.grad_checkpointing = checkpointing;
   torch::manual_seed(1);
   auto net = make_model(name, spec);
@@ -148,8 +147,8 @@ TEST_CASE("cli: the new models train end to end on synthetic data", "[models][cl
            "--model cnn3d --input_shape 2x16x8x8 --width 4",
        }) {
     test::TempDir dir;
-    auto r = test::run_gputrain("train --preset smoke --epochs 1 --max_steps 4 --no-save_checkpoints " +
-                                flags + " --output_dir " + (dir / "run"));
+    auto r = test::run_gputrain("train --preset smoke --epochs 1 --max_steps 4 --no-save_checkpoints " + flags +
+                                " --output_dir " + (dir / "run"));
     INFO(flags << "\n" << r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("done:"));

@@ -1,6 +1,6 @@
 // IDX parsing: good raw and gzip files, and every kind of broken file, on generated fixtures.
-#include <catch2/catch.hpp>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 
@@ -13,8 +13,7 @@ using namespace gputrain;
 
 namespace {
 
-std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data,
-                      uint8_t type = 0x08) {
+std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data, uint8_t type = 0x08) {
   std::string s = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
   for (uint32_t d : dims)
     for (int shift : {24, 16, 8, 0}) s += static_cast<char>((d >> shift) & 0xff);

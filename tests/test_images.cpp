@@ -1,8 +1,8 @@
 // JPEG/PNG decoding, resizing and ImageFolder, on fixtures generated here.
-#include <catch2/catch.hpp>
 #include <png.h>
 #include <turbojpeg.h>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstring>
@@ -232,7 +232,8 @@ namespace {
 // A 4x4 PNG of one colour, so a loaded sample says which file it came from.
 void write_png(const std::string& path, uint8_t value, uint32_t format = PNG_FORMAT_RGB) {
   fs::create_directories(fs::path(path).parent_path());
-  test::write_file(path, png_bytes(std::vector<uint8_t>(4 * 4 * PNG_IMAGE_PIXEL_CHANNELS(format), value), 4, 4, format));
+  test::write_file(path,
+                   png_bytes(std::vector<uint8_t>(4 * 4 * PNG_IMAGE_PIXEL_CHANNELS(format), value), 4, 4, format));
 }
 
 ImageFolderOptions opts(int64_t size, int channels = 3, bool skip_bad = false) {

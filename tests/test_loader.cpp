@@ -66,8 +66,12 @@ TEST_CASE("loader: the same order for 0, 1 and 4 workers, a new order each epoch
   auto ds = std::make_shared<Counting>(200, 20);
   std::vector<std::vector<int64_t>> orders;
   for (int workers : {0, 1, 4}) {
-    Loader loader(ds, {.batch_size = 16, .shuffle = true, .drop_last = true, .num_workers = workers,
-                       .prefetch_factor = 2, .seed = 11});
+    Loader loader(ds, {.batch_size = 16,
+                       .shuffle = true,
+                       .drop_last = true,
+                       .num_workers = workers,
+                       .prefetch_factor = 2,
+                       .seed = 11});
     orders.push_back(drain(loader, 3));
     CHECK(drain(loader, 4) != orders.back());  // reshuffled per epoch
   }
@@ -115,15 +119,18 @@ TEST_CASE("loader: non-persistent workers restart each epoch", "[loader]") {
 TEST_CASE("loader: a worker's error reaches the consumer", "[loader]") {
   Loader loader(std::make_shared<Counting>(40, 0, 17), {.batch_size = 4, .num_workers = 2});
   loader.start_epoch(0);
-  CHECK_THROWS_WITH([&] { while (loader.next()) {} }(), Catch::Contains("sample 17 is broken"));
+  CHECK_THROWS_WITH(
+      [&] {
+        while (loader.next()) {}
+      }(),
+      Catch::Contains("sample 17 is broken"));
 }
 
 TEST_CASE("transforms: seeded augmentation is reproducible whatever the worker count", "[loader]") {
   auto base = std::make_shared<SyntheticDataset>(64, std::vector<int64_t>{2, 8, 8}, 4, 5);
-  std::vector<std::shared_ptr<const Transform>> t = {std::make_shared<RandomCrop>(2),
-                                                     std::make_shared<HorizontalFlip>(),
-                                                     std::make_shared<Normalize>(std::vector<float>{0.5f},
-                                                                                 std::vector<float>{0.2f})};
+  std::vector<std::shared_ptr<const Transform>> t = {
+      std::make_shared<RandomCrop>(2), std::make_shared<HorizontalFlip>(),
+      std::make_shared<Normalize>(std::vector<float>{0.5f}, std::vector<float>{0.2f})};
   auto ds = std::make_shared<TransformedDataset>(base, t);
   auto batches = [&](int workers) {
     Loader loader(ds, {.batch_size = 16, .shuffle = true, .num_workers = workers, .seed = 9});

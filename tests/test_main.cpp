@@ -1,8 +1,8 @@
 // Test runner: Catch2's main, plus an exit code 77 ("skipped" for CTest) when the [cuda] tests
 // are asked for on a machine without a GPU, so the skip is visible in the summary.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <torch/cuda.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <string>

@@ -1,6 +1,6 @@
 // NumPy .npy/.npz reading and NpyDataset, on fixtures written byte by byte here (no Python needed).
-#include <catch2/catch.hpp>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -70,15 +70,16 @@ std::string zip_bytes(const std::vector<Member>& members, bool zip64 = false) {
   std::string out, cd;
   for (const auto& m : members) {
     std::string body = m.deflate ? raw_deflate(m.data) : m.data;
-    uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(m.data.data()), static_cast<uInt>(m.data.size())));
+    uint32_t crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(m.data.data()), static_cast<uInt>(m.data.size())));
     uint64_t offset = out.size();
     auto header = [&](std::string& s, bool central) {
       put(s, central ? 0x02014b50 : 0x04034b50, 4);
       if (central) put(s, 45, 2);
-      put(s, 45, 2);                       // version needed
-      put(s, 0, 2);                        // flags
-      put(s, m.deflate ? 8 : 0, 2);        // method
-      put(s, 0, 4);                        // time, date
+      put(s, 45, 2);                 // version needed
+      put(s, 0, 2);                  // flags
+      put(s, m.deflate ? 8 : 0, 2);  // method
+      put(s, 0, 4);                  // time, date
       put(s, crc, 4);
       put(s, zip64 ? 0xFFFFFFFF : body.size(), 4);
       put(s, zip64 ? 0xFFFFFFFF : m.data.size(), 4);
@@ -179,9 +180,9 @@ TEST_CASE("npy: float16 special values", "[npy]") {
   CHECK(v[0] == 1.0f);
   CHECK(v[1] == -2.0f);
   CHECK(v[2] == 65504.0f);
-  CHECK(v[3] == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(v[3] == std::ldexp(1.0f, -24));         // smallest subnormal
   CHECK(v[4] == 1023 * std::ldexp(1.0f, -24));  // largest subnormal
-  CHECK(v[5] == std::ldexp(1.0f, -14));  // smallest normal
+  CHECK(v[5] == std::ldexp(1.0f, -14));         // smallest normal
   CHECK(v[6] == INFINITY);
   CHECK(v[7] == -INFINITY);
   CHECK((v[8] == 0.0f && std::signbit(v[8])));
@@ -197,10 +198,12 @@ TEST_CASE("npy: header versions, spacing and shapes", "[npy]") {
     CHECK(read_npy(dir / "v.npy").shape == std::vector<int64_t>{2, 3});
   }
   // Double quotes, no spaces, no trailing comma, a 1-tuple without spaces.
-  test::write_file(dir / "tight.npy", npy_with_header("{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(6,)}", data));
+  test::write_file(dir / "tight.npy",
+                   npy_with_header("{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(6,)}", data));
   CHECK(floats(read_npy(dir / "tight.npy"))[5] == 6.0f);
-  test::write_file(dir / "loose.npy",
-                   npy_with_header("{ 'shape' : ( 1 , 2 , 3 , ) ,  'fortran_order' : False , 'descr' : '<f4' , }", data));
+  test::write_file(
+      dir / "loose.npy",
+      npy_with_header("{ 'shape' : ( 1 , 2 , 3 , ) ,  'fortran_order' : False , 'descr' : '<f4' , }", data));
   CHECK(read_npy(dir / "loose.npy").shape == std::vector<int64_t>{1, 2, 3});
   test::write_file(dir / "scalar.npy", npy_bytes("<f8", "()", raw<double>({2.5})));
   NpyArray s = read_npy(dir / "scalar.npy");
@@ -245,8 +248,10 @@ TEST_CASE("npz: Keras-style and x/y archives, stored, deflated and zip64", "[npy
   for (int variant = 0; variant < 3; ++variant) {
     INFO("variant " << variant);
     bool deflate = variant == 1, zip64 = variant == 2;
-    test::write_file(dir / "mnist.npz", zip_bytes({{"x_train.npy", xtr, deflate}, {"y_train.npy", ytr, deflate},
-                                                   {"x_test.npy", xte, deflate}, {"y_test.npy", yte, !deflate}},
+    test::write_file(dir / "mnist.npz", zip_bytes({{"x_train.npy", xtr, deflate},
+                                                   {"y_train.npy", ytr, deflate},
+                                                   {"x_test.npy", xte, deflate},
+                                                   {"y_test.npy", yte, !deflate}},
                                                   zip64));
     CHECK(npz_keys(dir / "mnist.npz") == std::vector<std::string>{"x_train", "y_train", "x_test", "y_test"});
     CHECK(npz_has_split(dir / "mnist.npz", "test"));
@@ -302,7 +307,8 @@ TEST_CASE("npy: broken files give one clear error each", "[npy]") {
     return error_of(dir / name, [&] { read_npy(dir / name); });
   };
   std::string good = npy_bytes("<f4", "(4, 2)", raw<float>({1, 2, 3, 4, 5, 6, 7, 8}));
-  CHECK_THAT(npy_error("trunc.npy", good.substr(0, good.size() - 3)), Catch::Contains("truncated: header says 32 bytes, file holds 29"));
+  CHECK_THAT(npy_error("trunc.npy", good.substr(0, good.size() - 3)),
+             Catch::Contains("truncated: header says 32 bytes, file holds 29"));
   CHECK_THAT(npy_error("short.npy", good.substr(0, 7)), Catch::Contains("truncated"));
   CHECK_THAT(npy_error("headless.npy", good.substr(0, 40)), Catch::Contains("truncated: header length"));
   CHECK_THAT(npy_error("empty.npy", ""), Catch::Contains("truncated"));
@@ -310,14 +316,16 @@ TEST_CASE("npy: broken files give one clear error each", "[npy]") {
   CHECK_THAT(npy_error("magic.npy", "\x93NUMPZ" + good.substr(6)), Catch::Contains("bad magic"));
   CHECK_THAT(npy_error("version.npy", good.substr(0, 6) + "\x04" + good.substr(7)), Catch::Contains("version 4.0"));
   CHECK_THAT(npy_error("c8.npy", npy_bytes("<c8", "(1,)", raw<float>({1, 2}))), Catch::Contains("'<c8' (complex"));
-  CHECK_THAT(npy_error("obj.npy", npy_bytes("|O", "(1,)", raw<uint64_t>({0}))), Catch::Contains("'|O' (Python objects"));
+  CHECK_THAT(npy_error("obj.npy", npy_bytes("|O", "(1,)", raw<uint64_t>({0}))),
+             Catch::Contains("'|O' (Python objects"));
   CHECK_THAT(npy_error("str.npy", npy_bytes("<U3", "(1,)", std::string(12, 'a'))), Catch::Contains("strings"));
   CHECK_THAT(npy_error("be.npy", npy_bytes(">f4", "(1,)", raw<float>({1}))), Catch::Contains("'>f4': big-endian"));
   CHECK_THAT(npy_error("fortran.npy", npy_bytes("<f4", "(4, 2)", raw<float>({1, 2, 3, 4, 5, 6, 7, 8}), 1, "True")),
              Catch::Contains("fortran_order True"));
   CHECK_THAT(npy_error("absurd.npy", npy_bytes("<f4", "(1099511627776, 1099511627776)", good)),
              Catch::Contains("absurd shape (1099511627776, 1099511627776)"));
-  CHECK_THAT(npy_error("digits.npy", npy_bytes("<f4", "(99999999999999999999,)", good)), Catch::Contains("absurd shape"));
+  CHECK_THAT(npy_error("digits.npy", npy_bytes("<f4", "(99999999999999999999,)", good)),
+             Catch::Contains("absurd shape"));
   std::string rank40 = "(1";
   for (int i = 1; i < 40; ++i) rank40 += ", 1";
   CHECK_THAT(npy_error("rank.npy", npy_bytes("<f4", rank40 + ")", raw<float>({1}))),
@@ -326,9 +334,11 @@ TEST_CASE("npy: broken files give one clear error each", "[npy]") {
              Catch::Contains("truncated: header says 4294967296 bytes, file holds 8"));
   CHECK_THAT(npy_error("key.npy", npy_with_header("{'descr': '<f4', 'fortran_order': False}", "")),
              Catch::Contains("missing key 'shape'"));
-  CHECK_THAT(npy_error("junk.npy", npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", "abcd")),
-             Catch::Contains("malformed header"));
-  CHECK_THAT(npy_error("struct.npy", npy_with_header("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}", "abcd")),
+  CHECK_THAT(
+      npy_error("junk.npy", npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", "abcd")),
+      Catch::Contains("malformed header"));
+  CHECK_THAT(npy_error("struct.npy",
+                       npy_with_header("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}", "abcd")),
              Catch::Contains("structured"));
   CHECK_THAT(npy_error("zip.npy", zip_bytes({{"x.npy", good}})), Catch::Contains("zip archive"));
   CHECK_THAT(error_of(dir / "missing.npy", [&] { read_npy(dir / "missing.npy"); }), Catch::Contains("cannot open"));
@@ -348,7 +358,8 @@ TEST_CASE("npz: broken archives give one clear error each", "[npy]") {
   size_t cd = past.find("PK\x01\x02");
   past.replace(cd + 42, 4, std::string("\xff\xff\xff\x7f", 4));
   CHECK_THAT(npz_error("past.npz", past), Catch::Contains("local header offset 2147483647 is past the end"));
-  CHECK_THAT(npz_error("cut.npz", stored.substr(0, stored.size() - 30)), Catch::Contains("bad magic: not a zip archive"));
+  CHECK_THAT(npz_error("cut.npz", stored.substr(0, stored.size() - 30)),
+             Catch::Contains("bad magic: not a zip archive"));
   CHECK_THAT(npz_error("npy.npz", x), Catch::Contains("an .npy file, not an .npz"));
   CHECK_THAT(npz_error("tiny.npz", "PK"), Catch::Contains("truncated"));
   // A member whose stored data says more than the npy header promises.

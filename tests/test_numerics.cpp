@@ -128,7 +128,7 @@ TEST_CASE("autocast guard: bf16 inside on CPU, restored after, backward works", 
 
 TEST_CASE("learning-rate schedules", "[numerics]") {
   LrSchedule s{.kind = "cosine", .base_lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .total_steps = 110};
-  CHECK(s.at(0) == Approx(0.1));    // warm-up: (0 + 1) / 10
+  CHECK(s.at(0) == Approx(0.1));  // warm-up: (0 + 1) / 10
   CHECK(s.at(9) == Approx(1.0));
   CHECK(s.at(10) == Approx(1.0));   // cosine starts at the peak
   CHECK(s.at(60) == Approx(0.55));  // halfway: (1 + 0.1) / 2

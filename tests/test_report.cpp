@@ -11,8 +11,10 @@ namespace fs = std::filesystem;
 TEST_CASE("a run writes monitor.csv and a self-contained report.html", "[report]") {
   test::TempDir dir;
   const std::string run = dir / "run";
-  auto r = test::run_gputrain("train --preset smoke --epochs 2 --synthetic_train_size 2048 --monitor_interval 0.2 "
-                              "--output_dir " + run);
+  auto r = test::run_gputrain(
+      "train --preset smoke --epochs 2 --synthetic_train_size 2048 --monitor_interval 0.2 "
+      "--output_dir " +
+      run);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("monitor: host CPU and RSS every 0.20 s") && Catch::Contains("peak RSS"));
@@ -21,21 +23,23 @@ TEST_CASE("a run writes monitor.csv and a self-contained report.html", "[report]
   CHECK(csv.rfind("time_s,cpu_percent,rss_bytes,gpu_util", 0) == 0);
 
   std::string html = test::read_file(run + "/report.html");
-  for (const char* part : {"<svg", "Training loss", "Test accuracy", "Learning rate", "Throughput",
-                           "Host RSS", "Configuration", "batch_size", "polyline"})
+  for (const char* part : {"<svg", "Training loss", "Test accuracy", "Learning rate", "Throughput", "Host RSS",
+                           "Configuration", "batch_size", "polyline"})
     CHECK_THAT(html, Catch::Contains(part));
   CHECK_THAT(html, !Catch::Contains("http://") && !Catch::Contains("https://"));  // no network
 
   // gputrain report rebuilds it, and includes a benchmark table when one was saved there.
   fs::remove(run + "/report.html");
-  auto bench = test::run_gputrain("benchmark --preset smoke --steps 2 --warmup_steps 1 --variants channels_last "
-                                  "--json " + run + "/benchmark.json");
+  auto bench = test::run_gputrain(
+      "benchmark --preset smoke --steps 2 --warmup_steps 1 --variants channels_last "
+      "--json " +
+      run + "/benchmark.json");
   REQUIRE(bench.exit_code == 0);
   auto rebuilt = test::run_gputrain("report " + run);
   REQUIRE(rebuilt.exit_code == 0);
   std::string again = test::read_file(run + "/report.html");
-  CHECK_THAT(again, Catch::Contains("Training loss") && Catch::Contains("Benchmark") &&
-                        Catch::Contains("channels_last"));
+  CHECK_THAT(again,
+             Catch::Contains("Training loss") && Catch::Contains("Benchmark") && Catch::Contains("channels_last"));
 }
 
 TEST_CASE("report on a folder without a run exits 2", "[report]") {

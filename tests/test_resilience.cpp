@@ -33,8 +33,10 @@ Metrics read_metrics(const std::string& path) {
   std::istringstream in(test::read_file(path));
   for (std::string line; std::getline(in, line);) {
     auto r = nlohmann::json::parse(line);
-    if (r["event"] == "step") m.loss[r["step"].get<int64_t>()] = r["loss"].get<double>();
-    else m.events.push_back(r);
+    if (r["event"] == "step")
+      m.loss[r["step"].get<int64_t>()] = r["loss"].get<double>();
+    else
+      m.events.push_back(r);
   }
   return m;
 }
@@ -45,10 +47,10 @@ Metrics read_metrics(const std::string& path) {
 // point: there the kernel drops every signal the process has no handler for.
 int run_and_signal(const std::string& args, const std::string& run, const char* signal, double delay,
                    const std::string& log, bool as_pid1 = false) {
-  std::string cmd = "sh -c '" + std::string(as_pid1 ? "unshare --pid --fork " : "") + test::gputrain_exe() +
-                    " train " + args + " --output_dir " + run + " >" + log + " 2>&1 & pid=$!; " +
-                    "for i in $(seq 600); do grep -qs event.:.step " + run + "/metrics.jsonl && break; sleep 0.1; done; " +
-                    "sleep " + std::to_string(delay) + "; " +
+  std::string cmd = "sh -c '" + std::string(as_pid1 ? "unshare --pid --fork " : "") + test::gputrain_exe() + " train " +
+                    args + " --output_dir " + run + " >" + log + " 2>&1 & pid=$!; " +
+                    "for i in $(seq 600); do grep -qs event.:.step " + run +
+                    "/metrics.jsonl && break; sleep 0.1; done; " + "sleep " + std::to_string(delay) + "; " +
                     (as_pid1 ? "target=$(cat /proc/$pid/task/$pid/children); " : "target=$pid; ") + "kill -" + signal +
                     " $target; wait $pid; exit $?'";
   int status = std::system(cmd.c_str());
@@ -77,8 +79,8 @@ TEST_CASE("SIGTERM mid-epoch: checkpoint, exit 143, and resuming continues ident
   int code = run_and_signal(kFlags, run, "TERM", 0.5, dir / "log1");
   INFO(test::read_file(dir / "log1"));
   REQUIRE(code == 143);
-  CHECK_THAT(test::read_file(dir / "log1"), Catch::Contains("resume with: gputrain train --output_dir " + run +
-                                                            " --resume auto"));
+  CHECK_THAT(test::read_file(dir / "log1"),
+             Catch::Contains("resume with: gputrain train --output_dir " + run + " --resume auto"));
   REQUIRE(fs::exists(run + "/checkpoints/last.pt"));
   auto stopped = read_metrics(run + "/metrics.jsonl");
   REQUIRE(stopped.events.back()["event"] == "stopped");
@@ -125,9 +127,10 @@ TEST_CASE("resuming at an epoch boundary continues that epoch's shuffle order an
 TEST_CASE("SIGTERM during an evaluation stops at once; the resume runs that evaluation", "[resilience]") {
   test::TempDir dir;
   // 2 steps per epoch, then an evaluation of 200,000 samples (2-10 s): the signal lands in it.
-  const std::string flags = "--preset smoke --device cpu --threads 2 --synthetic_train_size 64 "
-                            "--synthetic_test_size 200000 --epochs 2 "
-                            "--log_every 1 --deterministic";
+  const std::string flags =
+      "--preset smoke --device cpu --threads 2 --synthetic_train_size 64 "
+      "--synthetic_test_size 200000 --epochs 2 "
+      "--log_every 1 --deterministic";
   int code = run_and_signal(flags, dir / "run", "TERM", 0.3, dir / "log");
   INFO(test::read_file(dir / "log"));
   REQUIRE(code == 143);
@@ -217,8 +220,10 @@ TEST_CASE("the time limit also stops a long evaluation, with a checkpoint", "[re
   test::TempDir dir;
   // 2 steps, then an evaluation of 4 million samples (most of a minute): the 12 s limit, which
   // keeps 5 s for a save, stops it after about 7 s, far from either end on any machine.
-  auto r = test::run_gputrain("train --preset smoke --device cpu --threads 2 --synthetic_train_size 64 "
-                              "--synthetic_test_size 4000000 --epochs 1 --time_limit 12 --output_dir " + (dir / "run"));
+  auto r = test::run_gputrain(
+      "train --preset smoke --device cpu --threads 2 --synthetic_train_size 64 "
+      "--synthetic_test_size 4000000 --epochs 1 --time_limit 12 --output_dir " +
+      (dir / "run"));
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("stopped (time limit 12)"));
@@ -232,8 +237,9 @@ TEST_CASE("the time limit also stops a long evaluation, with a checkpoint", "[re
 TEST_CASE("a loss that stays NaN exits 3 and leaves the last good checkpoint", "[resilience]") {
   test::TempDir dir;
   // Steps 1-16 are epoch 1 (a clean checkpoint); NaN inputs from step 20 on.
-  auto r = test::run_gputrain("train --preset smoke --epochs 3 --log_every 1 --max_bad_steps 3 --output_dir " +
-                                  (dir / "nan"), "GPUTRAIN_FAULT_NAN_STEP=20");
+  auto r = test::run_gputrain(
+      "train --preset smoke --epochs 3 --log_every 1 --max_bad_steps 3 --output_dir " + (dir / "nan"),
+      "GPUTRAIN_FAULT_NAN_STEP=20");
   INFO(r.out << r.err);
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, Catch::Contains("not finite for 3 consecutive steps"));
@@ -275,8 +281,8 @@ TEST_CASE("SIGKILL inside a checkpoint save leaves the previous checkpoint intac
 
 TEST_CASE("an out-of-memory step halves the micro-batch and keeps the effective batch", "[resilience]") {
   test::TempDir dir;
-  auto r = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run"),
-                              "GPUTRAIN_FAULT_OOM_STEP=5");
+  auto r =
+      test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run"), "GPUTRAIN_FAULT_OOM_STEP=5");
   std::string log = r.out + r.err;
   INFO(log);
   REQUIRE(r.exit_code == 0);

@@ -70,7 +70,8 @@ std::vector<Field> parse_message(const std::string& s) {
       f.bytes = s.substr(at, n);
       REQUIRE(f.bytes.size() == n);
       at += n;
-    } else FAIL("unexpected wire type " << f.wire);
+    } else
+      FAIL("unexpected wire type " << f.wire);
     out.push_back(f);
   }
   return out;
@@ -86,9 +87,12 @@ struct Event {
 Event decode_event(const std::string& data) {
   Event e;
   for (const auto& f : parse_message(data)) {
-    if (f.number == 1 && f.wire == 1) std::memcpy(&e.wall_time, &f.num, 8);
-    else if (f.number == 2 && f.wire == 0) e.step = static_cast<int64_t>(f.num);
-    else if (f.number == 3 && f.wire == 2) e.file_version = f.bytes;
+    if (f.number == 1 && f.wire == 1)
+      std::memcpy(&e.wall_time, &f.num, 8);
+    else if (f.number == 2 && f.wire == 0)
+      e.step = static_cast<int64_t>(f.num);
+    else if (f.number == 3 && f.wire == 2)
+      e.file_version = f.bytes;
     else if (f.number == 5 && f.wire == 2) {
       for (const auto& v : parse_message(f.bytes)) {
         REQUIRE(v.number == 1);
@@ -103,7 +107,8 @@ Event decode_event(const std::string& data) {
         }
         e.scalars.emplace_back(tag, value);
       }
-    } else FAIL("unexpected Event field " << f.number);
+    } else
+      FAIL("unexpected Event field " << f.number);
   }
   return e;
 }
@@ -189,15 +194,19 @@ TEST_CASE("tensorboard: metrics records map to train/ and test/ tags", "[tensorb
     TensorBoardWriter w(dir / "tb");
     path = w.path();
     w.write({{"event", "step"}, {"step", 4}, {"epoch", 0}, {"loss", 1.5}, {"lr", 0.01}, {"skipped_steps", 1}});
-    w.write({{"event", "eval"}, {"step", 16}, {"epoch", 0}, {"samples", 128}, {"test_loss", 0.5},
-             {"test_accuracy", 0.75}, {"test_ema_accuracy", 0.5}});
+    w.write({{"event", "eval"},
+             {"step", 16},
+             {"epoch", 0},
+             {"samples", 128},
+             {"test_loss", 0.5},
+             {"test_accuracy", 0.75},
+             {"test_ema_accuracy", 0.5}});
     w.write({{"event", "summary"}, {"step", 16}, {"wall_seconds", 3.0}});  // not a scalar source
   }
   auto events = read_events(path);
   REQUIRE(events.size() == 3);
   CHECK(events[1].step == 4);
-  CHECK(events[1].scalars ==
-        std::vector<std::pair<std::string, float>>{{"train/loss", 1.5f}, {"train/lr", 0.01f}});
+  CHECK(events[1].scalars == std::vector<std::pair<std::string, float>>{{"train/loss", 1.5f}, {"train/lr", 0.01f}});
   CHECK(events[2].step == 16);
   CHECK(events[2].scalars == std::vector<std::pair<std::string, float>>{
                                  {"test/accuracy", 0.75f}, {"test/ema_accuracy", 0.5f}, {"test/loss", 0.5f}});
@@ -225,8 +234,7 @@ TEST_CASE("tensorboard: train --tensorboard writes train/loss at the logged step
   std::vector<std::pair<int64_t, float>> logged, eval_acc;
   for (const auto& rec : test::read_jsonl((run / "metrics.jsonl").string())) {
     if (rec["event"] == "step") logged.emplace_back(rec["step"].get<int64_t>(), rec["loss"].get<float>());
-    if (rec["event"] == "eval")
-      eval_acc.emplace_back(rec["step"].get<int64_t>(), rec["test_accuracy"].get<float>());
+    if (rec["event"] == "eval") eval_acc.emplace_back(rec["step"].get<int64_t>(), rec["test_accuracy"].get<float>());
   }
   REQUIRE(!logged.empty());
   REQUIRE(eval_acc.size() == 2);
@@ -241,7 +249,8 @@ TEST_CASE("tensorboard: train --tensorboard writes train/loss at the logged step
   CHECK(tb_acc == eval_acc);
 }
 
-TEST_CASE("tensorboard: train with a tensorboard folder that cannot be created: exit 2, no run left", "[tensorboard][cli]") {
+TEST_CASE("tensorboard: train with a tensorboard folder that cannot be created: exit 2, no run left",
+          "[tensorboard][cli]") {
   test::TempDir dir;
   auto run = dir.path / "run";
   fs::create_directories(run);

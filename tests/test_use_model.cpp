@@ -122,8 +122,9 @@ TEST_CASE("early stopping ends the run when the monitored metric stops improving
 
 TEST_CASE("eval and infer refuse bad input with one line and exit 2", "[use]") {
   test::TempDir dir;
-  for (const std::string& args : std::vector<std::string>{"eval", "eval --checkpoint " + (dir / "none.pt"), "infer --checkpoint " + (dir / "none.pt"),
-                                  "infer --checkpoint x.pt --batch_sizes 8,zero"}) {
+  for (const std::string& args : std::vector<std::string>{"eval", "eval --checkpoint " + (dir / "none.pt"),
+                                                          "infer --checkpoint " + (dir / "none.pt"),
+                                                          "infer --checkpoint x.pt --batch_sizes 8,zero"}) {
     auto r = run_gputrain(args);
     INFO(args << "\n" << r.err);
     CHECK(r.exit_code == 2);

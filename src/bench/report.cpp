@@ -11,8 +11,8 @@
 namespace gputrain {
 namespace {
 
-const std::vector<std::string> kHeader = {"Optimization", "samples/s", "Speedup", "Median ms", "p90 ms",
-                                          "Peak memory", "Memory saving", "Data wait", "Loss"};
+const std::vector<std::string> kHeader = {"Optimization", "samples/s",     "Speedup",   "Median ms", "p90 ms",
+                                          "Peak memory",  "Memory saving", "Data wait", "Loss"};
 
 std::string fmt(const char* f, double x) {
   char buf[64];
@@ -54,8 +54,10 @@ std::string format_table(const BenchReport& r) {
       std::string cell = row[i];
       bool last = i + 1 == row.size();
       // Numbers right-aligned, names left-aligned; a skip reason runs to the end of the line.
-      if (!last && i > 0) cell = std::string(width[i] - std::min(width[i], cell.size()), ' ') + cell;
-      else if (!last) cell += std::string(width[i] - std::min(width[i], cell.size()), ' ');
+      if (!last && i > 0)
+        cell = std::string(width[i] - std::min(width[i], cell.size()), ' ') + cell;
+      else if (!last)
+        cell += std::string(width[i] - std::min(width[i], cell.size()), ' ');
       s += (i ? " | " : "") + cell;
     }
     return s + "\n";
@@ -107,8 +109,10 @@ nlohmann::json to_json(const BenchReport& r) {
   j["device"] = nlohmann::json::object();
   for (const auto& [k, v] : r.context.report) j["device"][k] = v;
   j["workload"] = *r.workload;
-  j["settings"] = {{"warmup_steps", r.settings.warmup_steps}, {"steps", r.settings.steps},
-                   {"repeats", r.settings.repeats}, {"stage", r.settings.stage}};
+  j["settings"] = {{"warmup_steps", r.settings.warmup_steps},
+                   {"steps", r.settings.steps},
+                   {"repeats", r.settings.repeats},
+                   {"stage", r.settings.stage}};
   j["memory_kind"] = r.memory_kind;
   j["variants"] = nlohmann::json::array();
   for (const auto& v : r.results) {
@@ -117,10 +121,16 @@ nlohmann::json to_json(const BenchReport& r) {
     nlohmann::json o = {{"name", v.name},
                         {"description", v.description},
                         {"switches",
-                         {{"use_amp", c.use_amp}, {"amp_dtype", c.amp_dtype}, {"cudnn_benchmark", c.cudnn_benchmark},
-                          {"tf32", c.tf32}, {"channels_last", c.channels_last}, {"num_workers", c.num_workers},
-                          {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
-                          {"non_blocking", c.non_blocking}, {"batch_size", c.batch_size}}}};
+                         {{"use_amp", c.use_amp},
+                          {"amp_dtype", c.amp_dtype},
+                          {"cudnn_benchmark", c.cudnn_benchmark},
+                          {"tf32", c.tf32},
+                          {"channels_last", c.channels_last},
+                          {"num_workers", c.num_workers},
+                          {"prefetch_factor", c.prefetch_factor},
+                          {"pin_memory", c.pin_memory},
+                          {"non_blocking", c.non_blocking},
+                          {"batch_size", c.batch_size}}}};
     if (!v.skipped.empty()) {
       o["status"] = "skipped";
       o["reason"] = v.skipped;

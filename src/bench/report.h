@@ -11,12 +11,12 @@
 namespace gputrain {
 
 struct BenchReport {
-  RunContext context;          // of the baseline variant: the device report
-  nlohmann::json* workload;    // the resolved configuration (borrowed)
+  RunContext context;        // of the baseline variant: the device report
+  nlohmann::json* workload;  // the resolved configuration (borrowed)
   BenchSettings settings;
   std::vector<VariantResult> results;
-  std::string memory_kind;     // "GPU (caching allocator)" or "host (peak RSS)"
-  std::string verdict;         // bottleneck attribution; empty when not measured
+  std::string memory_kind;  // "GPU (caching allocator)" or "host (peak RSS)"
+  std::string verdict;      // bottleneck attribution; empty when not measured
 };
 
 std::string format_table(const BenchReport& r);

@@ -110,16 +110,17 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
     if (ctx.cuda) gpu_timer.mark();
     for (int64_t i = 0; i < s.steps; ++i, ++done) {
       one_step();
-      if (ctx.cuda) gpu_timer.mark();
-      else host_marks.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (ctx.cuda)
+        gpu_timer.mark();
+      else
+        host_marks.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       on_step(done + 1, total);
     }
     if (ctx.cuda) {
       auto ms = gpu_timer.intervals_ms();  // syncs once
       r.step_ms.insert(r.step_ms.end(), ms.begin(), ms.end());
     } else {
-      for (size_t i = 0; i < host_marks.size(); ++i)
-        r.step_ms.push_back(host_marks[i] - (i ? host_marks[i - 1] : 0.0));
+      for (size_t i = 0; i < host_marks.size(); ++i) r.step_ms.push_back(host_marks[i] - (i ? host_marks[i - 1] : 0.0));
     }
     wall += std::chrono::duration<double>(Clock::now() - t0).count();
     wait += loader.take_wait_seconds();
@@ -127,7 +128,8 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
 
   double total_ms = 0;
   for (double m : r.step_ms) total_ms += m;
-  const double samples = static_cast<double>(c.batch_size * c.accumulation_steps) * static_cast<double>(r.step_ms.size());
+  const double samples =
+      static_cast<double>(c.batch_size * c.accumulation_steps) * static_cast<double>(r.step_ms.size());
   r.samples_per_sec = total_ms > 0 ? samples / (total_ms / 1000.0) : 0;
   r.median_ms = percentile(r.step_ms, 0.5);
   r.p90_ms = percentile(r.step_ms, 0.9);

@@ -110,8 +110,7 @@ std::vector<Variant> expand_variants(const Config& workload, const std::vector<s
       problems.push_back("unknown variant '" + s + "'" + did_you_mean(s, names));
   if (!problems.empty()) throw Error(problems, "variants: " + join(names, ", "), kExitUsage);
   auto wanted = [&](const std::string& n) {
-    return n == "baseline" || selection.empty() ||
-           std::find(selection.begin(), selection.end(), n) != selection.end();
+    return n == "baseline" || selection.empty() || std::find(selection.begin(), selection.end(), n) != selection.end();
   };
 
   const Config base = baseline_config(workload);

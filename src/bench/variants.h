@@ -17,7 +17,7 @@ struct DeviceCaps {
 struct Variant {
   std::string name;
   std::string description;
-  Config config;       // the workload with this variant's switches
+  Config config;        // the workload with this variant's switches
   std::string skipped;  // why this device cannot run it; empty when it runs
 };
 

@@ -23,8 +23,7 @@ std::optional<std::string> Args::take_value(const std::string& name) {
   return v;
 }
 
-Args parse_args(const std::vector<std::string>& words,
-                const std::function<bool(const std::string&)>& is_bool) {
+Args parse_args(const std::vector<std::string>& words, const std::function<bool(const std::string&)>& is_bool) {
   Args args;
   bool flags_done = false;
   for (size_t i = 0; i < words.size(); ++i) {

@@ -25,8 +25,8 @@ struct Args {
 };
 
 // `is_bool(name)` says whether a flag is a boolean: then "--x value" does not consume the next
-// word. "--no-x" is always read as x negated (and rejected later when x is not a boolean). "-h" is "--help"; "--" ends the flags.
-Args parse_args(const std::vector<std::string>& words,
-                const std::function<bool(const std::string&)>& is_bool);
+// word. "--no-x" is always read as x negated (and rejected later when x is not a boolean). "-h" is "--help"; "--" ends
+// the flags.
+Args parse_args(const std::vector<std::string>& words, const std::function<bool(const std::string&)>& is_bool);
 
 }  // namespace gputrain

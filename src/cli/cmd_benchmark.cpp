@@ -77,8 +77,8 @@ int cmd_benchmark(const std::vector<std::string>& words) {
       into = std::stoll(*v, &end);
       if (end != v->size() || into < min) throw std::invalid_argument("range");
     } catch (const std::exception&) {
-      problems.push_back("flag --" + std::string(name) + " has value '" + *v + "' (expected an integer >= " +
-                         std::to_string(min) + ")");
+      problems.push_back("flag --" + std::string(name) + " has value '" + *v +
+                         "' (expected an integer >= " + std::to_string(min) + ")");
     }
   };
   take_int("warmup_steps", s.warmup_steps, 0);
@@ -128,21 +128,21 @@ int cmd_benchmark(const std::vector<std::string>& words) {
         what == "intra-op threads")
       std::printf("  %-21s %s\n", what.c_str(), state.c_str());
   DataSplits data = make_datasets(workload);
-  std::printf("  %-21s %s\n  %-21s batch %lld x %lld accumulation\n", "data", data.description.c_str(),
-              "workload", static_cast<long long>(workload.batch_size),
-              static_cast<long long>(workload.accumulation_steps));
+  std::printf("  %-21s %s\n  %-21s batch %lld x %lld accumulation\n", "data", data.description.c_str(), "workload",
+              static_cast<long long>(workload.batch_size), static_cast<long long>(workload.accumulation_steps));
   std::fflush(stdout);
 
   const bool tty = isatty(STDERR_FILENO);
   BenchReport report{probe, nullptr, s, {}, probe.cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
   for (size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
-    std::string label = "benchmark: variant " + std::to_string(i + 1) + "/" + std::to_string(variants.size()) +
-                        " " + v.name;
+    std::string label =
+        "benchmark: variant " + std::to_string(i + 1) + "/" + std::to_string(variants.size()) + " " + v.name;
     if (!tty) std::fprintf(stderr, "%s\n", label.c_str());
     report.results.push_back(run_variant(v, data, s, [&](int64_t step, int64_t total) {
-      if (tty) std::fprintf(stderr, "\r\033[K%s: step %lld/%lld", label.c_str(), static_cast<long long>(step),
-                            static_cast<long long>(total));
+      if (tty)
+        std::fprintf(stderr, "\r\033[K%s: step %lld/%lld", label.c_str(), static_cast<long long>(step),
+                     static_cast<long long>(total));
     }));
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
@@ -162,8 +162,10 @@ int cmd_benchmark(const std::vector<std::string>& words) {
       double compute = run_variant(*best, data, cs, quiet).samples_per_sec;
       char buf[256];
       if (loader < compute)
-        std::snprintf(buf, sizeof buf, "bottleneck (%s): input-bound: loader %.0f samples/s < compute %.0f samples/s "
-                      "(try --num_workers %lld)", best->name.c_str(), loader, compute,
+        std::snprintf(buf, sizeof buf,
+                      "bottleneck (%s): input-bound: loader %.0f samples/s < compute %.0f samples/s "
+                      "(try --num_workers %lld)",
+                      best->name.c_str(), loader, compute,
                       static_cast<long long>(std::max<int64_t>(2, 2 * best->config.num_workers)));
       else
         std::snprintf(buf, sizeof buf, "bottleneck (%s): compute-bound: compute %.0f samples/s < loader %.0f samples/s",

@@ -16,16 +16,18 @@ namespace gputrain {
 int cmd_eval(const std::vector<std::string>& words) {
   Args args = parse_config_args(words);
   if (args.take_switch("help")) {
-    std::printf("usage: gputrain eval --checkpoint FILE [--json FILE] [train flags]\n\n"
-                "Evaluates a checkpoint on the test split of its run's dataset (the held-out\n"
-                "validation part when the run had one), or on the data the flags name, e.g.\n"
-                "--test_file other.csv. Prints the loss and the task's metrics.\n");
+    std::printf(
+        "usage: gputrain eval --checkpoint FILE [--json FILE] [train flags]\n\n"
+        "Evaluates a checkpoint on the test split of its run's dataset (the held-out\n"
+        "validation part when the run had one), or on the data the flags name, e.g.\n"
+        "--test_file other.csv. Prints the loss and the task's metrics.\n");
     return 0;
   }
   auto checkpoint = args.take_value("checkpoint");
   auto json_out = args.take_value("json");
   if (!checkpoint || checkpoint->empty())
-    throw usage_error("eval needs --checkpoint FILE", "e.g. gputrain eval --checkpoint runs/<name>/checkpoints/best.pt");
+    throw usage_error("eval needs --checkpoint FILE",
+                      "e.g. gputrain eval --checkpoint runs/<name>/checkpoints/best.pt");
   if (!args.positionals.empty()) throw usage_error("unexpected argument '" + args.positionals[0] + "' to eval");
 
   Trained t = load_trained(*checkpoint, args.flags);

@@ -14,13 +14,14 @@ namespace gputrain {
 int cmd_export(const std::vector<std::string>& words) {
   Args args = parse_args(words, [](const std::string& n) { return n == "help"; });
   if (args.take_switch("help")) {
-    std::printf("usage: gputrain export --checkpoint CHECKPOINT --out model.safetensors [--weights auto|ema|raw]\n\n"
-                "Writes the checkpoint's model weights (every parameter and buffer, under the names\n"
-                "torch gives them) as safetensors, loadable in Python with\n"
-                "  safetensors.torch.load_file(path) -> model.load_state_dict(..., strict=True).\n"
-                "--weights: ema = the run's exponential moving average (--ema_decay), raw = the\n"
-                "trained weights themselves, auto (default) = the average when the run kept one, as\n"
-                "`infer` and `train --export` do. Needs neither the dataset nor a GPU.\n");
+    std::printf(
+        "usage: gputrain export --checkpoint CHECKPOINT --out model.safetensors [--weights auto|ema|raw]\n\n"
+        "Writes the checkpoint's model weights (every parameter and buffer, under the names\n"
+        "torch gives them) as safetensors, loadable in Python with\n"
+        "  safetensors.torch.load_file(path) -> model.load_state_dict(..., strict=True).\n"
+        "--weights: ema = the run's exponential moving average (--ema_decay), raw = the\n"
+        "trained weights themselves, auto (default) = the average when the run kept one, as\n"
+        "`infer` and `train --export` do. Needs neither the dataset nor a GPU.\n");
     return 0;
   }
   auto checkpoint = args.take_value("checkpoint");
@@ -28,7 +29,8 @@ int cmd_export(const std::vector<std::string>& words) {
   const std::string which = args.take_value("weights").value_or("auto");
   reject_leftover_flags(args, {"checkpoint", "out", "weights", "help"});
   if (which != "auto" && which != "ema" && which != "raw")
-    throw usage_error("--weights '" + which + "' is not one of auto, ema, raw", "auto picks the EMA when the run kept one");
+    throw usage_error("--weights '" + which + "' is not one of auto, ema, raw",
+                      "auto picks the EMA when the run kept one");
   if (!args.positionals.empty())
     throw usage_error("unexpected argument '" + args.positionals[0] + "' to export",
                       "gputrain export --checkpoint runs/<name>/checkpoints/best.pt --out model.safetensors");

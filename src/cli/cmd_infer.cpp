@@ -90,19 +90,21 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text) {
 int cmd_infer(const std::vector<std::string>& words) {
   Args args = parse_config_args(words);
   if (args.take_switch("help")) {
-    std::printf("usage: gputrain infer --checkpoint FILE [--out preds.csv] [--batch_sizes 1,8,64,256] [train flags]\n\n"
-                "Runs the model over the test split of its run's dataset (or the data the flags name)\n"
-                "with the run's AMP and channels_last settings, on the GPU with the most free memory\n"
-                "when there are several. Reports samples/s and per-batch latency p50/p99. --out writes\n"
-                "one CSV row per sample: index, target, prediction (and the class probability).\n"
-                "--batch_sizes sweeps batch sizes and prints a table.\n");
+    std::printf(
+        "usage: gputrain infer --checkpoint FILE [--out preds.csv] [--batch_sizes 1,8,64,256] [train flags]\n\n"
+        "Runs the model over the test split of its run's dataset (or the data the flags name)\n"
+        "with the run's AMP and channels_last settings, on the GPU with the most free memory\n"
+        "when there are several. Reports samples/s and per-batch latency p50/p99. --out writes\n"
+        "one CSV row per sample: index, target, prediction (and the class probability).\n"
+        "--batch_sizes sweeps batch sizes and prints a table.\n");
     return 0;
   }
   auto checkpoint = args.take_value("checkpoint");
   auto out_path = args.take_value("out");
   auto sweep_text = args.take_value("batch_sizes");
   if (!checkpoint || checkpoint->empty())
-    throw usage_error("infer needs --checkpoint FILE", "e.g. gputrain infer --checkpoint runs/<name>/checkpoints/best.pt");
+    throw usage_error("infer needs --checkpoint FILE",
+                      "e.g. gputrain infer --checkpoint runs/<name>/checkpoints/best.pt");
   if (!args.positionals.empty()) throw usage_error("unexpected argument '" + args.positionals[0] + "' to infer");
   std::vector<int64_t> sweep;
   if (sweep_text) {
@@ -127,7 +129,8 @@ int cmd_infer(const std::vector<std::string>& words) {
     const bool regression = t.data.test->is_regression();
     rows << "index";
     for (const char* part : {"target", "prediction"}) {
-      if (!regression) rows << "," << part;
+      if (!regression)
+        rows << "," << part;
       else
         for (int64_t k = 0; k < t.data.test->target_numel(); ++k) rows << "," << part << "_" << k;
     }

@@ -19,9 +19,10 @@ namespace gputrain {
 int cmd_info(const std::vector<std::string>& words) {
   Args args = parse_args(words, [](const std::string& n) { return n == "json" || n == "help"; });
   if (args.take_switch("help")) {
-    std::printf("usage: gputrain info [--json]\n\n"
-                "Shows LibTorch, CUDA, cuDNN and NCCL versions, every GPU (memory, compute\n"
-                "capability, bf16/TF32 support) and the CPU. --json prints one JSON object.\n");
+    std::printf(
+        "usage: gputrain info [--json]\n\n"
+        "Shows LibTorch, CUDA, cuDNN and NCCL versions, every GPU (memory, compute\n"
+        "capability, bf16/TF32 support) and the CPU. --json prints one JSON object.\n");
     return 0;
   }
   bool as_json = args.take_switch("json");
@@ -63,11 +64,11 @@ int cmd_info(const std::vector<std::string>& words) {
   if (j["gpus"].empty()) row("GPUs", "none (torch sees no CUDA device)");
   for (const auto& g : j["gpus"]) {
     row(("GPU " + std::to_string(g["index"].get<int>())).c_str(),
-        g["name"].get<std::string>() + " | " + format_bytes(g["total_memory_bytes"].get<double>()) +
-            " total, " + format_bytes(g["free_memory_bytes"].get<double>()) + " free | cc " +
-            g["compute_capability"].get<std::string>() + " | " +
-            std::to_string(g["multiprocessors"].get<int>()) + " SMs | bf16 " +
-            (g["bf16"].get<bool>() ? "yes" : "no") + " | TF32 " + (g["tf32"].get<bool>() ? "yes" : "no"));
+        g["name"].get<std::string>() + " | " + format_bytes(g["total_memory_bytes"].get<double>()) + " total, " +
+            format_bytes(g["free_memory_bytes"].get<double>()) + " free | cc " +
+            g["compute_capability"].get<std::string>() + " | " + std::to_string(g["multiprocessors"].get<int>()) +
+            " SMs | bf16 " + (g["bf16"].get<bool>() ? "yes" : "no") + " | TF32 " +
+            (g["tf32"].get<bool>() ? "yes" : "no"));
   }
   row("CPU", j["cpu"]["model"].get<std::string>());
   row("CPU cores", std::to_string(j["cpu"]["cores"].get<int>()));

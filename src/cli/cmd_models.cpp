@@ -52,7 +52,8 @@ int cmd_models(const std::vector<std::string>& words) {
     return std::any_of(args.flags.begin(), args.flags.end(), [&](const FlagArg& f) { return f.name == name; });
   };
   // The shape comes from --input_shape, as synthetic data takes it (no dataset is read here).
-  if (!given("dataset")) args.flags.insert(args.flags.begin(), FlagArg{"dataset", "synthetic", false, "--dataset synthetic"});
+  if (!given("dataset"))
+    args.flags.insert(args.flags.begin(), FlagArg{"dataset", "synthetic", false, "--dataset synthetic"});
   Config c = resolve_config(args.flags);
   // The default preset's --width is tuned for its own model (the quickstart cnn); counts for
   // every model read better at each model's own defaults, unless the user names a source.

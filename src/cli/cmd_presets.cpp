@@ -14,18 +14,18 @@ namespace gputrain {
 int cmd_presets(const std::vector<std::string>& words) {
   Args args = parse_args(words, [](const std::string& n) { return n == "help"; });
   if (args.take_switch("help")) {
-    std::printf("usage: gputrain presets             list presets with a one-line description\n"
-                "       gputrain presets show NAME   print one preset as JSON\n\n"
-                "Presets are searched in: $GPUTRAIN_PRESETS_DIR, then the installed and source\n"
-                "presets/ folders. Use one with `gputrain train --preset NAME`.\n");
+    std::printf(
+        "usage: gputrain presets             list presets with a one-line description\n"
+        "       gputrain presets show NAME   print one preset as JSON\n\n"
+        "Presets are searched in: $GPUTRAIN_PRESETS_DIR, then the installed and source\n"
+        "presets/ folders. Use one with `gputrain train --preset NAME`.\n");
     return 0;
   }
   reject_leftover_flags(args, {"help"});
   const auto& pos = args.positionals;
   if (pos.empty() || (pos[0] == "list" && pos.size() == 1)) {
     auto presets = list_presets();
-    if (presets.empty())
-      throw usage_error("no presets found", "set GPUTRAIN_PRESETS_DIR to the presets/ folder");
+    if (presets.empty()) throw usage_error("no presets found", "set GPUTRAIN_PRESETS_DIR to the presets/ folder");
     for (const auto& p : presets) std::printf("  %-12s %s\n", p.name.c_str(), p.description.c_str());
     return 0;
   }

@@ -11,14 +11,14 @@ namespace gputrain {
 int cmd_report(const std::vector<std::string>& words) {
   Args args = parse_args(words, [](const std::string& n) { return n == "help"; });
   if (args.take_switch("help")) {
-    std::printf("usage: gputrain report RUN_DIR\n\n"
-                "Rebuilds RUN_DIR/report.html (self-contained: inline SVG, no network) from its\n"
-                "config.json, metrics.jsonl, monitor.csv and, when present, benchmark.json.\n");
+    std::printf(
+        "usage: gputrain report RUN_DIR\n\n"
+        "Rebuilds RUN_DIR/report.html (self-contained: inline SVG, no network) from its\n"
+        "config.json, metrics.jsonl, monitor.csv and, when present, benchmark.json.\n");
     return 0;
   }
   reject_leftover_flags(args, {"help"});
-  if (args.positionals.size() != 1)
-    throw usage_error("report takes one run folder", "gputrain report runs/<name>");
+  if (args.positionals.size() != 1) throw usage_error("report takes one run folder", "gputrain report runs/<name>");
   std::printf("wrote %s\n", write_html_report(args.positionals[0]).c_str());
   return 0;
 }

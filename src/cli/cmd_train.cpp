@@ -17,9 +17,10 @@ namespace gputrain {
 namespace {
 
 void print_train_help() {
-  std::printf("usage: gputrain train [--preset NAME|file.json] [--config file.json] [flags]\n\n"
-              "Precedence: built-in defaults < preset (default: quickstart) < --config < flags.\n"
-              "Flags take snake_case or kebab-case; booleans take --x, --x=false, --no-x.\n");
+  std::printf(
+      "usage: gputrain train [--preset NAME|file.json] [--config file.json] [flags]\n\n"
+      "Precedence: built-in defaults < preset (default: quickstart) < --config < flags.\n"
+      "Flags take snake_case or kebab-case; booleans take --x, --x=false, --no-x.\n");
   std::string group;
   const Config defaults;
   for (const auto& f : config_fields()) {
@@ -30,8 +31,10 @@ void print_train_help() {
     auto v = f.get(defaults);
     std::string def = v.is_string() ? v.get<std::string>() : v.dump();
     std::string type;  // built by appends: gcc 12 warns falsely on "{" + std::string
-    if (!f.choices.empty()) type.append("{").append(join(f.choices, "|")).append("}");
-    else if (!f.is_bool()) type = f.type_name();
+    if (!f.choices.empty())
+      type.append("{").append(join(f.choices, "|")).append("}");
+    else if (!f.is_bool())
+      type = f.type_name();
     if (!def.empty()) def = " [" + def + "]";
     std::printf("  --%-22s %-10s %s%s\n", f.name.c_str(), type.c_str(), f.help.c_str(), def.c_str());
   }

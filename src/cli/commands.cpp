@@ -39,8 +39,7 @@ std::vector<std::string> command_names() {
 }
 
 void print_usage() {
-  std::printf("gputrain %s: train PyTorch-style models on GPUs as fast as the hardware allows\n\n",
-              GPUTRAIN_VERSION);
+  std::printf("gputrain %s: train PyTorch-style models on GPUs as fast as the hardware allows\n\n", GPUTRAIN_VERSION);
   std::printf("usage: gputrain <command> [flags]\n\ncommands:\n");
   for (const auto& c : commands()) std::printf("  %-10s %s\n", c.name, c.summary);
   std::printf(
@@ -62,8 +61,7 @@ void print_error(const std::vector<std::string>& problems, const std::string& hi
 
 void reject_leftover_flags(const Args& args, const std::vector<std::string>& known) {
   std::vector<std::string> problems;
-  for (const auto& f : args.flags)
-    problems.push_back("unknown flag '" + f.raw + "'" + did_you_mean(f.name, known));
+  for (const auto& f : args.flags) problems.push_back("unknown flag '" + f.raw + "'" + did_you_mean(f.name, known));
   if (!problems.empty()) throw Error(problems, "the command's --help lists its flags", kExitUsage);
 }
 

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <regex>
@@ -89,8 +89,7 @@ std::string range_text(const Field& f) {
   bool integer = f.type_name() == "int";
   std::string kind = integer ? "an integer" : "a number";
   bool has_max = std::isfinite(f.max) && f.max < 1e8;
-  if (has_max && std::isfinite(f.min))
-    return kind + " in [" + format_number(f.min) + ", " + format_number(f.max) + "]";
+  if (has_max && std::isfinite(f.min)) return kind + " in [" + format_number(f.min) + ", " + format_number(f.max) + "]";
   if (std::isfinite(f.min)) return kind + " >= " + format_number(f.min);
   return kind;
 }
@@ -148,7 +147,8 @@ std::vector<std::string> config_problems(const Config& c) {
   if (c.dataset == "csv" && c.target.empty())
     problems.push_back("dataset 'csv' needs --target (the label column, or columns for regression)");
   if (!c.test_file.empty() && c.val_split > 0)
-    problems.push_back("--val_split with --test_file: evaluation would use the held-out part, not the test file (drop one)");
+    problems.push_back(
+        "--val_split with --test_file: evaluation would use the held-out part, not the test file (drop one)");
   // Data options that the chosen format would not read are refused rather than ignored.
   const Config defaults;
   auto only_for = [&](bool given, bool applies, const std::string& what, const std::string& where) {
@@ -167,8 +167,7 @@ std::vector<std::string> config_problems(const Config& c) {
   only_for(c.input_shape != defaults.input_shape || c.num_classes != defaults.num_classes, c.dataset == "synthetic",
            "--input_shape and --num_classes are", "for --dataset synthetic (other data brings its own)");
   if (c.lr >= 0 && c.min_lr > c.lr)
-    problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " +
-                       format_number(c.lr) + ")");
+    problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " + format_number(c.lr) + ")");
   if (!c.time_limit.empty() && parse_duration(c.time_limit) <= 0)
     problems.push_back("time_limit '" + c.time_limit + "' (expected a duration like 8h45m, 90m or 3600)");
   if (c.resume == "auto" && c.output_dir.empty())
@@ -177,7 +176,6 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("nesterov needs a momentum > 0 (got --momentum 0)");
   return problems;
 }
-
 
 std::vector<std::string> model_option_problems(const Config& c) {
   std::vector<std::string> problems;
@@ -191,8 +189,7 @@ std::vector<std::string> model_option_problems(const Config& c) {
     problems.push_back("--heads is for the transformer (got --model " + c.model + ")");
   if (c.dropout > 0 && !is_one_of(c.model, {"lstm", "gru", "transformer"}))
     problems.push_back("--dropout is for lstm, gru and transformer (got --model " + c.model + ")");
-  if (c.stem != "auto" && !resnet)
-    problems.push_back("--stem is for the resnets (got --model " + c.model + ")");
+  if (c.stem != "auto" && !resnet) problems.push_back("--stem is for the resnets (got --model " + c.model + ")");
   if (c.grad_checkpointing && !resnet && c.model != "transformer")
     problems.push_back("--grad_checkpointing is for the resnets and the transformer (got --model " + c.model + ")");
   return problems;

@@ -15,30 +15,30 @@ struct Config {
 
   // Data
   std::string dataset = "fashion-mnist";  // see kDatasets in fields.cpp
-  std::string data_dir;  // empty = the dataset's standard folder (/usr/share/datasets/<name>)
-  std::string train_file;     // csv / npy: the training file (.csv, .npy or .npz)
-  std::string test_file;      // csv / npy: an optional test file
-  std::string train_targets;  // npy: the .npy of training targets when train_file is a .npy
-  std::string test_targets;   // npy: the .npy of test targets
-  std::string target;         // csv: target column(s), comma-separated
-  std::string features;       // csv: feature columns, comma-separated; empty = all others
-  std::string task = "auto";  // auto | classification | regression
-  int64_t window = 0;         // csv: rows per sliding window over a time series; 0 = tabular
-  int64_t stride = 1;         // csv: rows between window starts
-  int64_t horizon = 1;        // csv: predict the target this many rows after a window
-  std::string image_size;     // HxW or N: image_folder decode size, or a resize of image data
-  int64_t image_channels = 3;  // image_folder: 3 (RGB) or 1 (grayscale)
-  double val_split = 0;        // fraction of the training data held out for evaluation
-  bool skip_bad_samples = false;  // skip (and count) unreadable images instead of stopping
-  bool cache = false;             // keep decoded samples in memory
-  std::string input_shape = "1x28x28";  // synthetic only: any shape, e.g. 3x32x32, 64x8, 20
-  int64_t num_classes = 10;             // synthetic only
+  std::string data_dir;                   // empty = the dataset's standard folder (/usr/share/datasets/<name>)
+  std::string train_file;                 // csv / npy: the training file (.csv, .npy or .npz)
+  std::string test_file;                  // csv / npy: an optional test file
+  std::string train_targets;              // npy: the .npy of training targets when train_file is a .npy
+  std::string test_targets;               // npy: the .npy of test targets
+  std::string target;                     // csv: target column(s), comma-separated
+  std::string features;                   // csv: feature columns, comma-separated; empty = all others
+  std::string task = "auto";              // auto | classification | regression
+  int64_t window = 0;                     // csv: rows per sliding window over a time series; 0 = tabular
+  int64_t stride = 1;                     // csv: rows between window starts
+  int64_t horizon = 1;                    // csv: predict the target this many rows after a window
+  std::string image_size;                 // HxW or N: image_folder decode size, or a resize of image data
+  int64_t image_channels = 3;             // image_folder: 3 (RGB) or 1 (grayscale)
+  double val_split = 0;                   // fraction of the training data held out for evaluation
+  bool skip_bad_samples = false;          // skip (and count) unreadable images instead of stopping
+  bool cache = false;                     // keep decoded samples in memory
+  std::string input_shape = "1x28x28";    // synthetic only: any shape, e.g. 3x32x32, 64x8, 20
+  int64_t num_classes = 10;               // synthetic only
   int64_t synthetic_train_size = 8192;
   int64_t synthetic_test_size = 1024;
   bool normalize = true;
   std::string normalize_mean;  // per-channel means, comma-separated; empty = computed from the data
   std::string normalize_std;   // per-channel stds; empty = computed from the data
-  int64_t random_crop = 0;  // padding in pixels for a random crop; 0 = off
+  int64_t random_crop = 0;     // padding in pixels for a random crop; 0 = off
   bool hflip = false;
   std::string color_jitter;  // brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1
   bool log1p = false;        // sign(x) * log(1 + |x|) on inputs (count data)
@@ -56,12 +56,12 @@ struct Config {
   bool shuffle = true;
 
   // Model
-  std::string model = "cnn";  // see kModels in fields.cpp (`gputrain models` lists them)
-  int64_t width = 0;          // base width; 0 = the model's default
-  int64_t depth = 0;          // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = default
-  std::string stem = "auto";  // resnets: auto (small for <= 64 pixels) | small | imagenet
-  int64_t heads = 0;          // transformer attention heads; 0 = default (4)
-  double dropout = 0.0;       // transformer layers, between lstm/gru layers
+  std::string model = "cnn";        // see kModels in fields.cpp (`gputrain models` lists them)
+  int64_t width = 0;                // base width; 0 = the model's default
+  int64_t depth = 0;                // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = default
+  std::string stem = "auto";        // resnets: auto (small for <= 64 pixels) | small | imagenet
+  int64_t heads = 0;                // transformer attention heads; 0 = default (4)
+  double dropout = 0.0;             // transformer layers, between lstm/gru layers
   bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
 
   // Optimization
@@ -100,17 +100,17 @@ struct Config {
   int64_t seed = 42;
 
   // Output and resilience
-  std::string output_dir;  // default: runs/<date-time>-<preset>
-  std::string resume;      // "" | auto | path to a checkpoint
-  int64_t keep_checkpoints = 3;  // epoch-N.pt files kept (last.pt and best.pt always)
-  std::string time_limit;        // e.g. "8h45m": checkpoint and stop cleanly before it
-  int64_t max_bad_steps = 20;    // consecutive non-finite losses before giving up (exit 3)
-  bool deterministic = false;    // deterministic algorithms (bit-identical resumes)
+  std::string output_dir;         // default: runs/<date-time>-<preset>
+  std::string resume;             // "" | auto | path to a checkpoint
+  int64_t keep_checkpoints = 3;   // epoch-N.pt files kept (last.pt and best.pt always)
+  std::string time_limit;         // e.g. "8h45m": checkpoint and stop cleanly before it
+  int64_t max_bad_steps = 20;     // consecutive non-finite losses before giving up (exit 3)
+  bool deterministic = false;     // deterministic algorithms (bit-identical resumes)
   double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;
   bool save_checkpoints = true;
   bool tensorboard = false;  // also write TensorBoard event files into <output_dir>/tensorboard
-  std::string export_path;  // --export: the final weights as safetensors ("" = none)
+  std::string export_path;   // --export: the final weights as safetensors ("" = none)
 };
 
 // Range, choice and cross-field problems, one line each; empty when the config is valid.

@@ -18,8 +18,8 @@ using C = Config;
 // they agree with these lists).
 const std::vector<std::string> kModels = {"mlp",  "cnn", "resnet18",    "resnet34", "resnet50",
                                           "lstm", "gru", "transformer", "cnn3d"};
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "cifar100", "image_folder",
-                                            "csv",           "npy",   "synthetic"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "cifar100",
+                                            "image_folder",  "csv",   "npy",     "synthetic"};
 
 std::vector<Field> make_fields() {
   const double inf = std::numeric_limits<double>::infinity();
@@ -35,14 +35,23 @@ std::vector<Field> make_fields() {
       {"test_targets", &C::test_targets, "data", "npy: .npy of test targets"},
       {"target", &C::target, "data", "csv: target column(s), comma-separated"},
       {"features", &C::features, "data", "csv: feature columns, comma-separated (default: all others)"},
-      {"task", &C::task, "data", "auto (from the targets), classification or regression",
+      {"task",
+       &C::task,
+       "data",
+       "auto (from the targets), classification or regression",
        {"auto", "classification", "regression"}},
       {"window", &C::window, "data", "csv: rows per sliding window over a time series (0 = tabular rows)", {}, 0, 1e6},
       {"stride", &C::stride, "data", "csv: rows between window starts", {}, 1, 1e9},
       {"horizon", &C::horizon, "data", "csv: predict the target this many rows after a window", {}, 0, 1e9},
       {"image_size", &C::image_size, "data", "image size HxW or N (image_folder decode size; resizes others)"},
       {"image_channels", &C::image_channels, "data", "image_folder: 3 (RGB) or 1 (grayscale)", {}, 1, 3},
-      {"val_split", &C::val_split, "data", "fraction of the training data held out for evaluation (0 = off)", {}, 0, 0.9},
+      {"val_split",
+       &C::val_split,
+       "data",
+       "fraction of the training data held out for evaluation (0 = off)",
+       {},
+       0,
+       0.9},
       {"skip_bad_samples", &C::skip_bad_samples, "data", "skip and count unreadable images instead of stopping"},
       {"cache", &C::cache, "data", "keep decoded samples in memory after their first read"},
       {"input_shape", &C::input_shape, "data", "synthetic sample shape, e.g. 3x32x32, 64x8 (sequence), 20 (table)"},
@@ -70,9 +79,16 @@ std::vector<Field> make_fields() {
 
       {"model", &C::model, "model", "model architecture", kModels},
       {"width", &C::width, "model", "base width (0 = the model's default)", {}, 0, 65536},
-      {"depth", &C::depth, "model", "layers (lstm, gru, transformer) or blocks (cnn3d); 0 = the model's default",
-       {}, 0, 1000},
-      {"stem", &C::stem, "model",
+      {"depth",
+       &C::depth,
+       "model",
+       "layers (lstm, gru, transformer) or blocks (cnn3d); 0 = the model's default",
+       {},
+       0,
+       1000},
+      {"stem",
+       &C::stem,
+       "model",
        "resnet stem: small (3x3, no max-pool), imagenet (7x7/2 + max-pool); auto: small up to 64 px",
        {"auto", "small", "imagenet"}},
       {"heads", &C::heads, "model", "transformer attention heads (0 = 4; must divide --width)", {}, 0, 1024},
@@ -97,17 +113,39 @@ std::vector<Field> make_fields() {
       {"accumulation_steps", &C::accumulation_steps, "optim", "micro-batches per optimizer step", {}, 1, 65536},
       {"clip_max_norm", &C::clip_max_norm, "optim", "clip the gradient norm after unscaling (0 = off)", {}, 0, inf},
       {"label_smoothing", &C::label_smoothing, "optim", "cross-entropy label smoothing", {}, 0, 1},
-      {"loss", &C::loss, "optim", "regression loss (auto: cross-entropy for classes, mse for values)",
+      {"loss",
+       &C::loss,
+       "optim",
+       "regression loss (auto: cross-entropy for classes, mse for values)",
        {"auto", "mse", "l1", "huber"}},
       {"huber_delta", &C::huber_delta, "optim", "Huber loss threshold", {}, 1e-9, inf},
-      {"monitor_metric", &C::monitor_metric, "optim", "metric for the best checkpoint and early stopping",
+      {"monitor_metric",
+       &C::monitor_metric,
+       "optim",
+       "metric for the best checkpoint and early stopping",
        {"auto", "loss", "accuracy", "top5", "mae", "rmse"}},
-      {"ema_decay", &C::ema_decay, "optim", "exponential moving average of the weights, e.g. 0.999 (0 = off)", {}, 0, 0.999999},
-      {"early_stopping", &C::early_stopping, "optim", "stop after N evaluations without improvement (0 = off)", {}, 0, 1e9},
+      {"ema_decay",
+       &C::ema_decay,
+       "optim",
+       "exponential moving average of the weights, e.g. 0.999 (0 = off)",
+       {},
+       0,
+       0.999999},
+      {"early_stopping",
+       &C::early_stopping,
+       "optim",
+       "stop after N evaluations without improvement (0 = off)",
+       {},
+       0,
+       1e9},
 
       {"device", &C::device, "speed", "auto | cpu | cuda | cuda:N"},
       {"use_amp", &C::use_amp, "speed", "automatic mixed precision"},
-      {"amp_dtype", &C::amp_dtype, "speed", "autocast dtype (auto: bf16 where supported, else fp16)", {"auto", "fp16", "bf16"}},
+      {"amp_dtype",
+       &C::amp_dtype,
+       "speed",
+       "autocast dtype (auto: bf16 where supported, else fp16)",
+       {"auto", "fp16", "bf16"}},
       {"cudnn_benchmark", &C::cudnn_benchmark, "speed", "let cuDNN time and pick the fastest kernels"},
       {"cudnn_deterministic", &C::cudnn_deterministic, "speed", "deterministic cuDNN kernels"},
       {"tf32", &C::tf32, "speed", "TF32 matmuls and convolutions (Ampere+)"},
@@ -123,8 +161,20 @@ std::vector<Field> make_fields() {
       {"resume", &C::resume, "output", "continue a run: auto (<output_dir>/checkpoints/last.pt) or a checkpoint path"},
       {"keep_checkpoints", &C::keep_checkpoints, "output", "epoch checkpoints kept (last and best always)", {}, 1, 1e6},
       {"time_limit", &C::time_limit, "output", "stop cleanly with a checkpoint before this much time, e.g. 8h45m"},
-      {"max_bad_steps", &C::max_bad_steps, "output", "consecutive non-finite losses before stopping (exit 3)", {}, 1, 1e9},
-      {"monitor_interval", &C::monitor_interval, "output", "seconds between monitor.csv samples (0 = off)", {}, 0, 3600},
+      {"max_bad_steps",
+       &C::max_bad_steps,
+       "output",
+       "consecutive non-finite losses before stopping (exit 3)",
+       {},
+       1,
+       1e9},
+      {"monitor_interval",
+       &C::monitor_interval,
+       "output",
+       "seconds between monitor.csv samples (0 = off)",
+       {},
+       0,
+       3600},
       {"deterministic", &C::deterministic, "speed", "deterministic algorithms (bit-identical resume)"},
   };
 }
@@ -137,10 +187,14 @@ std::string Field::type_name() const {
   return std::visit(
       [](auto m) -> std::string {
         using T = std::remove_reference_t<decltype(std::declval<Config>().*m)>;
-        if constexpr (std::is_same_v<T, bool>) return "bool";
-        else if constexpr (std::is_same_v<T, int64_t>) return "int";
-        else if constexpr (std::is_same_v<T, double>) return "float";
-        else return "string";
+        if constexpr (std::is_same_v<T, bool>)
+          return "bool";
+        else if constexpr (std::is_same_v<T, int64_t>)
+          return "int";
+        else if constexpr (std::is_same_v<T, double>)
+          return "float";
+        else
+          return "string";
       },
       member);
 }
@@ -177,8 +231,7 @@ const Field* find_field(std::string_view name) {
 void set_field_json(Config& c, const Field& f, const nlohmann::json& v, const std::string& where,
                     std::vector<std::string>& problems) {
   auto wrong = [&](const std::string& expected) {
-    problems.push_back(where + ": key '" + f.name + "' has value " + v.dump() + " (expected " +
-                       expected + ")");
+    problems.push_back(where + ": key '" + f.name + "' has value " + v.dump() + " (expected " + expected + ")");
   };
   std::visit(
       [&](auto m) {
@@ -200,16 +253,14 @@ void set_field_json(Config& c, const Field& f, const nlohmann::json& v, const st
       f.member);
 }
 
-void set_field_flag(Config& c, const Field& f, const std::optional<std::string>& value,
-                    bool negated, std::vector<std::string>& problems) {
+void set_field_flag(Config& c, const Field& f, const std::optional<std::string>& value, bool negated,
+                    std::vector<std::string>& problems) {
   const std::string flag = "--" + f.name;
   auto wrong = [&](const std::string& expected) {
-    problems.push_back("flag " + flag + " has value " + quoted(value.value_or("")) + " (expected " +
-                       expected + ")");
+    problems.push_back("flag " + flag + " has value " + quoted(value.value_or("")) + " (expected " + expected + ")");
   };
   if (negated && !f.is_bool()) {
-    problems.push_back("flag --no-" + f.name + " is not valid (" + flag + " takes a " +
-                       f.type_name() + " value)");
+    problems.push_back("flag --no-" + f.name + " is not valid (" + flag + " takes a " + f.type_name() + " value)");
     return;
   }
   if (!value && !f.is_bool()) {
@@ -223,9 +274,12 @@ void set_field_flag(Config& c, const Field& f, const std::optional<std::string>&
           bool b = true;
           if (value) {
             const std::string& s = *value;
-            if (s == "true" || s == "1" || s == "yes" || s == "on") b = true;
-            else if (s == "false" || s == "0" || s == "no" || s == "off") b = false;
-            else return wrong("true or false");
+            if (s == "true" || s == "1" || s == "yes" || s == "on")
+              b = true;
+            else if (s == "false" || s == "0" || s == "no" || s == "off")
+              b = false;
+            else
+              return wrong("true or false");
           }
           c.*m = negated ? !b : b;
         } else if constexpr (std::is_same_v<T, int64_t>) {
@@ -247,11 +301,10 @@ void set_field_flag(Config& c, const Field& f, const std::optional<std::string>&
       f.member);
 }
 
-void apply_json(Config& c, const nlohmann::json& object, const std::string& where,
-                std::vector<std::string>& problems, const std::vector<std::string>& skip) {
+void apply_json(Config& c, const nlohmann::json& object, const std::string& where, std::vector<std::string>& problems,
+                const std::vector<std::string>& skip) {
   if (!object.is_object()) {
-    problems.push_back(where + ": expected a JSON object of settings, got " +
-                       std::string(object.type_name()));
+    problems.push_back(where + ": expected a JSON object of settings, got " + std::string(object.type_name()));
     return;
   }
   for (const auto& [key, value] : object.items()) {

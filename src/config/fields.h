@@ -14,13 +14,12 @@
 namespace gputrain {
 
 struct Field {
-  using Member =
-      std::variant<bool Config::*, int64_t Config::*, double Config::*, std::string Config::*>;
+  using Member = std::variant<bool Config::*, int64_t Config::*, double Config::*, std::string Config::*>;
   std::string name;
   Member member;
   std::string group;
   std::string help;
-  std::vector<std::string> choices;  // allowed values of a string field; empty = any
+  std::vector<std::string> choices;                       // allowed values of a string field; empty = any
   double min = -std::numeric_limits<double>::infinity();  // inclusive range of a number
   double max = std::numeric_limits<double>::infinity();
 
@@ -42,12 +41,12 @@ void set_field_json(Config& c, const Field& f, const nlohmann::json& value, cons
                     std::vector<std::string>& problems);
 
 // Sets a field from a command-line value; `value` is empty for a bare `--flag`.
-void set_field_flag(Config& c, const Field& f, const std::optional<std::string>& value,
-                    bool negated, std::vector<std::string>& problems);
+void set_field_flag(Config& c, const Field& f, const std::optional<std::string>& value, bool negated,
+                    std::vector<std::string>& problems);
 
 // Applies every key of a JSON object; unknown keys and wrong types become problems.
 // Keys in `skip` (like "description" in presets) are ignored.
-void apply_json(Config& c, const nlohmann::json& object, const std::string& where,
-                std::vector<std::string>& problems, const std::vector<std::string>& skip = {});
+void apply_json(Config& c, const nlohmann::json& object, const std::string& where, std::vector<std::string>& problems,
+                const std::vector<std::string>& skip = {});
 
 }  // namespace gputrain

@@ -28,7 +28,8 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
       const std::string& saved = f.name == "preset" ? sources.preset : sources.config;
       if (resuming && f.value && *f.value != saved)
         problems.push_back("flag " + f.raw + " '" + *f.value + "' differs from the resumed run's '" + saved + "'");
-      else if (!f.value || f.value->empty()) problems.push_back("flag " + f.raw + " needs a value");
+      else if (!f.value || f.value->empty())
+        problems.push_back("flag " + f.raw + " needs a value");
       continue;
     }
     set_field_flag(c, *field, f.value, f.negated, problems);
@@ -37,8 +38,7 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
   auto more = config_problems(c);
   problems.insert(problems.end(), more.begin(), more.end());
   if (!problems.empty())
-    throw Error(problems, "gputrain train --help lists every flag; gputrain presets lists presets",
-                kExitUsage);
+    throw Error(problems, "gputrain train --help lists every flag; gputrain presets lists presets", kExitUsage);
   return c;
 }
 

@@ -42,8 +42,7 @@ nlohmann::json load_json_file(const std::string& path) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     std::string what = e.what();
     auto at = what.find("] ");
-    throw usage_error("'" + path + "' is not valid JSON: " +
-                      (at == std::string::npos ? what : what.substr(at + 2)));
+    throw usage_error("'" + path + "' is not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
   }
 }
 
@@ -73,8 +72,7 @@ std::vector<PresetInfo> list_presets() {
 
 std::string find_preset(const std::string& name_or_path) {
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) {
-    if (!fs::exists(name_or_path))
-      throw usage_error("preset file '" + name_or_path + "' does not exist");
+    if (!fs::exists(name_or_path)) throw usage_error("preset file '" + name_or_path + "' does not exist");
     return name_or_path;
   }
   std::vector<std::string> names;

@@ -62,9 +62,9 @@ RunContext make_run_context(const Config& c) {
                         "use --device cpu, or --device auto to pick a GPU when there is one");
     int index = c.device.size() > 5 ? std::stoi(c.device.substr(5)) : 0;
     if (index >= static_cast<int>(torch::cuda::device_count()))
-      throw usage_error("device '" + c.device + "' does not exist (" +
-                            std::to_string(torch::cuda::device_count()) + " CUDA devices)",
-                        "gputrain info lists the GPUs");
+      throw usage_error(
+          "device '" + c.device + "' does not exist (" + std::to_string(torch::cuda::device_count()) + " CUDA devices)",
+          "gputrain info lists the GPUs");
     ctx.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
     ctx.cuda = true;
   }
@@ -76,10 +76,10 @@ RunContext make_run_context(const Config& c) {
     r.push_back({"compute capability", std::to_string(gpu.major) + "." + std::to_string(gpu.minor)});
     r.push_back({"CUDA / cuDNN", cuda_build_version() + " / " + cudnn_version()});
   } else {
-    r.push_back({"device", "cpu (" + cpu_model() + ", " +
-                               std::to_string(std::thread::hardware_concurrency()) + " cores)"});
-    r.push_back({"CUDA / cuDNN", have_cuda ? "available, not used (--device cpu)"
-                                           : "not available (no CUDA device or driver)"});
+    r.push_back(
+        {"device", "cpu (" + cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores)"});
+    r.push_back({"CUDA / cuDNN",
+                 have_cuda ? "available, not used (--device cpu)" : "not available (no CUDA device or driver)"});
   }
 
   // --- threads and seed
@@ -122,24 +122,32 @@ RunContext make_run_context(const Config& c) {
   ctx_g.setDeterministicCuDNN(c.cudnn_deterministic || c.deterministic);
   bool bench = ctx.cuda && c.cudnn_benchmark && !c.cudnn_deterministic && !c.deterministic;
   ctx_g.setBenchmarkCuDNN(bench);
-  if (!ctx.cuda) r.push_back({"cuDNN benchmark", "n/a on cpu"});
+  if (!ctx.cuda)
+    r.push_back({"cuDNN benchmark", "n/a on cpu"});
   else if ((c.cudnn_deterministic || c.deterministic) && c.cudnn_benchmark)
     r.push_back({"cuDNN benchmark", "off (deterministic kernels requested)"});
-  else r.push_back({"cuDNN benchmark", bench ? "on" : "off (--no-cudnn_benchmark)"});
-  r.push_back({"cuDNN deterministic",
-               !ctx.cuda ? "n/a on cpu" : (c.cudnn_deterministic || c.deterministic) ? "on" : "off"});
+  else
+    r.push_back({"cuDNN benchmark", bench ? "on" : "off (--no-cudnn_benchmark)"});
+  r.push_back({"cuDNN deterministic", !ctx.cuda                                    ? "n/a on cpu"
+                                      : (c.cudnn_deterministic || c.deterministic) ? "on"
+                                                                                   : "off"});
 
   bool tf32 = ctx.cuda && c.tf32 && gpu.tf32;
   ctx_g.setAllowTF32CuBLAS(tf32);
   ctx_g.setAllowTF32CuDNN(tf32);
-  if (!ctx.cuda) r.push_back({"TF32", "n/a on cpu"});
-  else if (!gpu.tf32) r.push_back({"TF32", "n/a " + on_dev + " (needs compute capability 8.0+)"});
-  else r.push_back({"TF32", tf32 ? "on" : "off (--no-tf32)"});
+  if (!ctx.cuda)
+    r.push_back({"TF32", "n/a on cpu"});
+  else if (!gpu.tf32)
+    r.push_back({"TF32", "n/a " + on_dev + " (needs compute capability 8.0+)"});
+  else
+    r.push_back({"TF32", tf32 ? "on" : "off (--no-tf32)"});
 
   // --- memory format and transfers
   ctx.channels_last = c.channels_last && c.model != "mlp";
-  if (c.model == "mlp") r.push_back({"channels_last", "n/a for mlp (flat inputs)"});
-  else r.push_back({"channels_last", ctx.channels_last ? "on" : "off (--no-channels_last)"});
+  if (c.model == "mlp")
+    r.push_back({"channels_last", "n/a for mlp (flat inputs)"});
+  else
+    r.push_back({"channels_last", ctx.channels_last ? "on" : "off (--no-channels_last)"});
   ctx.pin_memory = ctx.cuda && c.pin_memory;
   ctx.non_blocking = ctx.cuda && c.non_blocking;
   r.push_back({"pinned memory", !ctx.cuda ? "n/a on cpu" : ctx.pin_memory ? "on" : "off (--no-pin_memory)"});
@@ -149,8 +157,7 @@ RunContext make_run_context(const Config& c) {
   r.push_back({"loader", c.num_workers == 0
                              ? std::string("main thread (--num_workers 0)")
                              : std::to_string(c.num_workers) + " threads, prefetch " +
-                                   std::to_string(c.prefetch_factor) +
-                                   (c.persistent_workers ? ", persistent" : "")});
+                                   std::to_string(c.prefetch_factor) + (c.persistent_workers ? ", persistent" : "")});
   r.push_back({"gradient accumulation",
                c.accumulation_steps == 1 ? std::string("off (1 micro-batch per step)")
                                          : std::to_string(c.accumulation_steps) + " micro-batches (effective batch " +

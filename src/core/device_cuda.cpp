@@ -3,9 +3,9 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <c10/cuda/CUDAEvent.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 #include <torch/csrc/cuda/nccl.h>
@@ -54,8 +54,7 @@ std::string cuda_build_version() {
 std::string cudnn_version() {
   try {
     long v = at::detail::getCUDAHooks().versionCuDNN();  // e.g. 92600 (major*10000+minor*100+patch)
-    return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
-           std::to_string(v % 100);
+    return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
   } catch (const std::exception&) {
     return "n/a";
   }
@@ -64,8 +63,7 @@ std::string cudnn_version() {
 std::string nccl_version() {
   try {
     uint64_t v = torch::cuda::nccl::version();  // major << 32 | minor << 16 | patch
-    return std::to_string(v >> 32) + "." + std::to_string((v >> 16) & 0xffff) + "." +
-           std::to_string(v & 0xffff);
+    return std::to_string(v >> 32) + "." + std::to_string((v >> 16) & 0xffff) + "." + std::to_string(v & 0xffff);
   } catch (const std::exception&) {
     return "n/a";
   }

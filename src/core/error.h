@@ -15,7 +15,9 @@ constexpr int kExitNonFinite = 3;
 struct Error : std::runtime_error {
   Error(std::vector<std::string> problems, std::string hint, int exit_code)
       : std::runtime_error(problems.empty() ? std::string("error") : problems.front()),
-        problems(std::move(problems)), hint(std::move(hint)), exit_code(exit_code) {}
+        problems(std::move(problems)),
+        hint(std::move(hint)),
+        exit_code(exit_code) {}
   std::vector<std::string> problems;
   std::string hint;
   int exit_code;

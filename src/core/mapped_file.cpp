@@ -17,7 +17,8 @@ namespace gputrain {
 // files are not expected to change during training.
 MappedFile map_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw usage_error(path + ": cannot open (" + std::strerror(errno) + ")", "check the path and its permissions");
+  if (fd < 0)
+    throw usage_error(path + ": cannot open (" + std::strerror(errno) + ")", "check the path and its permissions");
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -32,7 +33,8 @@ MappedFile map_file(const std::string& path) {
   void* p = mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd, 0);
   int err = errno;
   ::close(fd);  // the mapping stays valid without the descriptor
-  if (p == MAP_FAILED) throw usage_error(path + ": cannot memory-map (" + std::strerror(err) + ")", "check that the file is readable");
+  if (p == MAP_FAILED)
+    throw usage_error(path + ": cannot memory-map (" + std::strerror(err) + ")", "check that the file is readable");
   uint64_t size = m.size;
   m.owner = std::shared_ptr<const void>(p, [size](const void* q) { munmap(const_cast<void*>(q), size); });
   m.data = static_cast<const uint8_t*>(p);

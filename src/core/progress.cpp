@@ -10,11 +10,9 @@
 namespace gputrain {
 
 Progress::Progress(int64_t total_steps, int64_t epochs)
-    : total_(total_steps), epochs_(epochs), tty_(isatty(STDOUT_FILENO)),
-      start_(std::chrono::steady_clock::now()) {}
+    : total_(total_steps), epochs_(epochs), tty_(isatty(STDOUT_FILENO)), start_(std::chrono::steady_clock::now()) {}
 
-void Progress::update(int64_t step, int64_t epoch, double loss, double lr, double samples_per_sec,
-                      double step_ms) {
+void Progress::update(int64_t step, int64_t epoch, double loss, double lr, double samples_per_sec, double step_ms) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double eta = step > 0 ? elapsed * static_cast<double>(total_ - step) / static_cast<double>(step) : 0;
   if (tty_) {
@@ -29,9 +27,8 @@ void Progress::update(int64_t step, int64_t epoch, double loss, double lr, doubl
     bar_open_ = true;
   } else {
     std::printf("step %6lld/%lld | epoch %lld | loss %.4f | lr %.2e | %7.1f ms | %8.0f samples/s | ETA %s\n",
-                static_cast<long long>(step), static_cast<long long>(total_),
-                static_cast<long long>(epoch + 1), loss, lr, step_ms, samples_per_sec,
-                format_duration(eta).c_str());
+                static_cast<long long>(step), static_cast<long long>(total_), static_cast<long long>(epoch + 1), loss,
+                lr, step_ms, samples_per_sec, format_duration(eta).c_str());
   }
   std::fflush(stdout);
 }

@@ -9,8 +9,7 @@ class Progress {
  public:
   Progress(int64_t total_steps, int64_t epochs);
   // Called every log_every steps with numbers already read from the device.
-  void update(int64_t step, int64_t epoch, double loss, double lr, double samples_per_sec,
-              double step_ms);
+  void update(int64_t step, int64_t epoch, double loss, double lr, double samples_per_sec, double step_ms);
   // Prints a full line (ending the bar first when there is one).
   void line(const std::string& text);
 

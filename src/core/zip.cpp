@@ -50,8 +50,10 @@ std::vector<ZipMember> zip_directory(const std::string& path, const MappedFile& 
     cd_end = z;
   }
   if (cd_offset > cd_end || cd_size > cd_end - cd_offset)
-    fail(path, "corrupt zip: central directory at " + std::to_string(cd_offset) + " (+" + std::to_string(cd_size) +
-                   " bytes) lies past the end of the file (" + std::to_string(size) + " bytes)", hint);
+    fail(path,
+         "corrupt zip: central directory at " + std::to_string(cd_offset) + " (+" + std::to_string(cd_size) +
+             " bytes) lies past the end of the file (" + std::to_string(size) + " bytes)",
+         hint);
   if (entries > cd_size / 46) fail(path, "corrupt zip: more entries than the central directory can hold", hint);
 
   std::vector<ZipMember> members;
@@ -94,15 +96,19 @@ std::vector<ZipMember> zip_directory(const std::string& path, const MappedFile& 
 uint64_t zip_member_start(const std::string& where, const MappedFile& m, const ZipMember& z, const std::string& hint) {
   if (z.flags & 1) fail(where, "encrypted zip members are not supported", hint);
   if (z.offset > m.size || m.size - z.offset < 30)
-    fail(where, "corrupt zip: local header offset " + std::to_string(z.offset) + " is past the end of the file (" +
-                    std::to_string(m.size) + " bytes)", hint);
+    fail(where,
+         "corrupt zip: local header offset " + std::to_string(z.offset) + " is past the end of the file (" +
+             std::to_string(m.size) + " bytes)",
+         hint);
   const uint8_t* h = m.data + z.offset;
   if (rd32(h) != 0x04034b50) fail(where, "corrupt zip: bad local header signature", hint);
   // Only the name and extra lengths are used from the local header (see ZipMember).
   uint64_t start = z.offset + 30 + rd16(h + 26) + rd16(h + 28);
   if (start > m.size || z.csize > m.size - start)
-    fail(where, "truncated: zip says " + std::to_string(z.csize) + " bytes, file holds " +
-                    std::to_string(start > m.size ? 0 : m.size - start), hint);
+    fail(where,
+         "truncated: zip says " + std::to_string(z.csize) + " bytes, file holds " +
+             std::to_string(start > m.size ? 0 : m.size - start),
+         hint);
   return start;
 }
 
@@ -111,8 +117,10 @@ std::shared_ptr<std::vector<uint8_t>> zip_inflate(const std::string& where, cons
   // Deflate expands at most ~1032:1, so a larger declared size is a lie; this bounds what the
   // declared size can make us allocate. The buffer also grows only as data really inflates.
   if (z.usize / 1032 > z.csize + 1)
-    fail(where, "corrupt zip: " + std::to_string(z.csize) + " compressed bytes cannot inflate to the declared " +
-                    std::to_string(z.usize), hint);
+    fail(where,
+         "corrupt zip: " + std::to_string(z.csize) + " compressed bytes cannot inflate to the declared " +
+             std::to_string(z.usize),
+         hint);
   auto buf = std::make_shared<std::vector<uint8_t>>();
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) throw runtime_error(where + ": zlib inflateInit2 failed");
@@ -128,7 +136,8 @@ std::shared_ptr<std::vector<uint8_t>> zip_inflate(const std::string& where, cons
       in_left -= zs.avail_in;
     }
     if (out == buf->size()) {  // one byte beyond the declared size detects a stream that runs over
-      if (out > z.usize) fail(where, "corrupt zip: inflates to more than the declared " + std::to_string(z.usize) + " bytes", hint);
+      if (out > z.usize)
+        fail(where, "corrupt zip: inflates to more than the declared " + std::to_string(z.usize) + " bytes", hint);
       buf->resize(std::min(z.usize + 1, std::max<uint64_t>(2 * out, uint64_t{1} << 20)));
     }
     zs.next_out = buf->data() + out;
@@ -144,8 +153,10 @@ std::shared_ptr<std::vector<uint8_t>> zip_inflate(const std::string& where, cons
       fail(where, "truncated: the deflate stream ends early", hint);
   }
   if (out != z.usize)
-    fail(where, "corrupt zip: inflates to " + std::to_string(out) + " bytes, the directory declares " +
-                    std::to_string(z.usize), hint);
+    fail(
+        where,
+        "corrupt zip: inflates to " + std::to_string(out) + " bytes, the directory declares " + std::to_string(z.usize),
+        hint);
   if (!crc_matches(buf->data(), out, z.crc)) fail(where, "corrupt zip: CRC mismatch", hint);
   buf->resize(out);
   return buf;

@@ -28,15 +28,14 @@ struct FileCloser {
 };
 
 // Appends the records of one batch file to `pixels` / `labels`.
-void read_batch(const std::string& path, int classes, std::vector<uint8_t>& pixels,
-                std::vector<uint8_t>& labels) {
+void read_batch(const std::string& path, int classes, std::vector<uint8_t>& pixels, std::vector<uint8_t>& labels) {
   const std::string name = classes == 10 ? "CIFAR-10" : "CIFAR-100";
   // CIFAR-100 records carry a coarse label byte before the fine one.
   const int64_t label_bytes = classes == 10 ? 1 : 2;
   const int64_t record = label_bytes + CifarDataset::kImageBytes;
-  const std::string hint = classes == 10
-                               ? "download the binary version (cifar-10-binary.tar.gz), unpack it, pass --data_dir DIR"
-                               : "download the binary version (cifar-100-binary.tar.gz), unpack it, pass --data_dir DIR";
+  const std::string hint =
+      classes == 10 ? "download the binary version (cifar-10-binary.tar.gz), unpack it, pass --data_dir DIR"
+                    : "download the binary version (cifar-100-binary.tar.gz), unpack it, pass --data_dir DIR";
 
   std::error_code ec;
   const auto bytes = static_cast<int64_t>(fs::file_size(path, ec));
@@ -70,8 +69,7 @@ void read_batch(const std::string& path, int classes, std::vector<uint8_t>& pixe
 }  // namespace
 
 std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int classes, bool train) {
-  if (classes != 10 && classes != 100)
-    throw usage_error("CIFAR has 10 or 100 classes, not " + std::to_string(classes));
+  if (classes != 10 && classes != 100) throw usage_error("CIFAR has 10 or 100 classes, not " + std::to_string(classes));
   std::vector<std::string> files;
   if (classes == 10) {
     if (train)
@@ -92,8 +90,8 @@ std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int class
   if (!fs::exists(base / files[0]) && fs::exists(fs::path(dir) / sub / files[0])) base = fs::path(dir) / sub;
   for (const auto& file : files)
     if (!fs::is_regular_file(base / file))
-      throw usage_error("CIFAR-" + std::to_string(classes) + " not found: no " + file + " in '" + base.string() +
-                            "'" + (base.string() == dir ? " (nor in its subfolder " + sub + ")" : ""),
+      throw usage_error("CIFAR-" + std::to_string(classes) + " not found: no " + file + " in '" + base.string() + "'" +
+                            (base.string() == dir ? " (nor in its subfolder " + sub + ")" : ""),
                         hint);
 
   std::vector<uint8_t> pixels, labels;

@@ -114,8 +114,9 @@ class Parser {
     ++i_;  // the opening quote
     for (;;) {
       if (i_ >= t_.size())
-        throw csv_error(path_, "line " + std::to_string(open_line) +
-                                   ": a quoted field is never closed (unterminated quote)", kQuoteHint);
+        throw csv_error(path_,
+                        "line " + std::to_string(open_line) + ": a quoted field is never closed (unterminated quote)",
+                        kQuoteHint);
       // Copy the run up to the next quote in one go: quoted text can be long.
       size_t q = t_.find('"', i_);
       size_t stop = q == std::string_view::npos ? t_.size() : q;
@@ -134,8 +135,9 @@ class Parser {
     }
     while (i_ < t_.size() && is_space(t_[i_])) ++i_;
     if (i_ < t_.size() && t_[i_] != sep_ && !at_newline())
-      throw csv_error(path_, "line " + std::to_string(line_) + ": unexpected " + describe(t_[i_]) +
-                                 " after a closing quote", kQuoteHint);
+      throw csv_error(path_,
+                      "line " + std::to_string(line_) + ": unexpected " + describe(t_[i_]) + " after a closing quote",
+                      kQuoteHint);
   }
 
   std::string_view t_;
@@ -177,14 +179,16 @@ CsvTable parse_csv(std::string_view text, const std::string& path) {
   for (size_t c = 0; c < table.columns.size(); ++c) {
     const std::string& name = table.columns[c];
     if (name.empty())
-      throw csv_error(path, "line " + std::to_string(header_line) + ": column " + std::to_string(c + 1) +
-                                " of the header has no name",
-                      "name every column; pandas writes an unnamed index column unless given to_csv(index=False)");
+      throw csv_error(
+          path,
+          "line " + std::to_string(header_line) + ": column " + std::to_string(c + 1) + " of the header has no name",
+          "name every column; pandas writes an unnamed index column unless given to_csv(index=False)");
     auto [it, fresh] = seen.emplace(name, c);
     if (!fresh)
-      throw csv_error(path, "line " + std::to_string(header_line) + ": column name '" + name +
-                                "' appears twice in the header (columns " + std::to_string(it->second + 1) +
-                                " and " + std::to_string(c + 1) + ")",
+      throw csv_error(path,
+                      "line " + std::to_string(header_line) + ": column name '" + name +
+                          "' appears twice in the header (columns " + std::to_string(it->second + 1) + " and " +
+                          std::to_string(c + 1) + ")",
                       "give every column a different name");
   }
 
@@ -193,9 +197,10 @@ CsvTable parse_csv(std::string_view text, const std::string& path) {
   table.text.reserve(text.size());  // cells are never longer than the file
   while ((k = parser.next(table.text, table.ends, line)) >= 0) {
     if (k != m)
-      throw csv_error(path, "line " + std::to_string(line) + " has " + std::to_string(k) + " field" +
-                                (k == 1 ? "" : "s") + ", the header has " + std::to_string(m) +
-                                " (separator " + separator_name(table.separator) + ")",
+      throw csv_error(path,
+                      "line " + std::to_string(line) + " has " + std::to_string(k) + " field" + (k == 1 ? "" : "s") +
+                          ", the header has " + std::to_string(m) + " (separator " + separator_name(table.separator) +
+                          ")",
                       kQuoteHint);
     table.lines.push_back(line);
   }

@@ -34,9 +34,7 @@ bool parse_integer(std::string_view s, int64_t& out) {
 }
 
 // A cell value for a message: quoted, and cut short when long.
-std::string shown(std::string_view v) {
-  return "'" + std::string(v.substr(0, 40)) + (v.size() > 40 ? "...'" : "'");
-}
+std::string shown(std::string_view v) { return "'" + std::string(v.substr(0, 40)) + (v.size() > 40 ? "...'" : "'"); }
 
 // The column list for a message, cut short for very wide files.
 std::string list_of(const std::vector<std::string>& names, size_t max = 20) {
@@ -53,9 +51,9 @@ class Builder {
     return usage_error("CSV file '" + t_.path + "': " + why, std::move(hint));
   }
   Error cell_fail(int64_t row, int64_t col, const std::string& why, std::string hint) const {
-    return fail("line " + std::to_string(t_.line(row)) + ", column '" + t_.columns[static_cast<size_t>(col)] +
-                    "': " + why,
-                std::move(hint));
+    return fail(
+        "line " + std::to_string(t_.line(row)) + ", column '" + t_.columns[static_cast<size_t>(col)] + "': " + why,
+        std::move(hint));
   }
 
   int64_t column(const std::string& name, const char* role) const {
@@ -104,15 +102,14 @@ class Builder {
 
 }  // namespace
 
-CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options,
-                       const std::vector<std::string>* classes) {
+CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options, const std::vector<std::string>* classes) {
   Builder b(table);
   if (options.targets.empty())
     throw b.fail("no target column given", "name the label column(s); the columns are: " + list_of(table.columns));
   if (options.task != "auto" && options.task != "classification" && options.task != "regression")
     throw b.fail("unknown task '" + options.task + "'", "use auto, classification or regression");
-  if (options.window < 0) throw b.fail("window must be 0 (one row per sample) or more, got " +
-                                       std::to_string(options.window));
+  if (options.window < 0)
+    throw b.fail("window must be 0 (one row per sample) or more, got " + std::to_string(options.window));
   if (options.window > 0 && options.stride < 1)
     throw b.fail("stride must be 1 or more, got " + std::to_string(options.stride));
   if (options.window > 0 && options.horizon < 0)
@@ -166,8 +163,8 @@ CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options,
     targets_ = b.numbers(target_cols, "target");
   } else {
     if (target_cols.size() != 1)
-      throw b.fail("classification takes exactly one target column, got " + std::to_string(target_cols.size()) +
-                       " (" + join(target_names_, ", ") + ")",
+      throw b.fail("classification takes exactly one target column, got " + std::to_string(target_cols.size()) + " (" +
+                       join(target_names_, ", ") + ")",
                    "use task regression to predict several numeric columns");
     int64_t col = target_cols[0];
     for (int64_t r = 0; r < rows_; ++r)
@@ -220,8 +217,8 @@ CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options,
     horizon_ = options.horizon;
     // Compared piecewise so huge settings cannot overflow.
     if (window_ > rows_ || horizon_ > rows_ - window_)
-      throw b.fail("a window of " + std::to_string(window_) + " rows plus a horizon of " +
-                       std::to_string(horizon_) + " needs more rows than the file's " + std::to_string(rows_),
+      throw b.fail("a window of " + std::to_string(window_) + " rows plus a horizon of " + std::to_string(horizon_) +
+                       " needs more rows than the file's " + std::to_string(rows_),
                    "use a smaller window or horizon, or a longer series");
     samples_ = (rows_ - window_ - horizon_) / stride_ + 1;
   }

@@ -24,14 +24,11 @@ class CsvDataset : public Dataset {
   // given and non-empty, is the class list to map labels with (the training split's, so a test
   // split numbers classes the same way); it makes task "auto" mean classification, and a label
   // outside it is an error. Throws usage errors naming the file, line and column.
-  CsvDataset(const CsvTable& table, const CsvOptions& options,
-             const std::vector<std::string>* classes = nullptr);
+  CsvDataset(const CsvTable& table, const CsvOptions& options, const std::vector<std::string>* classes = nullptr);
 
   int64_t size() const override { return samples_; }
   std::vector<int64_t> sample_shape() const override;
-  int64_t num_classes() const override {
-    return task_ == "classification" ? static_cast<int64_t>(classes_.size()) : 0;
-  }
+  int64_t num_classes() const override { return task_ == "classification" ? static_cast<int64_t>(classes_.size()) : 0; }
   std::vector<int64_t> target_shape() const override;
   int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
 

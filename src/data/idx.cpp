@@ -45,8 +45,7 @@ IdxArray read_idx(const std::string& path) {
 
   uint8_t magic[4];
   read_exact(magic, 4, "header");
-  if (magic[0] != 0 || magic[1] != 0)
-    throw fail("bad magic number (not an IDX file; first bytes must be 0x00 0x00)");
+  if (magic[0] != 0 || magic[1] != 0) throw fail("bad magic number (not an IDX file; first bytes must be 0x00 0x00)");
   if (magic[2] != 0x08) {
     char type[8];
     std::snprintf(type, sizeof type, "0x%02x", magic[2]);
@@ -79,8 +78,7 @@ IdxArray read_idx(const std::string& path) {
     done += n;
   }
   uint8_t extra;
-  if (gzread(f.get(), &extra, 1) > 0)
-    throw fail("trailing bytes after the data the header describes (corrupt file?)");
+  if (gzread(f.get(), &extra, 1) > 0) throw fail("trailing bytes after the data the header describes (corrupt file?)");
   return a;
 }
 

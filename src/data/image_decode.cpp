@@ -21,7 +21,9 @@ bool is_png(const uint8_t* d, size_t n) {
 }
 
 uint32_t be16(const uint8_t* p) { return (uint32_t{p[0]} << 8) | p[1]; }
-uint32_t be32(const uint8_t* p) { return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3]; }
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
 
 // Returns "" when h x w is acceptable, else the reason.
 std::string check_dims(int64_t h, int64_t w) {
@@ -166,7 +168,8 @@ Image decode_png(const uint8_t* data, size_t size, int channels, const std::stri
   if (auto bad = check_dims(h, w); !bad.empty()) throw usage_error(path + ": " + bad);
   const int src_c = (color ? 3 : 1) + (alpha ? 1 : 0);
   std::vector<uint8_t> buf(static_cast<size_t>(h * w * src_c));
-  if (!png_image_finish_read(&p.img, nullptr, buf.data(), 0, nullptr)) throw usage_error(path + ": " + png_reason(p.img));
+  if (!png_image_finish_read(&p.img, nullptr, buf.data(), 0, nullptr))
+    throw usage_error(path + ": " + png_reason(p.img));
 
   const int color_c = color ? 3 : 1;
   if (color_c == channels && !alpha) return Image{h, w, channels, std::move(buf)};

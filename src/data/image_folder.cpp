@@ -98,7 +98,8 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
     throw usage_error("image size " + std::to_string(opt_.height) + "x" + std::to_string(opt_.width) +
                       " is out of range (1.." + std::to_string(kMaxImageSide) + ")");
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) throw usage_error("image folder '" + root + "' not found (or not a folder)", kLayoutHint);
+  if (!fs::is_directory(root, ec))
+    throw usage_error("image folder '" + root + "' not found (or not a folder)", kLayoutHint);
 
   std::vector<std::string> dirs;
   bool any_entry = false;
@@ -157,9 +158,9 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
     }
     if (!opt_.skip_bad) {
       size_t more = std::count_if(reasons.begin() + i + 1, reasons.end(), [](auto& r) { return !r.empty(); });
-      throw usage_error(all[i] + ": " + reasons[i] +
-                            (more ? " (and " + std::to_string(more) + " more bad files)" : std::string()),
-                        kSkipHint);
+      throw usage_error(
+          all[i] + ": " + reasons[i] + (more ? " (and " + std::to_string(more) + " more bad files)" : std::string()),
+          kSkipHint);
     }
     scan_bad_.push_back(all[i]);
   }

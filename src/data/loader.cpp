@@ -78,9 +78,7 @@ struct Lease {
 }  // namespace
 
 Loader::Loader(DatasetPtr dataset, LoaderOptions options)
-    : dataset_(std::move(dataset)),
-      opt_(options),
-      copier_(opt_.device, opt_.non_blocking, opt_.channels_last) {
+    : dataset_(std::move(dataset)), opt_(options), copier_(opt_.device, opt_.non_blocking, opt_.channels_last) {
   opt_.pin_memory = opt_.pin_memory && torch::cuda::is_available();  // pinning needs a driver
   std::vector<int64_t> x_dims{opt_.batch_size}, y_dims{opt_.batch_size};
   for (auto d : dataset_->sample_shape()) x_dims.push_back(d);
@@ -127,8 +125,10 @@ Loader::Ready Loader::make_batch(const std::vector<int64_t>& order, int64_t b, i
     for (int64_t j = 0; j < r.count; ++j) {
       int64_t index = order[static_cast<size_t>(begin + j)];
       uint64_t seed = mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
-      if (regression) dataset_->get(index, x + j * numel, slot.y.data_ptr<float>() + j * tnumel, seed);
-      else slot.y.data_ptr<int64_t>()[j] = dataset_->get(index, x + j * numel, nullptr, seed);
+      if (regression)
+        dataset_->get(index, x + j * numel, slot.y.data_ptr<float>() + j * tnumel, seed);
+      else
+        slot.y.data_ptr<int64_t>()[j] = dataset_->get(index, x + j * numel, nullptr, seed);
     }
   } catch (...) {
     r.error = std::current_exception();
@@ -146,7 +146,8 @@ Batch Loader::deliver(const Ready& r) {
   auto view = [&](const torch::Tensor& buf) {
     auto sizes = buf.sizes().vec();
     sizes[0] = r.count;
-    return torch::from_blob(buf.data_ptr(), sizes, [lease](void*) {}, buf.options());
+    return torch::from_blob(
+        buf.data_ptr(), sizes, [lease](void*) {}, buf.options());
   };
   Batch host{view(slot.x), view(slot.y)};
   return copier_.copy(host, &lease->fence);
@@ -189,9 +190,7 @@ void Loader::worker_loop() {
   const int64_t window = opt_.num_workers * opt_.prefetch_factor;
   std::unique_lock<std::mutex> lk(m_);
   while (true) {
-    work_cv_.wait(lk, [&] {
-      return stop_ || (next_issue_ < n_batches_ && next_issue_ < next_consume_ + window);
-    });
+    work_cv_.wait(lk, [&] { return stop_ || (next_issue_ < n_batches_ && next_issue_ < next_consume_ + window); });
     if (stop_) return;
     int64_t b = next_issue_++;
     uint64_t gen = generation_;
@@ -211,9 +210,7 @@ void Loader::worker_loop() {
 
 std::optional<Batch> Loader::next() {
   auto t0 = std::chrono::steady_clock::now();
-  auto waited = [&] {
-    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+  auto waited = [&] { wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   if (!order_) start_epoch(epoch_);
   if (next_consume_ >= n_batches_) {
     if (!opt_.persistent_workers) stop_workers();

@@ -114,10 +114,10 @@ Raw load_raw(const Config& c) {
   if (c.dataset == "synthetic") {
     auto shape = parse_shape(c.input_shape);
     // The test split shares the class patterns (same seed) but its samples come after the train's.
-    return {std::make_shared<SyntheticDataset>(c.synthetic_train_size, shape, c.num_classes, c.seed),
-            std::make_shared<SyntheticDataset>(c.synthetic_test_size, shape, c.num_classes, c.seed,
-                                               c.synthetic_train_size),
-            "synthetic " + c.input_shape};
+    return {
+        std::make_shared<SyntheticDataset>(c.synthetic_train_size, shape, c.num_classes, c.seed),
+        std::make_shared<SyntheticDataset>(c.synthetic_test_size, shape, c.num_classes, c.seed, c.synthetic_train_size),
+        "synthetic " + c.input_shape};
   }
   if (c.dataset == "cifar10" || c.dataset == "cifar100") {
     const int classes = c.dataset == "cifar10" ? 10 : 100;
@@ -139,9 +139,9 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
   if (!c.color_jitter.empty()) asked.push_back("--color_jitter");
   if (!c.image_size.empty() && c.dataset != "image_folder") asked.push_back("--image_size");
   if (shape.size() == 3 || asked.empty()) return;
-  throw usage_error(join(asked, ", ") + " need image samples (C x H x W), the data gives samples of shape " +
-                        shape_text(shape),
-                    "drop the image transforms for tables and sequences");
+  throw usage_error(
+      join(asked, ", ") + " need image samples (C x H x W), the data gives samples of shape " + shape_text(shape),
+      "drop the image transforms for tables and sequences");
 }
 
 }  // namespace
@@ -167,8 +167,8 @@ DataSplits make_datasets(const Config& c) {
   }
   if (train->is_regression() != test->is_regression())
     throw usage_error("the train and test data disagree on the task (" +
-                      std::string(train->is_regression() ? "regression" : "classification") + " vs " +
-                      (test->is_regression() ? "regression" : "classification") + ")",
+                          std::string(train->is_regression() ? "regression" : "classification") + " vs " +
+                          (test->is_regression() ? "regression" : "classification") + ")",
                       "pass --task, or targets of the same kind in both files");
   if (train->is_regression() && train->target_shape() != test->target_shape())
     throw usage_error("the train and test targets have different shapes", "check --train_targets and --test_targets");
@@ -223,9 +223,8 @@ DataSplits make_datasets(const Config& c) {
   s.train = train_t.empty() ? train : std::make_shared<TransformedDataset>(train, train_t);
   s.test = test_t.empty() ? test : std::make_shared<TransformedDataset>(test, test_t);
 
-  std::string task = train->is_regression()
-                         ? "regression, " + std::to_string(train->target_numel()) + " target(s)"
-                         : std::to_string(train->num_classes()) + " classes";
+  std::string task = train->is_regression() ? "regression, " + std::to_string(train->target_numel()) + " target(s)"
+                                            : std::to_string(train->num_classes()) + " classes";
   s.description = raw.what + ": " + task + ", " + std::to_string(s.train->size()) + " train, " +
                   std::to_string(s.test->size()) + " " + eval_name;
   return s;

@@ -118,13 +118,17 @@ class HeaderParser {
       int64_t d = 0;
       int digits = 0;
       for (; peek() >= '0' && peek() <= '9'; ++p_)
-        if (++digits > 18) fail(where_, "absurd shape: a dimension has more than 18 digits");
-        else d = d * 10 + (*p_ - '0');
+        if (++digits > 18)
+          fail(where_, "absurd shape: a dimension has more than 18 digits");
+        else
+          d = d * 10 + (*p_ - '0');
       if (peek() == 'L') ++p_;  // Python 2 numpy wrote long integers as 3L
       dims.push_back(d);
       ws();
-      if (peek() == ',') ++p_;
-      else if (peek() != ')') bad("expected ',' or ')' in shape");
+      if (peek() == ',')
+        ++p_;
+      else if (peek() != ')')
+        bad("expected ',' or ')' in shape");
     }
     ++p_;
     return dims;
@@ -143,7 +147,8 @@ NpyDtype parse_descr(const std::string& where, const std::string& descr) {
   } kTypes[] = {{"f2", NpyDtype::f16}, {"f4", NpyDtype::f32}, {"f8", NpyDtype::f64}, {"i1", NpyDtype::i8},
                 {"i2", NpyDtype::i16}, {"i4", NpyDtype::i32}, {"i8", NpyDtype::i64}, {"u1", NpyDtype::u8},
                 {"u2", NpyDtype::u16}, {"u4", NpyDtype::u32}, {"u8", NpyDtype::u64}, {"b1", NpyDtype::b1}};
-  const std::string numeric_hint = "save a numeric array, e.g. labels as integers via np.unique(y, return_inverse=True)";
+  const std::string numeric_hint =
+      "save a numeric array, e.g. labels as integers via np.unique(y, return_inverse=True)";
   char order = descr.empty() ? '?' : descr[0];
   std::string code = descr.size() > 1 ? descr.substr(1) : "";
   char kind = code.empty() ? '?' : code[0];
@@ -157,14 +162,14 @@ NpyDtype parse_descr(const std::string& where, const std::string& descr) {
            "convert to little-endian: np.save(path, arr.astype(arr.dtype.newbyteorder('<')))");
     return t.type;
   }
-  const char* what = kind == 'c'   ? "complex numbers"
-                     : kind == 'O' ? "Python objects"
+  const char* what = kind == 'c'                                 ? "complex numbers"
+                     : kind == 'O'                               ? "Python objects"
                      : kind == 'U' || kind == 'S' || kind == 'a' ? "strings"
-                     : kind == 'V' ? "raw or structured records"
-                     : kind == 'M' || kind == 'm' ? "dates or time deltas"
-                                                  : "an element type gputrain does not read";
-  fail(where, "unsupported dtype '" + descr + "' (" + what +
-                  "; gputrain reads float16/32/64, int8-64, uint8-64 and bool)",
+                     : kind == 'V'                               ? "raw or structured records"
+                     : kind == 'M' || kind == 'm'                ? "dates or time deltas"
+                                                                 : "an element type gputrain does not read";
+  fail(where,
+       "unsupported dtype '" + descr + "' (" + what + "; gputrain reads float16/32/64, int8-64, uint8-64 and bool)",
        kind == 'c' ? "save the real and imaginary parts as separate float arrays (arr.real, arr.imag)" : numeric_hint);
 }
 
@@ -214,8 +219,7 @@ bool npy_dtype_is_integer(NpyDtype t) { return t != NpyDtype::f16 && t != NpyDty
 
 NpyArray NpyArray::parse(const std::string& path, std::shared_ptr<const void> owner, const uint8_t* data,
                          uint64_t size) {
-  if (size < 10)
-    fail(path, "truncated: " + std::to_string(size) + " bytes is too short for an .npy header");
+  if (size < 10) fail(path, "truncated: " + std::to_string(size) + " bytes is too short for an .npy header");
   if (std::memcmp(data, "\x93NUMPY", 6) != 0) fail(path, "bad magic (not an .npy file; it must start with \\x93NUMPY)");
   int major = data[6], minor = data[7];
   if (major < 1 || major > 3 || minor != 0)
@@ -272,16 +276,27 @@ void NpyArray::to_float(int64_t first, int64_t count, float* out) const {
         out[i] = half_to_float(h);
       }
       return;
-    case NpyDtype::f32: std::memcpy(out, s, static_cast<size_t>(count) * 4); return;
-    case NpyDtype::f64: return convert<double>(s, count, out);
-    case NpyDtype::i8: return convert<int8_t>(s, count, out);
-    case NpyDtype::i16: return convert<int16_t>(s, count, out);
-    case NpyDtype::i32: return convert<int32_t>(s, count, out);
-    case NpyDtype::i64: return convert<int64_t>(s, count, out);
-    case NpyDtype::u8: return convert<uint8_t>(s, count, out);
-    case NpyDtype::u16: return convert<uint16_t>(s, count, out);
-    case NpyDtype::u32: return convert<uint32_t>(s, count, out);
-    case NpyDtype::u64: return convert<uint64_t>(s, count, out);
+    case NpyDtype::f32:
+      std::memcpy(out, s, static_cast<size_t>(count) * 4);
+      return;
+    case NpyDtype::f64:
+      return convert<double>(s, count, out);
+    case NpyDtype::i8:
+      return convert<int8_t>(s, count, out);
+    case NpyDtype::i16:
+      return convert<int16_t>(s, count, out);
+    case NpyDtype::i32:
+      return convert<int32_t>(s, count, out);
+    case NpyDtype::i64:
+      return convert<int64_t>(s, count, out);
+    case NpyDtype::u8:
+      return convert<uint8_t>(s, count, out);
+    case NpyDtype::u16:
+      return convert<uint16_t>(s, count, out);
+    case NpyDtype::u32:
+      return convert<uint32_t>(s, count, out);
+    case NpyDtype::u64:
+      return convert<uint64_t>(s, count, out);
     case NpyDtype::b1:
       for (int64_t i = 0; i < count; ++i) out[i] = s[i] != 0 ? 1.0f : 0.0f;
       return;
@@ -303,17 +318,28 @@ double NpyArray::at(int64_t i) const {
       std::memcpy(&h, s, 2);
       return half_to_float(h);
     }
-    case NpyDtype::f32: return load(float{});
-    case NpyDtype::f64: return load(double{});
-    case NpyDtype::i8: return load(int8_t{});
-    case NpyDtype::i16: return load(int16_t{});
-    case NpyDtype::i32: return load(int32_t{});
-    case NpyDtype::i64: return load(int64_t{});
-    case NpyDtype::u8: return load(uint8_t{});
-    case NpyDtype::u16: return load(uint16_t{});
-    case NpyDtype::u32: return load(uint32_t{});
-    case NpyDtype::u64: return load(uint64_t{});
-    case NpyDtype::b1: return s[0] != 0 ? 1.0 : 0.0;
+    case NpyDtype::f32:
+      return load(float{});
+    case NpyDtype::f64:
+      return load(double{});
+    case NpyDtype::i8:
+      return load(int8_t{});
+    case NpyDtype::i16:
+      return load(int16_t{});
+    case NpyDtype::i32:
+      return load(int32_t{});
+    case NpyDtype::i64:
+      return load(int64_t{});
+    case NpyDtype::u8:
+      return load(uint8_t{});
+    case NpyDtype::u16:
+      return load(uint16_t{});
+    case NpyDtype::u32:
+      return load(uint32_t{});
+    case NpyDtype::u64:
+      return load(uint64_t{});
+    case NpyDtype::b1:
+      return s[0] != 0 ? 1.0 : 0.0;
   }
   return 0;
 }

@@ -22,7 +22,7 @@ bool npy_dtype_is_integer(NpyDtype t);  // signed or unsigned integers and bool
 // zero copy, so opening a 10 GB file costs nothing until samples are read) or in an owned buffer
 // (deflated .npz members). Copies share the storage, so they are cheap.
 struct NpyArray {
-  std::string path;  // for messages: "data.npy" or "data.npz:x_train"
+  std::string path;   // for messages: "data.npy" or "data.npz:x_train"
   std::string descr;  // the header's dtype string, e.g. "<f4"
   NpyDtype dtype = NpyDtype::f32;
   std::vector<int64_t> shape;  // () for a scalar
@@ -37,8 +37,7 @@ struct NpyArray {
   const uint8_t* bytes() const { return data_; }
 
   // Parses an .npy image held by `owner` (data..data+size). `path` names it in messages.
-  static NpyArray parse(const std::string& path, std::shared_ptr<const void> owner, const uint8_t* data,
-                        uint64_t size);
+  static NpyArray parse(const std::string& path, std::shared_ptr<const void> owner, const uint8_t* data, uint64_t size);
 
  private:
   std::shared_ptr<const void> owner_;  // keeps the mapping or buffer alive

@@ -27,8 +27,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std::move(x)), y_(std::move(y)) {
   if (task != "classification" && task != "regression" && task != "auto")
-    throw usage_error("unknown task '" + task + "' for " + y_.path,
-                      "use classification, regression or auto");
+    throw usage_error("unknown task '" + task + "' for " + y_.path, "use classification, regression or auto");
   if (x_.shape.empty())
     throw usage_error(x_.path + ": x is a scalar; it must have shape (N, ...) with one row per sample",
                       "save the samples stacked along the first axis");
@@ -51,7 +50,8 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
     target_shape_.assign(y_.shape.begin() + 1, y_.shape.end());
     if (target_shape_.empty()) target_shape_ = {1};
     y_numel_ = numel(target_shape_);
-    if (y_numel_ == 0) throw usage_error(y_.path + ": regression targets are empty (shape " + shape_text(y_.shape) + ")", "");
+    if (y_numel_ == 0)
+      throw usage_error(y_.path + ": regression targets are empty (shape " + shape_text(y_.shape) + ")", "");
     return;
   }
   if (y_.shape.size() != 1)
@@ -62,7 +62,7 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
   for (int64_t i = 0; i < n_; ++i) {
     double v = y_.at(i);
     if (!(v >= 0) || v != std::floor(v) || v >= static_cast<double>(kMaxClasses)) {
-      std::string why = !(v >= 0) ? (std::isnan(v) ? "is NaN" : "is negative")
+      std::string why = !(v >= 0)            ? (std::isnan(v) ? "is NaN" : "is negative")
                         : v != std::floor(v) ? "is not a whole number"
                                              : "is 1000000 or more";
       char value[32];
@@ -102,8 +102,8 @@ std::shared_ptr<NpyDataset> load_npy_dataset(const std::string& x_path, const st
       } else {
         std::string list;
         for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
-        throw usage_error(x_path + ": no arrays '" + xk + "' and '" + yk + "' (nor 'x' and 'y'); the archive holds: " +
-                              (list.empty() ? "no arrays" : list),
+        throw usage_error(x_path + ": no arrays '" + xk + "' and '" + yk +
+                              "' (nor 'x' and 'y'); the archive holds: " + (list.empty() ? "no arrays" : list),
                           "save with np.savez(path, x_" + split + "=x, y_" + split + "=y) or np.savez(path, x=x, y=y)");
       }
     }

@@ -3,8 +3,8 @@
 
 namespace gputrain {
 
-SyntheticDataset::SyntheticDataset(int64_t size, std::vector<int64_t> shape, int64_t num_classes,
-                                   uint64_t seed, int64_t first)
+SyntheticDataset::SyntheticDataset(int64_t size, std::vector<int64_t> shape, int64_t num_classes, uint64_t seed,
+                                   int64_t first)
     : size_(size), classes_(num_classes), first_(first), shape_(std::move(shape)), seed_(seed) {
   numel_ = 1;
   for (auto d : shape_) numel_ *= d;  // cached: get() runs once per sample

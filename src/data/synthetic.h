@@ -9,8 +9,7 @@ namespace gputrain {
 class SyntheticDataset : public Dataset {
  public:
   // Sample i is generated as global sample `first + i`: splits with disjoint ranges never overlap.
-  SyntheticDataset(int64_t size, std::vector<int64_t> shape, int64_t num_classes, uint64_t seed,
-                   int64_t first = 0);
+  SyntheticDataset(int64_t size, std::vector<int64_t> shape, int64_t num_classes, uint64_t seed, int64_t first = 0);
 
   int64_t size() const override { return size_; }
   std::vector<int64_t> sample_shape() const override { return shape_; }

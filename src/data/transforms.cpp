@@ -116,12 +116,24 @@ void shift_hue(float& r, float& g, float& b, float shift) {
   int i = static_cast<int>(f) % 6;
   float fr = f - std::floor(f), p = v * (1 - s), q = v * (1 - s * fr), t = v * (1 - s * (1 - fr));
   switch (i) {
-    case 0: r = v, g = t, b = p; break;
-    case 1: r = q, g = v, b = p; break;
-    case 2: r = p, g = v, b = t; break;
-    case 3: r = p, g = q, b = v; break;
-    case 4: r = t, g = p, b = v; break;
-    default: r = v, g = p, b = q; break;
+    case 0:
+      r = v, g = t, b = p;
+      break;
+    case 1:
+      r = q, g = v, b = p;
+      break;
+    case 2:
+      r = p, g = v, b = t;
+      break;
+    case 3:
+      r = p, g = q, b = v;
+      break;
+    case 4:
+      r = t, g = p, b = v;
+      break;
+    default:
+      r = v, g = p, b = q;
+      break;
   }
 }
 
@@ -162,8 +174,7 @@ void Log1p::apply(float* x, const std::vector<int64_t>& shape, Rng&) const {
   for (int64_t i = 0; i < n; ++i) x[i] = std::copysign(std::log1p(std::fabs(x[i])), x[i]);
 }
 
-TransformedDataset::TransformedDataset(DatasetPtr base,
-                                       std::vector<std::shared_ptr<const Transform>> transforms)
+TransformedDataset::TransformedDataset(DatasetPtr base, std::vector<std::shared_ptr<const Transform>> transforms)
     : DatasetWrapper(std::move(base)), transforms_(std::move(transforms)), shape_(base_->sample_shape()) {}
 
 int64_t TransformedDataset::get(int64_t index, float* out, float* target, uint64_t seed) const {
@@ -175,7 +186,8 @@ int64_t TransformedDataset::get(int64_t index, float* out, float* target, uint64
 
 void resize_bilinear(const float* in, int64_t channels, int64_t h, int64_t w, float* out, int64_t out_h,
                      int64_t out_w) {
-  const float sy = static_cast<float>(h) / static_cast<float>(out_h), sx = static_cast<float>(w) / static_cast<float>(out_w);
+  const float sy = static_cast<float>(h) / static_cast<float>(out_h),
+              sx = static_cast<float>(w) / static_cast<float>(out_w);
   for (int64_t y = 0; y < out_h; ++y) {
     float fy = std::max(0.0f, (static_cast<float>(y) + 0.5f) * sy - 0.5f);
     int64_t y0 = std::min<int64_t>(static_cast<int64_t>(fy), h - 1), y1 = std::min<int64_t>(y0 + 1, h - 1);

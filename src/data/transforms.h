@@ -85,8 +85,7 @@ class TransformedDataset : public DatasetWrapper {
 };
 
 // Bilinear resize of a C x H x W float image (align_corners = false, as torch's interpolate).
-void resize_bilinear(const float* in, int64_t channels, int64_t h, int64_t w, float* out, int64_t out_h,
-                     int64_t out_w);
+void resize_bilinear(const float* in, int64_t channels, int64_t h, int64_t w, float* out, int64_t out_h, int64_t out_w);
 
 // Resizes every image sample of the base dataset to out_h x out_w.
 class ResizedDataset : public DatasetWrapper {

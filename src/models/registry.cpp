@@ -18,14 +18,10 @@ struct Entry {
 };
 const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
-      {"mlp", make_mlp, {}, "any (flattened)"},
-      {"cnn", make_cnn, {3}, "C x H x W"},
-      {"resnet18", make_resnet18, {3}, "C x H x W"},
-      {"resnet34", make_resnet34, {3}, "C x H x W"},
-      {"resnet50", make_resnet50, {3}, "C x H x W"},
-      {"lstm", make_lstm, {2, 1}, "T x F or F"},
-      {"gru", make_gru, {2, 1}, "T x F or F"},
-      {"transformer", make_transformer, {2, 1}, "T x F or F"},
+      {"mlp", make_mlp, {}, "any (flattened)"},      {"cnn", make_cnn, {3}, "C x H x W"},
+      {"resnet18", make_resnet18, {3}, "C x H x W"}, {"resnet34", make_resnet34, {3}, "C x H x W"},
+      {"resnet50", make_resnet50, {3}, "C x H x W"}, {"lstm", make_lstm, {2, 1}, "T x F or F"},
+      {"gru", make_gru, {2, 1}, "T x F or F"},       {"transformer", make_transformer, {2, 1}, "T x F or F"},
       {"cnn3d", make_cnn3d, {4}, "C x D x H x W"},
   };
   return t;
@@ -51,8 +47,7 @@ std::string rank_hint(const std::vector<int64_t>& shape) {
   }
   fits.insert(fits.end(), any.begin(), any.end());
   std::string list;
-  for (size_t i = 0; i < fits.size(); ++i)
-    list += (i == 0 ? "" : i + 1 == fits.size() ? " or " : ", ") + fits[i];
+  for (size_t i = 0; i < fits.size(); ++i) list += (i == 0 ? "" : i + 1 == fits.size() ? " or " : ", ") + fits[i];
   return "use --model " + list + " for samples of shape " + shape_text(shape) + " (gputrain models lists them)";
 }
 
@@ -80,8 +75,8 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
     throw usage_error("unknown model '" + name + "'" + did_you_mean(name, model_names()),
                       "models: " + join(model_names(), ", "));
   if (!takes_rank(*e, spec.input_shape.size()))
-    throw usage_error("model '" + name + "' needs samples of shape " + e->input +
-                          ", the data gives samples of shape " + shape_text(spec.input_shape),
+    throw usage_error("model '" + name + "' needs samples of shape " + e->input + ", the data gives samples of shape " +
+                          shape_text(spec.input_shape),
                       rank_hint(spec.input_shape));
   return e->make(spec);
 }

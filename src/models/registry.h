@@ -12,13 +12,13 @@ struct Config;
 
 struct ModelSpec {
   std::vector<int64_t> input_shape;  // one sample, without the batch: C,H,W / T,F / F / C,D,H,W
-  int64_t num_classes = 10;  // outputs: classes, or target values for regression
-  int64_t width = 0;  // base width; 0 = the model's default
-  int64_t depth = 0;  // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = the model's default
-  std::string stem = "auto";  // resnets: auto | small | imagenet
-  int64_t heads = 0;          // transformer attention heads; 0 = the default
-  double dropout = 0.0;       // transformer layers, between lstm/gru layers
-  bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
+  int64_t num_classes = 10;          // outputs: classes, or target values for regression
+  int64_t width = 0;                 // base width; 0 = the model's default
+  int64_t depth = 0;                 // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = the model's default
+  std::string stem = "auto";         // resnets: auto | small | imagenet
+  int64_t heads = 0;                 // transformer attention heads; 0 = the default
+  double dropout = 0.0;              // transformer layers, between lstm/gru layers
+  bool grad_checkpointing = false;   // recompute residual blocks / encoder layers in backward
 };
 
 class Net : public torch::nn::Module {

@@ -78,8 +78,7 @@ class Bottleneck : public Block {
 bool small_stem(const ModelSpec& s) {
   if (s.stem == "small") return true;
   if (s.stem == "imagenet") return false;
-  if (s.stem != "auto")
-    throw usage_error("stem '" + s.stem + "' (expected auto, small or imagenet)");
+  if (s.stem != "auto") throw usage_error("stem '" + s.stem + "' (expected auto, small or imagenet)");
   return s.input_shape[1] <= 64 && s.input_shape[2] <= 64;
 }
 
@@ -111,7 +110,8 @@ class ResNet : public Net {
     const bool recompute = checkpointing_ && checkpointing_active(*this);
     for (auto& block : blocks_) {
       if (recompute)
-        x = checkpoint_block(block, [b = block.get()](const torch::Tensor& t) { return b->forward(t); }, x);
+        x = checkpoint_block(
+            block, [b = block.get()](const torch::Tensor& t) { return b->forward(t); }, x);
       else
         x = block->forward(x);
     }

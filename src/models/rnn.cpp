@@ -17,12 +17,13 @@ class RecurrentNet : public Net {
     const int64_t hidden = s.width > 0 ? s.width : 128;
     const int64_t layers = s.depth > 0 ? s.depth : 2;
     // Dropout applies between layers only; torch warns when it is set on a single layer.
-    rnn_ = register_module("rnn", Rnn(Options(features, hidden).num_layers(layers).batch_first(true)
-                                           .dropout(layers > 1 ? s.dropout : 0.0)));
+    rnn_ = register_module(
+        "rnn",
+        Rnn(Options(features, hidden).num_layers(layers).batch_first(true).dropout(layers > 1 ? s.dropout : 0.0)));
     fc_ = register_module("fc", nn::Linear(hidden, s.num_classes));
   }
   torch::Tensor forward(torch::Tensor x) override {
-    if (x.dim() == 2) x = x.unsqueeze(1);  // (N, F) -> (N, 1, F)
+    if (x.dim() == 2) x = x.unsqueeze(1);      // (N, F) -> (N, 1, F)
     auto out = std::get<0>(rnn_->forward(x));  // (N, T, hidden): the top layer at every step
     return fc_(out.select(1, -1));
   }

@@ -21,9 +21,9 @@ class Transformer : public Net {
     const int64_t heads = s.heads > 0 ? s.heads : 4;
     const int64_t depth = s.depth > 0 ? s.depth : 2;
     if (d % heads != 0)
-      throw usage_error("transformer width " + std::to_string(d) + " is not a multiple of heads " +
-                            std::to_string(heads),
-                        "pick --width and --heads so that heads divides width (defaults: 64 and 4)");
+      throw usage_error(
+          "transformer width " + std::to_string(d) + " is not a multiple of heads " + std::to_string(heads),
+          "pick --width and --heads so that heads divides width (defaults: 64 and 4)");
     sequence_ = s.input_shape.size() == 2;
     const int64_t features = s.input_shape.back();
     const double bound = 1.0 / std::sqrt(double(d));
@@ -39,10 +39,9 @@ class Transformer : public Net {
     cls_ = register_parameter("cls_token", torch::randn({1, 1, d}) * 0.02);
     layers_ = register_module("layers", nn::ModuleList());
     for (int64_t i = 0; i < depth; ++i) {
-      nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(d, heads)
-                                            .dim_feedforward(4 * d)
-                                            .dropout(s.dropout)
-                                            .activation(torch::kGELU));
+      nn::TransformerEncoderLayer layer(
+          nn::TransformerEncoderLayerOptions(d, heads).dim_feedforward(4 * d).dropout(s.dropout).activation(
+              torch::kGELU));
       layers_->push_back(layer);
       encoder_layers_.push_back(layer.ptr());
     }
@@ -52,8 +51,10 @@ class Transformer : public Net {
 
   torch::Tensor forward(torch::Tensor x) override {
     torch::Tensor tokens;  // (N, T, d)
-    if (sequence_) tokens = embed_(x);
-    else tokens = x.flatten(1).unsqueeze(-1) * feature_weight_ + feature_bias_;
+    if (sequence_)
+      tokens = embed_(x);
+    else
+      tokens = x.flatten(1).unsqueeze(-1) * feature_weight_ + feature_bias_;
     tokens = torch::cat({cls_.expand({tokens.size(0), 1, cls_.size(2)}), tokens}, 1);
     if (sequence_) tokens = tokens + pos_;
     // LibTorch's encoder layer has no batch_first: it takes (T, N, d).
@@ -61,7 +62,8 @@ class Transformer : public Net {
     const bool recompute = checkpointing_ && checkpointing_active(*this);
     for (auto& layer : encoder_layers_) {
       if (recompute)
-        h = checkpoint_block(layer, [l = layer.get()](const torch::Tensor& t) { return l->forward(t); }, h);
+        h = checkpoint_block(
+            layer, [l = layer.get()](const torch::Tensor& t) { return l->forward(t); }, h);
       else
         h = layer->forward(h);
     }

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -28,11 +28,16 @@ struct Series {
 std::string escape(const std::string& s) {
   std::string out;
   for (char ch : s) {
-    if (ch == '<') out += "&lt;";
-    else if (ch == '>') out += "&gt;";
-    else if (ch == '&') out += "&amp;";
-    else if (ch == '"') out += "&quot;";
-    else out += ch;
+    if (ch == '<')
+      out += "&lt;";
+    else if (ch == '>')
+      out += "&gt;";
+    else if (ch == '&')
+      out += "&amp;";
+    else if (ch == '"')
+      out += "&quot;";
+    else
+      out += ch;
   }
   return out;
 }
@@ -67,7 +72,8 @@ std::string chart(const std::string& title, const std::string& x_label, const st
     << "<text x=\"" << L - 4 << "\" y=\"" << H - B << "\" text-anchor=\"end\">" << num(y0) << "</text>"
     << "<text x=\"" << L << "\" y=\"" << H - 8 << "\">" << num(x0) << "</text>"
     << "<text x=\"" << W - R << "\" y=\"" << H - 8 << "\" text-anchor=\"end\">" << num(x1) << "</text>"
-    << "<text x=\"" << (L + W) / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">" << escape(x_label) << "</text>";
+    << "<text x=\"" << (L + W) / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">" << escape(x_label)
+    << "</text>";
   for (size_t i = 0; i < series.size(); ++i) {
     o << "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" << colors[i % 4] << "\" points=\"";
     for (auto [x, y] : series[i].points)
@@ -157,12 +163,13 @@ std::string write_html_report(const std::string& run_dir) {
     std::string best = "best_test_accuracy";  // the summary names the metric the run monitored
     for (const auto& [key, value] : summary.items())
       if (key.rfind("best_test_", 0) == 0) best = key;
-    o << "<p>" << summary.value("step", 0) << " steps in " << num(number(summary, "wall_seconds"))
-      << " s, " << num(number(summary, "samples_per_sec")) << " samples/s, best test " << escape(best.substr(10))
-      << " " << num(number(summary, best.c_str())) << ", data wait "
-      << num(100 * number(summary, "data_wait_fraction")) << "%</p>";
+    o << "<p>" << summary.value("step", 0) << " steps in " << num(number(summary, "wall_seconds")) << " s, "
+      << num(number(summary, "samples_per_sec")) << " samples/s, best test " << escape(best.substr(10)) << " "
+      << num(number(summary, best.c_str())) << ", data wait " << num(100 * number(summary, "data_wait_fraction"))
+      << "%</p>";
   }
-  o << "<h2>Training</h2>" << chart("Training loss", "step", {loss}) << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
+  o << "<h2>Training</h2>" << chart("Training loss", "step", {loss})
+    << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
     << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
     << chart("Throughput (samples/s)", "step", {sps});
 
@@ -195,13 +202,13 @@ std::string write_html_report(const std::string& run_dir) {
            "(bytes)</th><th>data wait</th><th>loss</th></tr>";
       for (const auto& v : bench["variants"]) {
         if (v.value("status", "") != "ok") {
-          o << "<tr><td>" << escape(v.value("name", "")) << "</td><td colspan=\"5\">skipped: "
-            << escape(v.value("reason", "")) << "</td></tr>";
+          o << "<tr><td>" << escape(v.value("name", ""))
+            << "</td><td colspan=\"5\">skipped: " << escape(v.value("reason", "")) << "</td></tr>";
           continue;
         }
         o << "<tr><td>" << escape(v.value("name", "")) << "</td><td>" << num(number(v, "samples_per_sec"))
-          << "</td><td>" << num(number(v, "speedup")) << "x</td><td>" << v.value("peak_memory_bytes", 0)
-          << "</td><td>" << num(100 * number(v, "data_wait_fraction")) << "%</td><td>"
+          << "</td><td>" << num(number(v, "speedup")) << "x</td><td>" << v.value("peak_memory_bytes", 0) << "</td><td>"
+          << num(100 * number(v, "data_wait_fraction")) << "%</td><td>"
           << (v["loss"].is_number() ? num(v["loss"].get<double>()) : "-") << "</td></tr>";
       }
       o << "</table>";

@@ -84,8 +84,8 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
       fn_->temperature = reinterpret_cast<int (*)(void*, int, unsigned int*)>(sym("nvmlDeviceGetTemperature"));
       fn_->power = reinterpret_cast<int (*)(void*, unsigned int*)>(sym("nvmlDeviceGetPowerUsage"));
       fn_->clock = reinterpret_cast<int (*)(void*, int, unsigned int*)>(sym("nvmlDeviceGetClockInfo"));
-      fn_->throttle = reinterpret_cast<int (*)(void*, unsigned long long*)>(
-          sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
+      fn_->throttle =
+          reinterpret_cast<int (*)(void*, unsigned long long*)>(sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
       // NVML's index is the physical one; with CUDA_VISIBLE_DEVICES remapping this may differ.
       if (fn_->init && fn_->handle && fn_->init() == 0 &&
           fn_->handle(static_cast<unsigned int>(gpu_index_), &device_) == 0) {
@@ -99,8 +99,9 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
   // Appends (a resumed run continues the file); the header goes into a new file only.
   csv_ = std::fopen(csv_path.c_str(), "a");
   if (csv_ && std::ftell(csv_) == 0)
-    std::fprintf(csv_, "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,"
-                       "gpu_power_w,sm_clock_mhz,throttle_reasons\n");
+    std::fprintf(csv_,
+                 "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,"
+                 "gpu_power_w,sm_clock_mhz,throttle_reasons\n");
   start_ = last_wall_s_ = now_s();
   last_cpu_s_ = process_cpu_s();
   thread_ = std::thread([this] { loop(); });

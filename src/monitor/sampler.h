@@ -45,9 +45,9 @@ class Monitor {
   std::string status_;
   double interval_;
   int gpu_index_;
-  void* nvml_ = nullptr;       // dlopen handle
-  void* device_ = nullptr;     // nvmlDevice_t
-  struct Nvml;                 // the NVML entry points (resolved with dlsym)
+  void* nvml_ = nullptr;    // dlopen handle
+  void* device_ = nullptr;  // nvmlDevice_t
+  struct Nvml;              // the NVML entry points (resolved with dlsym)
   std::unique_ptr<Nvml> fn_;
   std::FILE* csv_ = nullptr;
   std::vector<MonitorSample> samples_;

@@ -42,7 +42,9 @@ void put_varint(std::string& out, uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 // Field key: number << 3 | wire type (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32).
-void put_key(std::string& out, int field, int wire_type) { put_varint(out, static_cast<uint64_t>((field << 3) | wire_type)); }
+void put_key(std::string& out, int field, int wire_type) {
+  put_varint(out, static_cast<uint64_t>((field << 3) | wire_type));
+}
 void put_bytes(std::string& out, int field, const std::string& bytes) {
   put_key(out, field, 2);
   put_varint(out, bytes.size());
@@ -86,10 +88,10 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || !host[0]) std::strcpy(host, "localhost");
   // TensorBoard's own naming, so its loader picks the file up (it matches "tfevents").
-  path_ = (std::filesystem::path(dir) / ("events.out.tfevents." +
-                                          std::to_string(static_cast<long long>(unix_seconds())) + "." +
-                                          host + "." + std::to_string(getpid()) + ".gputrain"))
-              .string();
+  path_ =
+      (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<long long>(unix_seconds())) +
+                                     "." + host + "." + std::to_string(getpid()) + ".gputrain"))
+          .string();
   f_ = std::fopen(path_.c_str(), "ab");  // append: never clobber another writer's file
   if (!f_) throw usage_error("cannot write '" + path_ + "'", "check that the output folder is writable");
   std::string first = event_header(unix_seconds(), 0);

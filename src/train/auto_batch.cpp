@@ -6,8 +6,8 @@
 
 namespace gputrain {
 
-BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape,
-                            int64_t num_classes, int64_t num_targets, int64_t start, int64_t cap) {
+BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape, int64_t num_classes,
+                            int64_t num_targets, int64_t start, int64_t cap) {
   BatchSearch s;
   auto fits = [&](int64_t b) {
     std::vector<int64_t> dims{b};

@@ -9,15 +9,16 @@
 namespace gputrain {
 
 struct BatchSearch {
-  int64_t batch_size = 0;     // the result: the largest fit, minus the safety margin
+  int64_t batch_size = 0;  // the result: the largest fit, minus the safety margin
   int64_t largest_fit = 0;
   std::vector<std::pair<int64_t, bool>> trials;  // (batch size, fit)
 };
 
 // Grows from `start` by doubling until a probe runs out of memory (or reaches `cap`), bisects
 // between the last fit and the first failure, then keeps a 10% margin (the optimizer's state
-// and fragmentation need room too). `num_classes` 0 means regression with `num_targets` outputs. Throws a runtime error when not even one sample fits.
-BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape,
-                            int64_t num_classes, int64_t num_targets, int64_t start, int64_t cap);
+// and fragmentation need room too). `num_classes` 0 means regression with `num_targets` outputs. Throws a runtime error
+// when not even one sample fits.
+BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape, int64_t num_classes,
+                            int64_t num_targets, int64_t start, int64_t cap);
 
 }  // namespace gputrain

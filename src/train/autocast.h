@@ -6,8 +6,7 @@ namespace gputrain {
 
 class AutocastGuard {
  public:
-  AutocastGuard(bool enabled, at::DeviceType device, at::ScalarType dtype)
-      : enabled_(enabled), device_(device) {
+  AutocastGuard(bool enabled, at::DeviceType device, at::ScalarType dtype) : enabled_(enabled), device_(device) {
     if (!enabled_) return;
     prev_enabled_ = at::autocast::is_autocast_enabled(device_);
     prev_dtype_ = at::autocast::get_autocast_dtype(device_);

@@ -16,11 +16,14 @@ std::string check_task_options(const Config& c, const Dataset& train) {
   const std::string metric = c.monitor_metric == "auto" ? (regression ? "loss" : "accuracy") : c.monitor_metric;
   std::vector<std::string> problems;
   if (regression && (metric == "accuracy" || metric == "top5"))
-    problems.push_back("monitor_metric '" + metric + "' is for classification; this data is regression (use loss, mae or rmse)");
+    problems.push_back("monitor_metric '" + metric +
+                       "' is for classification; this data is regression (use loss, mae or rmse)");
   if (!regression && (metric == "mae" || metric == "rmse"))
-    problems.push_back("monitor_metric '" + metric + "' is for regression; this data is classification (use loss or accuracy)");
+    problems.push_back("monitor_metric '" + metric +
+                       "' is for regression; this data is classification (use loss or accuracy)");
   if (!regression && metric == "top5" && train.num_classes() < 5)
-    problems.push_back("monitor_metric 'top5' needs 5 classes or more; this data has " + std::to_string(train.num_classes()));
+    problems.push_back("monitor_metric 'top5' needs 5 classes or more; this data has " +
+                       std::to_string(train.num_classes()));
   if (!regression && c.loss != "auto")
     problems.push_back("--loss " + c.loss + " is for regression; classification trains with cross-entropy");
   if (regression && c.label_smoothing > 0)
@@ -37,9 +40,9 @@ std::unique_ptr<Trainer> build_trainer(const Config& c, const RunContext& ctx, c
   model->to(ctx.device);
   if (ctx.channels_last) to_channels_last(*model);
   auto optimizer = make_optimizer(c, *model);  // after the moves: it must hold the final tensors
-  return std::make_unique<Trainer>(model, std::move(optimizer), ctx,
-                                   TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta},
-                                                  c.ema_decay});
+  return std::make_unique<Trainer>(
+      model, std::move(optimizer), ctx,
+      TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});
 }
 
 LoaderOptions train_loader_options(const Config& c, const RunContext& ctx) {

@@ -62,8 +62,7 @@ namespace {
 
 CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
   c10::IValue format, epoch, batch, step, best, config, since_best;
-  if (!archive.try_read("meta.format", format) || !format.isString() ||
-      format.toStringRef() != "gputrain-checkpoint-1")
+  if (!archive.try_read("meta.format", format) || !format.isString() || format.toStringRef() != "gputrain-checkpoint-1")
     throw std::runtime_error("not written by gputrain (no gputrain format tag)");
   archive.read("meta.epoch", epoch);
   archive.read("meta.batch", batch);
@@ -104,8 +103,10 @@ void collect_weights(torch::serialize::InputArchive& archive, const std::string&
   for (const auto& key : archive.keys()) {
     torch::serialize::InputArchive child;
     c10::IValue value;
-    if (archive.try_read(key, child)) collect_weights(child, prefix + key + ".", out);
-    else if (archive.try_read(key, value) && value.isTensor()) out.emplace_back(prefix + key, value.toTensor());
+    if (archive.try_read(key, child))
+      collect_weights(child, prefix + key + ".", out);
+    else if (archive.try_read(key, value) && value.isTensor())
+      out.emplace_back(prefix + key, value.toTensor());
   }
 }
 
@@ -214,7 +215,8 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
     check_optimizer_state(trainer.optimizer());
     trainer.scaler().load(archive);
     // A run that adds --ema_decay on resume starts its average from the loaded weights.
-    if (trainer.ema() && !trainer.ema()->load(archive)) *trainer.ema() = Ema(trainer.model(), trainer.options().ema_decay);
+    if (trainer.ema() && !trainer.ema()->load(archive))
+      *trainer.ema() = Ema(trainer.model(), trainer.options().ema_decay);
     if (!all_finite(trainer)) throw std::runtime_error("it holds non-finite weights or optimizer state");
     torch::Tensor rng;
     archive.read("rng.cpu", rng);

@@ -7,9 +7,9 @@
 namespace gputrain {
 
 struct CheckpointMeta {
-  int64_t epoch = 0;  // the epoch to continue (all earlier ones are complete)
-  int64_t batch = 0;  // micro-batches of that epoch already consumed (0 at an epoch boundary)
-  int64_t step = 0;   // optimizer steps completed
+  int64_t epoch = 0;      // the epoch to continue (all earlier ones are complete)
+  int64_t batch = 0;      // micro-batches of that epoch already consumed (0 at an epoch boundary)
+  int64_t step = 0;       // optimizer steps completed
   double best_score = 0;  // the monitored metric's best value, signed so that higher is better
   std::string config_json;
   int64_t evals_since_best = 0;  // for --early_stopping

@@ -94,7 +94,7 @@ class AllocationSizes final : public c10::Allocator {
  private:
   AllocationSizes() : inner_(c10::GetCPUAllocator()) {}
   static constexpr uint8_t kPriority = 255;  // SetCPUAllocator ignores lower priorities than the current
-  std::atomic<c10::Allocator*> inner_;  // the real CPU allocator
+  std::atomic<c10::Allocator*> inner_;       // the real CPU allocator
   std::mutex mutex_;
   bool recording_ = false;
   std::map<const void*, size_t> sizes_;
@@ -133,8 +133,10 @@ void check_tensors(torch::serialize::InputArchive& archive, const std::string& p
   for (const auto& key : archive.keys()) {
     torch::serialize::InputArchive child;
     c10::IValue value;
-    if (archive.try_read(key, child)) check_tensors(child, prefix + key + ".", allocations);
-    else if (archive.try_read(key, value)) check_tensors(value, prefix + key, allocations);
+    if (archive.try_read(key, child))
+      check_tensors(child, prefix + key + ".", allocations);
+    else if (archive.try_read(key, value))
+      check_tensors(value, prefix + key, allocations);
   }
 }
 

@@ -68,8 +68,10 @@ std::string EvalResult::summary_line() const {
     }
     return s;
   }
-  if (top5 >= 0) std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f | top-5 %.4f", loss, accuracy, top5);
-  else std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f", loss, accuracy);
+  if (top5 >= 0)
+    std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f | top-5 %.4f", loss, accuracy, top5);
+  else
+    std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f", loss, accuracy);
   return buf;
 }
 

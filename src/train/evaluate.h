@@ -15,9 +15,9 @@ struct EvalResult {
   bool interrupted = false;  // stopped early by a signal: no metrics
   bool regression = false;
   int64_t samples = 0;
-  double loss = 0;       // the training loss (cross-entropy, or the regression loss)
-  double accuracy = 0;   // classification: top-1
-  double top5 = -1;      // classification with at least 5 classes; -1 otherwise
+  double loss = 0;                // the training loss (cross-entropy, or the regression loss)
+  double accuracy = 0;            // classification: top-1
+  double top5 = -1;               // classification with at least 5 classes; -1 otherwise
   std::vector<double> mae, rmse;  // regression: per target value
   double mean_mae() const;
   double mean_rmse() const;

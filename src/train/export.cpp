@@ -29,10 +29,18 @@ constexpr uint64_t kMaxHeader = 100'000'000;
 
 const std::vector<std::pair<const char*, torch::ScalarType>>& dtype_table() {
   static const std::vector<std::pair<const char*, torch::ScalarType>> table = {
-      {"F64", torch::kDouble},  {"F32", torch::kFloat},  {"F16", torch::kHalf},
-      {"BF16", torch::kBFloat16}, {"I64", torch::kLong}, {"I32", torch::kInt},
-      {"I16", torch::kShort},   {"I8", torch::kChar},    {"U8", torch::kByte},
-      {"BOOL", torch::kBool},   {"F8_E4M3", torch::kFloat8_e4m3fn}, {"F8_E5M2", torch::kFloat8_e5m2},
+      {"F64", torch::kDouble},
+      {"F32", torch::kFloat},
+      {"F16", torch::kHalf},
+      {"BF16", torch::kBFloat16},
+      {"I64", torch::kLong},
+      {"I32", torch::kInt},
+      {"I16", torch::kShort},
+      {"I8", torch::kChar},
+      {"U8", torch::kByte},
+      {"BOOL", torch::kBool},
+      {"F8_E4M3", torch::kFloat8_e4m3fn},
+      {"F8_E5M2", torch::kFloat8_e5m2},
   };
   return table;
 }
@@ -90,9 +98,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
       throw runtime_error("tensor name '" + name + "' appears twice in an export");
     auto c = t.detach().to(torch::kCPU).contiguous();
     const uint64_t bytes = c.nbytes();
-    header[name] = {{"dtype", dtype_name(c.scalar_type())},
-                    {"shape", c.sizes().vec()},
-                    {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", dtype_name(c.scalar_type())}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     cpu.push_back(std::move(c));
   }
@@ -139,7 +146,8 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path, M
   const uint64_t file_size = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
   if (ec || !in) throw usage_error("safetensors file '" + path + "' cannot be read (" + errno_text() + ")");
-  if (file_size < 8) throw bad("the file is " + std::to_string(file_size) + " bytes, shorter than its 8-byte header length");
+  if (file_size < 8)
+    throw bad("the file is " + std::to_string(file_size) + " bytes, shorter than its 8-byte header length");
 
   uint64_t length = 0;
   in.read(reinterpret_cast<char*>(&length), sizeof length);
@@ -206,8 +214,7 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path, M
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   uint64_t covered = 0;
   for (size_t i = 0; i < spans.size(); ++i) {
-    if (spans[i].begin < covered)
-      throw bad("tensors '" + spans[i - 1].name + "' and '" + spans[i].name + "' overlap");
+    if (spans[i].begin < covered) throw bad("tensors '" + spans[i - 1].name + "' and '" + spans[i].name + "' overlap");
     if (spans[i].begin > covered) throw bad("a gap of unused bytes precedes tensor '" + spans[i].name + "'");
     covered = spans[i].end;
   }

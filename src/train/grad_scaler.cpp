@@ -56,8 +56,8 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
 
 void GradScaler::update() {
   if (!enabled_) return;
-  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, opt_.growth_factor,
-                         opt_.backoff_factor, opt_.growth_interval);
+  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, opt_.growth_factor, opt_.backoff_factor,
+                         opt_.growth_interval);
   unscaled_ = false;
 }
 

@@ -25,10 +25,12 @@ inline torch::Tensor task_loss(const torch::Tensor& out, const torch::Tensor& y,
   }
   o = o.reshape(y.sizes());
   torch::Tensor total;
-  if (spec.kind == "l1") total = F::l1_loss(o, y, F::L1LossFuncOptions().reduction(torch::kSum));
+  if (spec.kind == "l1")
+    total = F::l1_loss(o, y, F::L1LossFuncOptions().reduction(torch::kSum));
   else if (spec.kind == "huber")
     total = F::huber_loss(o, y, F::HuberLossFuncOptions().reduction(torch::kSum).delta(spec.huber_delta));
-  else total = F::mse_loss(o, y, F::MSELossFuncOptions().reduction(torch::kSum));
+  else
+    total = F::mse_loss(o, y, F::MSELossFuncOptions().reduction(torch::kSum));
   return sum ? total / (y.dim() > 1 ? y.size(1) : 1) : total / y.numel();
 }
 

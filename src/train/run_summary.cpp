@@ -9,9 +9,8 @@ namespace gputrain {
 
 nlohmann::json summary_record(const RunTotals& t, const std::string& monitored, double best_value,
                               const EvalResult& last_eval, const EvalResult& last_ema_eval) {
-  const double sps = t.train_seconds > 0
-                         ? static_cast<double>(t.steps_this_session * t.samples_per_step) / t.train_seconds
-                         : 0;
+  const double sps =
+      t.train_seconds > 0 ? static_cast<double>(t.steps_this_session * t.samples_per_step) / t.train_seconds : 0;
   nlohmann::json summary = {{"event", "summary"},
                             {"step", t.step},
                             {"epoch", t.epoch},
@@ -45,14 +44,14 @@ void print_summary(const nlohmann::json& summary, const std::string& monitored, 
   std::string extra;
   if (int64_t skipped = summary["skipped_steps"].get<int64_t>())
     extra += " | " + std::to_string(skipped) + " overflow steps skipped";
-  if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += " | " + std::to_string(bad) + " bad samples skipped";
+  if (int64_t bad = summary["bad_samples"].get<int64_t>())
+    extra += " | " + std::to_string(bad) + " bad samples skipped";
   std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test %s %.4f | data wait %.1f%%%s\n",
               static_cast<long long>(summary["step"].get<int64_t>()),
               format_duration(summary["wall_seconds"].get<double>()).c_str(),
-              format_duration(summary["train_seconds"].get<double>()).c_str(),
-              summary["samples_per_sec"].get<double>(), monitored.c_str(),
-              summary["best_test_" + monitored].get<double>(), 100.0 * summary["data_wait_fraction"].get<double>(),
-              extra.c_str());
+              format_duration(summary["train_seconds"].get<double>()).c_str(), summary["samples_per_sec"].get<double>(),
+              monitored.c_str(), summary["best_test_" + monitored].get<double>(),
+              100.0 * summary["data_wait_fraction"].get<double>(), extra.c_str());
   std::string files = out_dir + "/{config.json, metrics.jsonl, monitor.csv, report.html";
   if (c.save_checkpoints) files += ", checkpoints/";
   if (c.tensorboard) files += ", tensorboard/";

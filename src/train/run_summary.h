@@ -16,7 +16,7 @@ struct RunTotals {
   int64_t epoch = 0;
   int64_t steps_this_session = 0;  // a resumed run's throughput counts only its own steps
   int64_t samples_per_step = 0;
-  int64_t skipped_steps = 0;       // overflow steps the grad scaler skipped
+  int64_t skipped_steps = 0;  // overflow steps the grad scaler skipped
   int64_t bad_samples = 0;
   double wall_seconds = 0;
   double train_seconds = 0;  // in the training loop (no set-up, no evaluation)

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -56,8 +56,8 @@ void write_report_safely(const std::string& out_dir) {
   try {
     write_html_report(out_dir);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gputrain: warning: report.html not written (%s); `gputrain report %s` retries\n",
-                 e.what(), out_dir.c_str());
+    std::fprintf(stderr, "gputrain: warning: report.html not written (%s); `gputrain report %s` retries\n", e.what(),
+                 out_dir.c_str());
   }
 }
 
@@ -86,8 +86,7 @@ int run_training(Config c) {
   if (ctx.cuda) cuda_reset_peak(ctx.device.index());  // the summary's peak is this run's
   std::unique_ptr<Trainer> trainer_ptr = build_trainer(c, ctx, *data.train);
   Trainer& trainer = *trainer_ptr;
-  std::printf("model: %s, %s parameters\n", c.model.c_str(),
-              std::to_string(parameter_count(trainer.model())).c_str());
+  std::printf("model: %s, %s parameters\n", c.model.c_str(), std::to_string(parameter_count(trainer.model())).c_str());
   nlohmann::json batch_search;
   if (c.auto_batch_size) {
     if (!ctx.cuda && !std::getenv("GPUTRAIN_FAULT_OOM_ABOVE")) {
@@ -95,13 +94,16 @@ int run_training(Config c) {
                   static_cast<long long>(c.batch_size));
     } else {
       auto found = find_batch_size(trainer, data.train->sample_shape(), data.train->num_classes(),
-                                   data.train->target_numel(), c.batch_size,
-                                   data.train->size() / c.accumulation_steps);
+                                   data.train->target_numel(), c.batch_size, data.train->size() / c.accumulation_steps);
       std::printf("auto_batch_size: %lld (largest that fit: %lld, minus a 10%% margin; %zu probes)\n",
                   static_cast<long long>(found.batch_size), static_cast<long long>(found.largest_fit),
                   found.trials.size());
-      batch_search = {{"event", "auto_batch_size"}, {"step", 0}, {"epoch", 0}, {"batch_size", found.batch_size},
-                      {"largest_fit", found.largest_fit}, {"trials", found.trials}};
+      batch_search = {{"event", "auto_batch_size"},
+                      {"step", 0},
+                      {"epoch", 0},
+                      {"batch_size", found.batch_size},
+                      {"largest_fit", found.largest_fit},
+                      {"trials", found.trials}};
       c.batch_size = found.batch_size;
     }
     c.auto_batch_size = false;  // the run's batch size is now fixed: a resume must not search again
@@ -123,7 +125,7 @@ int run_training(Config c) {
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
 
-  LrSchedule schedule{c.lr_schedule, c.lr,         c.min_lr,        c.warmup_steps, total_steps,
+  LrSchedule schedule{c.lr_schedule,   c.lr,           c.min_lr,  c.warmup_steps, total_steps,
                       steps_per_epoch, c.lr_step_size, c.lr_gamma};
 
   // --- run folder
@@ -149,8 +151,7 @@ int run_training(Config c) {
   if (!c.export_path.empty()) check_writable(c.export_path, "export file");  // now, not after the run
   std::printf("output: %s\n", out_dir.c_str());
   if (!batch_search.is_null()) metrics.write(batch_search);
-  Monitor monitor((fs::path(out_dir) / "monitor.csv").string(), c.monitor_interval,
-                  ctx.cuda ? ctx.device.index() : -1);
+  Monitor monitor((fs::path(out_dir) / "monitor.csv").string(), c.monitor_interval, ctx.cuda ? ctx.device.index() : -1);
   std::printf("monitor: %s\n", monitor.status().c_str());
 
   // --- resume
@@ -253,7 +254,9 @@ int run_training(Config c) {
       const int64_t split_before = trainer.split();
       StepResult r = trainer.step(micro);
       if (trainer.split() != split_before)
-        metrics.write({{"event", "oom"}, {"step", step + 1}, {"epoch", epoch},
+        metrics.write({{"event", "oom"},
+                       {"step", step + 1},
+                       {"epoch", epoch},
                        {"micro_batch", c.batch_size / trainer.split()},
                        {"accumulation", c.accumulation_steps * trainer.split()},
                        {"effective_batch", samples_per_step}});
@@ -273,8 +276,12 @@ int run_training(Config c) {
         double wait = train_loader.take_wait_seconds();
         wait_seconds += wait;
         progress.update(step, epoch, loss, last_lr, sps, 1000.0 * secs / static_cast<double>(window_steps));
-        nlohmann::json rec = {{"event", "step"}, {"step", step}, {"epoch", epoch}, {"loss", loss},
-                              {"lr", last_lr}, {"samples_per_sec", sps},
+        nlohmann::json rec = {{"event", "step"},
+                              {"step", step},
+                              {"epoch", epoch},
+                              {"loss", loss},
+                              {"lr", last_lr},
+                              {"samples_per_sec", sps},
                               {"step_ms", 1000.0 * secs / static_cast<double>(window_steps)},
                               {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
         if (r.grad_norm.defined()) rec["grad_norm"] = r.grad_norm.item<double>();
@@ -308,7 +315,8 @@ int run_training(Config c) {
     check_bad_steps();
     auto eval_start = Clock::now();
     last_eval = evaluate(trainer, test_loader, eval_must_stop);
-    if (trainer.ema() && !last_eval.interrupted) {  // the average is what one deploys: it decides "best" and early stopping
+    if (trainer.ema() &&
+        !last_eval.interrupted) {  // the average is what one deploys: it decides "best" and early stopping
       trainer.ema()->swap(trainer.model());
       last_ema_eval = evaluate(trainer, test_loader, eval_must_stop);
       trainer.ema()->swap(trainer.model());
@@ -350,7 +358,10 @@ int run_training(Config c) {
   }
 
   if (!stop_reason.empty()) {
-    metrics.write({{"event", "stopped"}, {"step", step}, {"epoch", last_epoch}, {"reason", stop_reason},
+    metrics.write({{"event", "stopped"},
+                   {"step", step},
+                   {"epoch", last_epoch},
+                   {"reason", stop_reason},
                    {"monitor", monitor.finish()}});
     write_report_safely(out_dir);
     progress.line("stopped (" + stop_reason + ") at step " + std::to_string(step) + "; checkpoint " +
@@ -360,16 +371,22 @@ int run_training(Config c) {
   }
 
   // --- summary
-  RunTotals totals{.step = step, .epoch = last_epoch, .steps_this_session = step - first_step,
-                   .samples_per_step = samples_per_step, .skipped_steps = skipped,
+  RunTotals totals{.step = step,
+                   .epoch = last_epoch,
+                   .steps_this_session = step - first_step,
+                   .samples_per_step = samples_per_step,
+                   .skipped_steps = skipped,
                    .bad_samples = data.train->bad_samples() + data.test->bad_samples(),
-                   .wall_seconds = seconds_since(run_start), .train_seconds = train_seconds,
+                   .wall_seconds = seconds_since(run_start),
+                   .train_seconds = train_seconds,
                    .wait_seconds = wait_seconds};
   const double best_value = EvalResult::higher_is_better(monitored) ? best_score : -best_score;
   nlohmann::json summary = summary_record(totals, monitored, best_value, last_eval, last_ema_eval);
   if (early_stopped) summary["early_stopped"] = true;
-  if (ctx.cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
-  else summary["peak_rss_bytes"] = peak_rss_bytes();
+  if (ctx.cuda)
+    summary["peak_memory_bytes"] = cuda_peak_allocated(ctx.device.index());
+  else
+    summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["monitor"] = monitor.finish();
   metrics.write(summary);
   print_telemetry(summary["monitor"]);
@@ -377,8 +394,10 @@ int run_training(Config c) {
   if (!c.export_path.empty()) {
     if (trainer.ema()) trainer.ema()->swap(trainer.model());  // the average is what a run with EMA deploys
     save_safetensors(c.export_path, model_tensors(trainer.model()),
-                     {{"gputrain_model", c.model}, {"gputrain_config", config_json.dump()},
-                      {"gputrain_version", GPUTRAIN_VERSION}, {"gputrain_step", std::to_string(step)},
+                     {{"gputrain_model", c.model},
+                      {"gputrain_config", config_json.dump()},
+                      {"gputrain_version", GPUTRAIN_VERSION},
+                      {"gputrain_step", std::to_string(step)},
                       {"gputrain_weights", trainer.ema() ? "ema" : "raw"}});
     if (trainer.ema()) trainer.ema()->swap(trainer.model());
   }

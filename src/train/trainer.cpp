@@ -32,8 +32,8 @@ void to_channels_last(torch::nn::Module& module) {
     if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
 }
 
-Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer,
-                 const RunContext& ctx, TrainerOptions options)
+Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const RunContext& ctx,
+                 TrainerOptions options)
     : model_(std::move(model)),
       optimizer_(std::move(optimizer)),
       ctx_(ctx),
@@ -64,13 +64,15 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
                             "or a device with more memory");
       const int64_t batch = micro.front().x.size(0);
       if (batch / (split_ * 2) < 1)
-        throw runtime_error("out of memory even with a micro-batch of 1 sample (step " + std::to_string(steps_ + 1) + ")",
-                            "use a smaller model or --width, or a device with more memory");
+        throw runtime_error(
+            "out of memory even with a micro-batch of 1 sample (step " + std::to_string(steps_ + 1) + ")",
+            "use a smaller model or --width, or a device with more memory");
       split_ *= 2;
-      std::fprintf(stderr, "gputrain: out of memory at step %lld: micro-batch %lld -> %lld, accumulation x%lld "
-                   "(the effective batch is unchanged)\n", static_cast<long long>(steps_ + 1),
-                   static_cast<long long>(batch * 2 / split_), static_cast<long long>(batch / split_),
-                   static_cast<long long>(split_));
+      std::fprintf(stderr,
+                   "gputrain: out of memory at step %lld: micro-batch %lld -> %lld, accumulation x%lld "
+                   "(the effective batch is unchanged)\n",
+                   static_cast<long long>(steps_ + 1), static_cast<long long>(batch * 2 / split_),
+                   static_cast<long long>(batch / split_), static_cast<long long>(split_));
     }
   }
 }
@@ -115,8 +117,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
       {
         AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
         auto logits = model_->forward(xs[i]);
-        loss = task_loss(logits, ys[i], opt_.loss) *
-               (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
+        loss = task_loss(logits, ys[i], opt_.loss) * (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
       }
       scaler_.scale(loss).backward();  // backward runs outside autocast, as in PyTorch
       auto detached = loss.detach();
@@ -125,7 +126,8 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   }
   // Data-parallel all-reduce of the gradients belongs here (after backward, before unscale).
   updating_ = true;
-  if (steps_ + 1 == oom_update_step_) TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
+  if (steps_ + 1 == oom_update_step_)
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
   scaler_.unscale_(*optimizer_);
   if (opt_.clip_max_norm > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
   r.stepped = scaler_.step(*optimizer_);

@@ -64,8 +64,8 @@ class Trainer {
   int64_t split_ = 1;
   int64_t oom_fault_step_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_STEP raises OOM at that step once
   int64_t steps_ = 0;
-  int64_t oom_above_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_ABOVE: larger probes and chunks run out of memory
-  bool updating_ = false;   // try_step has begun the optimizer update (an OOM there is not retried)
+  int64_t oom_above_ = -1;        // test hook: GPUTRAIN_FAULT_OOM_ABOVE: larger probes and chunks run out of memory
+  bool updating_ = false;         // try_step has begun the optimizer update (an OOM there is not retried)
   int64_t oom_update_step_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_UPDATE raises OOM in that step's update
 
   StepResult try_step(const std::vector<Batch>& micro);

@@ -41,15 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     touch_all(d);
     // The test-split path: map labels with the classes just found.
     if (d.num_classes() > 0) touch_all(gputrain::CsvDataset(table, options, &d.class_names()));
-  } catch (const gputrain::Error&) {
-  }
+  } catch (const gputrain::Error&) {}
   // Windows whose settings come from the input, so short and long windows both get tried.
   options.window = 1 + size % 5;
   options.stride = 1 + size % 3;
   options.horizon = size % 4;
   try {
     touch_all(gputrain::CsvDataset(table, options));
-  } catch (const gputrain::Error&) {
-  }
+  } catch (const gputrain::Error&) {}
   return 0;
 }

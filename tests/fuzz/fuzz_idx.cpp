@@ -14,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) return 0;
   try {
     gputrain::read_idx("/proc/self/fd/" + std::to_string(fd));
-  } catch (const gputrain::Error&) {
-  }
+  } catch (const gputrain::Error&) {}
   return 0;
 }

@@ -31,11 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   try {
     touch(gputrain::read_npy(path));
-  } catch (const gputrain::Error&) {
-  }
+  } catch (const gputrain::Error&) {}
   try {
     for (const auto& [key, array] : gputrain::read_npz(path)) touch(array);
-  } catch (const gputrain::Error&) {
-  }
+  } catch (const gputrain::Error&) {}
   return 0;
 }
