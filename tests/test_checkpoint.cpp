@@ -22,7 +22,7 @@ std::unique_ptr<Trainer> make_trainer(uint64_t seed, bool scaler, int64_t width 
   torch::manual_seed(seed);
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, width});
   Config c;  // adamw: the optimizer state (moments) must survive the round trip too
-  RunContext ctx;
+  Recipe ctx;
   ctx.grad_scaler = scaler;
   return std::make_unique<Trainer>(model, make_optimizer(c, *model), ctx, TrainerOptions{});
 }
@@ -154,7 +154,7 @@ TEST_CASE("checkpoint: all_finite sees weights, EMA and optimizer moments", "[ch
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
   TrainerOptions options;
   options.ema_decay = 0.9;
-  Trainer t(model, make_optimizer(Config{}, *model), RunContext{}, options);
+  Trainer t(model, make_optimizer(Config{}, *model), Recipe{}, options);
   t.step({batch(0)});
   CHECK(all_finite(t));
   // An overflowed second moment leaves the weights finite (the update divides by it).

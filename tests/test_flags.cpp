@@ -14,11 +14,7 @@ using namespace gputrain;
 namespace {
 
 Config resolve(const std::vector<std::string>& words) {
-  Args a = parse_args(words, [](const std::string& n) {
-    const Field* f = find_field(n);
-    return f && f->is_bool();
-  });
-  return resolve_config(a.flags);
+  return resolve_config(parse_command_line(words, {}, true).flags);
 }
 
 // The problems a bad command line reports (empty when it resolves).
@@ -55,6 +51,10 @@ TEST_CASE("boolean flags take --x, --x=false, --no-x and --no_x", "[flags]") {
   CHECK(resolve({"--no_use_amp"}).use_amp == false);
   CHECK(resolve({"--no-use-amp"}).use_amp == false);
   CHECK(resolve({"--use-amp=0"}).use_amp == false);
+  CHECK(resolve({"--use_amp=off"}).use_amp == false);
+  CHECK(resolve({"--use-amp=no", "--hflip=on"}).hflip == true);
+  CHECK(resolve({"--no-hflip", "--hflip=yes"}).hflip == true);
+  CHECK(resolve({"--no-hflip=false"}).hflip == true);  // a double negative, as before
   // A bare boolean does not swallow the next word.
   Config c = resolve({"--hflip", "--epochs", "2"});
   CHECK(c.hflip);
@@ -155,4 +155,112 @@ TEST_CASE("config JSON round-trips through the field table", "[flags]") {
     k["config"] = back.config;
     return k.dump();
   }());
+}
+
+TEST_CASE("the split: raw spellings, order, --no-x, values with one dash", "[flags]") {
+  Args a = parse_command_line({"--no-use-amp", "--lr", "-1", "--hflip", "--batch-size=8", "--no_tf32"}, {}, true);
+  CHECK(a.positionals.empty());
+  REQUIRE(a.flags.size() == 5);
+  CHECK(a.flags[0].name == "use_amp");
+  CHECK(a.flags[0].negated);
+  CHECK_FALSE(a.flags[0].value);
+  CHECK(a.flags[0].raw == "--no-use-amp");
+  CHECK(a.flags[1].name == "lr");
+  CHECK(a.flags[1].value == "-1");
+  CHECK(a.flags[1].raw == "--lr");
+  CHECK(a.flags[2].name == "hflip");
+  CHECK_FALSE(a.flags[2].value);  // bare: no value, not cxxopts's implicit "true"
+  CHECK(a.flags[3].name == "batch_size");
+  CHECK(a.flags[3].value == "8");
+  CHECK(a.flags[3].raw == "--batch-size=8");
+  CHECK(a.flags[4].name == "tf32");
+  CHECK(a.flags[4].negated);
+  CHECK(a.flags[4].raw == "--no_tf32");
+
+  // A bare boolean leaves the next word alone; a value flag before another flag gets no value.
+  Args b = parse_command_line({"--hflip", "word", "--lr", "--epochs", "3", "--seed"}, {}, true);
+  CHECK(b.positionals == std::vector<std::string>{"word"});
+  REQUIRE(b.flags.size() == 4);
+  CHECK_FALSE(b.flags[1].value);
+  CHECK(b.flags[2].value == "3");
+  CHECK(b.flags[3].name == "seed");
+  CHECK_FALSE(b.flags[3].value);
+}
+
+TEST_CASE("an unknown flag comes back with the word after it as its value", "[flags]") {
+  Args a = parse_command_line({"--bogus", "3", "--batch-sise=4", "--no-such", "x", "--epochs", "2"}, {}, true);
+  REQUIRE(a.flags.size() == 4);
+  CHECK(a.flags[0].name == "bogus");
+  CHECK(a.flags[0].value == "3");
+  CHECK(a.flags[1].name == "batch_sise");
+  CHECK(a.flags[1].value == "4");
+  CHECK(a.flags[1].raw == "--batch-sise=4");
+  CHECK(a.flags[2].name == "such");  // "--no-x" takes no value, known or not
+  CHECK(a.flags[2].negated);
+  CHECK(a.flags[3].name == "epochs");
+  CHECK(a.positionals == std::vector<std::string>{"x"});
+
+  auto p = problems_of({"--bogus", "3", "--epochs", "2"});
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::Contains("unknown flag '--bogus'"));
+
+  // Without the field table, a field name is just an unknown flag (and keeps its value).
+  Args c = parse_command_line({"--lr", "0.1", "--help"}, {}, false);
+  REQUIRE(c.flags.size() == 2);
+  CHECK(c.flags[0].name == "lr");
+  CHECK(c.flags[0].value == "0.1");
+  CHECK(c.take_switch("help"));
+}
+
+TEST_CASE("command-local flags, and a local flag shadowing a field", "[flags]") {
+  // benchmark's --warmup_steps is its own timing warm-up, not the learning-rate warm-up.
+  Args a = parse_command_line({"--warmup-steps", "5", "--steps", "7", "--epochs", "2", "--json", "out.json"},
+                              {{"warmup_steps", true}, {"steps", true}, {"json", true}}, true);
+  CHECK(a.take_value("warmup_steps") == "5");
+  CHECK(a.take_value("steps") == "7");
+  CHECK(a.take_value("json") == "out.json");
+  REQUIRE(a.flags.size() == 1);
+  CHECK(resolve_config(a.flags).warmup_steps == Config{}.warmup_steps);
+  CHECK(resolve_config(a.flags).epochs == 2);
+
+  // A boolean local shadowing a value field takes no value word.
+  Args b = parse_command_line({"--lr", "0.5"}, {{"lr", false}}, true);
+  CHECK(b.positionals == std::vector<std::string>{"0.5"});
+  CHECK(b.take_switch("lr"));
+
+  Args c = parse_command_line({"--json", "--no-json"}, {{"json", false}}, false);
+  CHECK(c.take_switch("json"));
+  CHECK_FALSE(c.take_switch("json"));
+  Args d = parse_command_line({"--checkpoint"}, {{"checkpoint", true}}, false);
+  CHECK(d.take_value("checkpoint") == "");  // given bare: the command says it needs a file
+}
+
+TEST_CASE("-h is --help, and -- ends the flags", "[flags]") {
+  for (bool fields : {true, false}) {
+    Args a = parse_command_line({"-h", "--epochs", "2"}, {}, fields);
+    REQUIRE(a.flags.size() == 2);
+    CHECK(a.flags[0].name == "help");
+    CHECK(a.flags[0].raw == "-h");
+    CHECK(a.take_switch("help"));
+  }
+  CHECK(parse_command_line({"--help=false"}, {}, true).take_switch("help") == false);
+
+  Args b = parse_command_line({"--epochs", "2", "--", "--lr", "x", "-h"}, {}, true);
+  REQUIRE(b.flags.size() == 1);
+  CHECK(b.flags[0].name == "epochs");
+  CHECK(b.positionals == std::vector<std::string>{"--lr", "x", "-h"});
+  Args c = parse_command_line({"--lr", "--", "0.1"}, {}, true);
+  REQUIRE(c.flags.size() == 1);
+  CHECK_FALSE(c.flags[0].value);
+  CHECK(c.positionals == std::vector<std::string>{"0.1"});
+}
+
+TEST_CASE("an unknown flag, a bad type and an out-of-range value are reported together", "[flags][errors]") {
+  auto p = problems_of({"--bogus", "--epochs", "two", "--batch-size", "0", "--no-lr", "--use_amp=maybe"});
+  CHECK(any_contains(p, "unknown flag '--bogus'"));
+  CHECK(any_contains(p, "--epochs has value 'two' (expected an integer)"));
+  CHECK(any_contains(p, "batch_size '0'"));
+  CHECK(any_contains(p, "--no-lr is not valid"));
+  CHECK(any_contains(p, "--use_amp has value 'maybe'"));
+  CHECK(p.size() == 5);
 }

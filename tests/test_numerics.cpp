@@ -13,14 +13,14 @@ using namespace gputrain;
 
 namespace {
 
-RunContext cpu_context(bool grad_scaler = false) {
-  RunContext ctx;
+Recipe cpu_context(bool grad_scaler = false) {
+  Recipe ctx;
   ctx.device = torch::kCPU;
   ctx.grad_scaler = grad_scaler;
   return ctx;
 }
 
-std::unique_ptr<Trainer> make_trainer(const RunContext& ctx, TrainerOptions opts,
+std::unique_ptr<Trainer> make_trainer(const Recipe& ctx, TrainerOptions opts,
                                       const std::string& optimizer = "sgd") {
   torch::manual_seed(3);
   auto model = make_model("mlp", ModelSpec{{1, 6, 6}, 5, 16});

@@ -15,7 +15,9 @@ deps=""                            # per target: more files whose change means a
 
 build() {  # name sources... -- other compiler and linker arguments...
   local name=$1; shift
-  local flags=(-std=c++20 -O1 -g -fsanitize="$sanitize" -fno-sanitize-recover=undefined -Isrc)
+  # fmt: header-only, from the folder the CMake configure step links to torch's bundled copy.
+  local flags=(-std=c++20 -O1 -g -fsanitize="$sanitize" -fno-sanitize-recover=undefined -Isrc
+               -DFMT_HEADER_ONLY -isystem "$build_dir/fmt-include")
   local srcs=() args=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do srcs+=("$1"); shift; done
   [ $# -gt 0 ] && shift && args=("$@")

@@ -26,7 +26,7 @@ build_type=${GPUTRAIN_BUILD_TYPE:-Release}
 say() { echo "setup: $*"; }
 
 # --- Debian packages --------------------------------------------------------------------
-apt_packages=(cmake ninja-build ccache g++ libfmt-dev nlohmann-json3-dev catch2 zlib1g-dev libturbojpeg0-dev libpng-dev
+apt_packages=(cmake ninja-build ccache g++ libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev libturbojpeg0-dev libpng-dev
               dataset-fashion-mnist clang libclang-rt-14-dev)  # clang: the libFuzzer targets
 if [ "${GPUTRAIN_SKIP_APT:-0}" != 1 ]; then
   missing=()

@@ -6,12 +6,12 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "bench/runner.h"
-#include "core/device.h"
+#include "core/recipe.h"
 
 namespace gputrain {
 
 struct BenchReport {
-  RunContext context;        // of the baseline variant: the device report
+  Recipe context;            // of the baseline variant: the device report
   nlohmann::json* workload;  // the resolved configuration (borrowed)
   BenchSettings settings;
   std::vector<VariantResult> results;

@@ -1,4 +1,4 @@
-// Runs one benchmark variant: a fresh model with the variant's switches, the same Trainer::step
+// Runs one benchmark variant: a Session with the variant's switches, the same Trainer::step
 // that `train` runs, warm-up untimed, then `repeats` x `steps` timed steps.
 #include "bench/runner.h"
 
@@ -7,11 +7,12 @@
 #include <cmath>
 #include <optional>
 
-#include "core/device.h"
 #include "core/device_cuda.h"
+#include "core/host_info.h"
+#include "core/stats.h"
 #include "data/loader.h"
-#include "train/build.h"
 #include "train/optim.h"
+#include "train/session.h"
 
 namespace gputrain {
 namespace {
@@ -46,35 +47,29 @@ class BatchSource {
   std::vector<Batch> cache_;
 };
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double pos = q * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(pos);
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
 }  // namespace
 
-VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchSettings& s,
+VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
                           const StepCallback& on_step) {
   VariantResult r;
   r.name = v.name;
   r.description = v.description;
   r.skipped = v.skipped;
-  r.config = v.config;
+  r.config = v.resolved;
   if (!r.skipped.empty()) return r;
-  const Config& c = v.config;
 
-  RunContext ctx = make_run_context(c);  // applies this variant's global switches and the seed
-  const int dev = ctx.cuda ? ctx.device.index() : -1;
-  auto trainer_ptr = build_trainer(c, ctx, *data.train);
-  Trainer& trainer = *trainer_ptr;
+  // The same Session as `train` builds: this variant's global switches, the seed, the model.
+  Session session(v.config, {.data = std::move(data), .search_batch_size = false});
+  const Config& c = session.config();
+  r.config = c;
+  r.session = session.describe_line();
+  const Recipe& recipe = session.recipe();
+  const int dev = recipe.cuda ? recipe.device.index() : -1;
+  Trainer& trainer = session.trainer();
   set_lr(trainer.optimizer(), c.lr);  // constant: the schedule does not change speed
-  LoaderOptions lo = train_loader_options(c, ctx);
+  LoaderOptions lo = session.train_loader_options();
   lo.drop_last = lo.persistent_workers = true;  // whole batches only; threads live across epochs
-  Loader loader(data.train, lo);
+  Loader loader(session.data().train, lo);
   BatchSource source(loader, s.stage == "compute", 4 * c.accumulation_steps);
 
   std::vector<Batch> micro;
@@ -93,7 +88,7 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
     one_step();
     on_step(done + 1, total);
   }
-  if (ctx.cuda) {
+  if (recipe.cuda) {
     cuda_synchronize(dev);
     cuda_reset_peak(dev);
   } else {
@@ -107,16 +102,16 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
     CudaEventTimer gpu_timer;
     std::vector<double> host_marks;
     auto t0 = Clock::now();
-    if (ctx.cuda) gpu_timer.mark();
+    if (recipe.cuda) gpu_timer.mark();
     for (int64_t i = 0; i < s.steps; ++i, ++done) {
       one_step();
-      if (ctx.cuda)
+      if (recipe.cuda)
         gpu_timer.mark();
       else
         host_marks.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       on_step(done + 1, total);
     }
-    if (ctx.cuda) {
+    if (recipe.cuda) {
       auto ms = gpu_timer.intervals_ms();  // syncs once
       r.step_ms.insert(r.step_ms.end(), ms.begin(), ms.end());
     } else {
@@ -134,7 +129,7 @@ VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchS
   r.median_ms = percentile(r.step_ms, 0.5);
   r.p90_ms = percentile(r.step_ms, 0.9);
   r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
-  r.peak_memory_bytes = ctx.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
+  r.peak_memory_bytes = recipe.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
   r.loss = loss_sum.defined() ? loss_sum.item<double>() / static_cast<double>(s.steps) : std::nan("");
   return r;
 }

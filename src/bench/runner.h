@@ -1,24 +1,21 @@
-// Runs one benchmark variant: a fresh model, the real Trainer::step, timed after warm-up.
+// Runs one benchmark variant: a Session with the variant's switches, the same Trainer::step
+// that `train` runs, timed after warm-up.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/benchmark.h"
 #include "bench/variants.h"
 #include "data/make_dataset.h"
 
 namespace gputrain {
 
-struct BenchSettings {
-  int64_t warmup_steps = 5;
-  int64_t steps = 30;
-  int64_t repeats = 1;
-  std::string stage = "full";  // full | data | compute
-};
-
 struct VariantResult {
   std::string name, description, skipped;
-  Config config;                // the variant's configuration
+  Config config;                // the variant's configuration, as resolved
+  std::string session;          // the Session's description (Session::describe_line)
   std::vector<double> step_ms;  // every timed step, all repeats
   double median_ms = 0, p90_ms = 0, samples_per_sec = 0;
   double speedup = 0;             // samples/s relative to the baseline
@@ -32,7 +29,8 @@ struct VariantResult {
 // Called with (step, total steps) while a variant runs, for the progress line.
 using StepCallback = std::function<void(int64_t, int64_t)>;
 
-VariantResult run_variant(const Variant& v, const DataSplits& data, const BenchSettings& s,
+// `data` is shared by every variant (they differ in speed switches only).
+VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
                           const StepCallback& on_step);
 
 // Fills speedup, memory_saving and loss_drift from the baseline row (the first one).

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "train/resolve_recipe.h"
 
 namespace gputrain {
 namespace {
@@ -13,68 +14,70 @@ namespace {
 struct Row {
   const char* name;
   const char* description;
-  // Turns the optimization on in a config that has it off; returns a skip reason or "".
-  std::function<std::string(Config&, const Config& workload, const DeviceCaps&)> apply;
+  // Turns the optimization on in a config that has it off.
+  std::function<void(Config&, const Config& workload)> apply;
+  // Whether the resolved recipe really has it on, and the device report row that says why not.
+  std::function<bool(const Recipe&)> on;
+  const char* report_row;
 };
+
+bool always(const Recipe&) { return true; }
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> table = {
       {"baseline", "fp32, no autotune, NCHW, main-thread loading, pageable blocking copies",
-       [](Config&, const Config&, const DeviceCaps&) { return std::string(); }},
+       [](Config&, const Config&) {}, always, ""},
       {"amp_fp16", "fp16 autocast + grad scaler",
-       [](Config& c, const Config&, const DeviceCaps& d) {
+       [](Config& c, const Config&) {
          c.use_amp = true;
          c.amp_dtype = "fp16";
-         return d.cuda ? "" : std::string("fp16 autocast n/a on cpu");
-       }},
+       },
+       [](const Recipe& r) { return r.amp && r.amp_dtype == c10::kHalf; }, "AMP"},
       {"amp_bf16", "bf16 autocast",
-       [](Config& c, const Config&, const DeviceCaps& d) {
+       [](Config& c, const Config&) {
          c.use_amp = true;
          c.amp_dtype = "bf16";
-         return d.cuda && !d.bf16 ? "bf16 n/a on " + d.name + " (needs compute capability 8.0+)" : std::string();
-       }},
-      {"cudnn_benchmark", "cuDNN autotuning",
-       [](Config& c, const Config&, const DeviceCaps& d) {
-         c.cudnn_benchmark = true;
-         return d.cuda ? "" : std::string("n/a on cpu (no cuDNN)");
-       }},
-      {"tf32", "TF32 matmuls and convolutions",
-       [](Config& c, const Config&, const DeviceCaps& d) {
-         c.tf32 = true;
-         if (!d.cuda) return std::string("n/a on cpu");
-         return d.tf32 ? std::string() : "n/a on " + d.name + " (needs compute capability 8.0+)";
-       }},
-      {"channels_last", "NHWC memory format",
-       [](Config& c, const Config&, const DeviceCaps&) {
-         c.channels_last = true;
-         return c.model == "mlp" ? std::string("n/a for mlp (flat inputs)") : std::string();
-       }},
+       },
+       [](const Recipe& r) { return r.amp && r.amp_dtype == c10::kBFloat16; }, "AMP"},
+      {"cudnn_benchmark", "cuDNN autotuning", [](Config& c, const Config&) { c.cudnn_benchmark = true; },
+       [](const Recipe& r) { return r.cudnn_benchmark; }, "cuDNN benchmark"},
+      {"tf32", "TF32 matmuls and convolutions", [](Config& c, const Config&) { c.tf32 = true; },
+       [](const Recipe& r) { return r.tf32; }, "TF32"},
+      {"channels_last", "NHWC memory format", [](Config& c, const Config&) { c.channels_last = true; },
+       [](const Recipe& r) { return r.channels_last; }, "channels_last"},
       {"workers", "loader threads + prefetch",
-       [](Config& c, const Config& w, const DeviceCaps&) {
+       [](Config& c, const Config& w) {
          c.num_workers = std::max<int64_t>(w.num_workers, 2);
          c.prefetch_factor = w.prefetch_factor;
-         return std::string();
-       }},
+       },
+       always, ""},
       {"pinned_non_blocking", "pinned host memory + non-blocking copies",
-       [](Config& c, const Config&, const DeviceCaps& d) {
-         c.pin_memory = c.non_blocking = true;
-         return d.cuda ? "" : std::string("n/a on cpu (no host-to-device copy)");
-       }},
-      {"batch_x2", "double batch size",
-       [](Config& c, const Config&, const DeviceCaps&) {
-         c.batch_size *= 2;
-         return std::string();
-       }},
+       [](Config& c, const Config&) { c.pin_memory = c.non_blocking = true; },
+       [](const Recipe& r) { return r.pin_memory; }, "pinned memory"},
+      {"batch_x2", "double batch size", [](Config& c, const Config&) { c.batch_size *= 2; }, always, ""},
       // Not a speed-up: it buys activation memory (the memory column) with a second forward
       // per block, so "all" leaves it out.
       {"grad_checkpointing", "recompute residual blocks / encoder layers in backward",
-       [](Config& c, const Config&, const DeviceCaps&) {
-         c.grad_checkpointing = true;
-         const bool has_blocks = c.model.rfind("resnet", 0) == 0 || c.model == "transformer";
-         return has_blocks ? std::string() : "n/a for " + c.model + " (no residual blocks or encoder layers)";
-       }},
+       [](Config& c, const Config&) { c.grad_checkpointing = true; }, always, ""},
   };
   return table;
+}
+
+std::string report_state(const Recipe& r, const std::string& row) {
+  for (const auto& [what, state] : r.report)
+    if (what == row) return state.rfind("off: ", 0) == 0 ? state.substr(5) : state;
+  return "off";
+}
+
+// Resolves `v.config` for the machine and says why the variant cannot run, if it cannot.
+void resolve(Variant& v, const Row* row, const MachineInfo& machine) {
+  ResolvedConfig rc(v.config);
+  Recipe recipe = resolve_recipe(rc, machine);
+  v.resolved = rc.resolved;
+  if (row && !row->on(recipe)) v.skipped = report_state(recipe, row->report_row);
+  const bool has_blocks = v.config.model.rfind("resnet", 0) == 0 || v.config.model == "transformer";
+  if (v.name == "grad_checkpointing" && !has_blocks)
+    v.skipped = "n/a for " + v.config.model + " (no residual blocks or encoder layers)";
 }
 
 }  // namespace
@@ -102,7 +105,7 @@ Config baseline_config(const Config& w) {
 bool same_samples_as_baseline(const std::string& variant) { return variant != "batch_x2"; }
 
 std::vector<Variant> expand_variants(const Config& workload, const std::vector<std::string>& selection,
-                                     const DeviceCaps& caps) {
+                                     const MachineInfo& machine) {
   auto names = variant_names();
   std::vector<std::string> problems;
   for (const auto& s : selection)
@@ -115,22 +118,27 @@ std::vector<Variant> expand_variants(const Config& workload, const std::vector<s
 
   const Config base = baseline_config(workload);
   std::vector<Variant> out;
-  // "all": the recipe `train` runs by default on this device, at the workload's batch size
-  // (batch_x2 is a different workload). AMP follows --amp_dtype auto: bf16 where the device
-  // has native bf16 (GPU or CPU), fp16 on older GPUs, none on other CPUs (emulated bf16 is
-  // slower than fp32 there; the amp_bf16 row shows it).
-  Variant all{"all", "every supported optimization together", base, ""};
   for (const auto& r : rows()) {
-    Variant v{r.name, r.description, base, ""};
-    v.skipped = r.apply(v.config, workload, caps);
-    if (wanted(r.name)) out.push_back(v);
-    std::string n = r.name;
-    if (n == "baseline" || n == "batch_x2" || n == "grad_checkpointing" || !v.skipped.empty()) continue;
-    if (n == "amp_fp16" && (!caps.cuda || caps.bf16)) continue;
-    if (n == "amp_bf16" && !caps.bf16) continue;
-    r.apply(all.config, workload, caps);
+    if (!wanted(r.name)) continue;
+    Variant v{r.name, r.description, base, base, ""};
+    r.apply(v.config, workload);
+    resolve(v, &r, machine);
+    out.push_back(v);
   }
-  if (wanted("all")) out.push_back(all);
+  // "all": the recipe `train` runs by default, at the workload's batch size (batch_x2 is a
+  // different workload); the resolver turns off what this machine lacks, as in `train`.
+  if (wanted("all")) {
+    Variant all{"all", "every supported optimization together", base, base, ""};
+    for (const auto& r : rows()) {
+      const std::string n = r.name;
+      if (n != "batch_x2" && n != "grad_checkpointing" && n != "amp_fp16" && n != "amp_bf16")
+        r.apply(all.config, workload);
+    }
+    all.config.use_amp = true;
+    all.config.amp_dtype = workload.amp_dtype;  // auto: bf16 where native, fp16 on older GPUs, off on other CPUs
+    resolve(all, nullptr, machine);
+    out.push_back(all);
+  }
   return out;
 }
 

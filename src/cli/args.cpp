@@ -1,7 +1,11 @@
-// Splits a command line into flags and positional words.
+// Splits a command line into flags and positional words: cxxopts over the field table, plus the
+// spellings cxxopts 3.1 lacks (kebab-case, --no-x) and error collection instead of the first throw.
 #include "cli/args.h"
 
+#include <cxxopts.hpp>
+
 #include <algorithm>
+#include <map>
 
 #include "config/fields.h"
 
@@ -23,43 +27,117 @@ std::optional<std::string> Args::take_value(const std::string& name) {
   return v;
 }
 
-Args parse_args(const std::vector<std::string>& words, const std::function<bool(const std::string&)>& is_bool) {
+namespace {
+
+// The flags a command knows, declared to cxxopts, and (name -> takes a value) for the bridge's
+// own decisions: cxxopts cannot say whether "--no-x" names a boolean before it parses it.
+struct KnownFlags {
+  cxxopts::Options options{"gputrain"};
+  std::map<std::string, bool> takes_value;
+
+  // Every value is a std::string, booleans included (implicit "true": no value word taken): the
+  // field table's set_field_flag (and the commands, for their own flags) stay the one judge of a
+  // value, with their messages, and of "yes"/"on"/"off", which cxxopts's bool does not accept.
+  void add(const std::string& spec, const std::string& name, bool with_value, const std::string& help) {
+    if (!takes_value.emplace(name, with_value).second) return;  // a local flag shadows a field
+    auto value = cxxopts::value<std::string>();
+    if (!with_value) value->implicit_value("true");
+    options.add_options()(spec, help, value);
+  }
+};
+
+KnownFlags declare(const std::vector<LocalFlag>& local, bool with_fields) {
+  KnownFlags k;
+  k.options.allow_unrecognised_options();  // unknown flags come back to us, to be reported with the rest
+  k.add("h,help", "help", false, "show this command's flags");
+  for (const auto& l : local) k.add(l.name, l.name, l.takes_value, "");
+  if (with_fields)
+    for (const auto& f : config_fields()) k.add(f.name, f.name, !f.is_bool(), f.help);
+  return k;
+}
+
+// A flag word as the bridge reads it before cxxopts does.
+struct Spelling {
+  std::string name;                  // snake_case, "no_" removed when negated
+  std::optional<std::string> value;  // after "=", as typed
+  bool negated = false;
+  std::string word;  // what cxxopts is given
+};
+
+Spelling spell(const std::string& w, const KnownFlags& known) {
+  Spelling s;
+  if (w == "-h") {  // cxxopts's short alias of --help
+    s.name = "help";
+    s.word = w;
+    return s;
+  }
+  // "-x" is read as "--x" (as before cxxopts): only "-h" is a short flag.
+  std::string body = w.substr(w[1] == '-' ? 2 : 1);
+  auto eq = body.find('=');
+  if (eq != std::string::npos) {
+    s.value = body.substr(eq + 1);
+    body.resize(eq);
+  }
+  s.name = normalize_flag_name(body);
+  // "--no-x" negates x. For an unknown or non-boolean x the later stages say why it is wrong
+  // ("unknown flag '--no-such'", "--no-lr is not valid"); cxxopts only sees "--x=false".
+  if (s.name.rfind("no_", 0) == 0 && s.name.size() > 3 && !known.takes_value.count(s.name)) {
+    s.name.erase(0, 3);
+    s.negated = true;
+    s.word = "--" + s.name + "=false";
+  } else {
+    s.word = "--" + s.name + (s.value ? "=" + *s.value : "");
+  }
+  return s;
+}
+
+}  // namespace
+
+Args parse_command_line(const std::vector<std::string>& words, const std::vector<LocalFlag>& local,
+                        bool config_fields) {
+  KnownFlags known = declare(local, config_fields);
   Args args;
-  bool flags_done = false;
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
-    if (flags_done || w.size() < 2 || w[0] != '-') {
+    if (w == "--") {
+      args.positionals.insert(args.positionals.end(), words.begin() + i + 1, words.end());
+      break;
+    }
+    if (w.size() < 2 || w[0] != '-') {
       args.positionals.push_back(w);
       continue;
     }
-    if (w == "--") {
-      flags_done = true;
-      continue;
+    const Spelling s = spell(w, known);
+    auto it = known.takes_value.find(s.name);
+    const bool is_bool = it != known.takes_value.end() && !it->second;
+    // "--lr 0.1": a flag that is not a known boolean takes the next word as its value, unless that
+    // word is itself a flag ("--lr -1" still works: one dash). cxxopts would take "--epochs" as
+    // the value of "--lr --epochs 2", so the bridge leaves such a word out of the flag's turn.
+    const std::string* next = nullptr;
+    if (!s.value && !s.negated && !is_bool && i + 1 < words.size() && words[i + 1].rfind("--", 0) != 0)
+      next = &words[i + 1];
+
+    // One flag per cxxopts parse: its exceptions stop only that flag, and the order is kept.
+    FlagArg flag{s.name, s.value, s.negated, w};
+    std::vector<const char*> argv = {"gputrain", s.word.c_str()};
+    if (next) argv.push_back(next->c_str());
+    try {
+      auto result = known.options.parse(static_cast<int>(argv.size()), argv.data());
+      if (!result.arguments().empty()) {
+        const auto& kv = result.arguments().front();
+        flag.name = kv.key();  // "-h" -> "help"
+        // A bare boolean keeps "no value" (not cxxopts's implicit "true"); a negated one keeps
+        // what followed "=", for set_field_flag to judge ("--no-x=false").
+        if (!s.negated && !(is_bool && !s.value)) flag.value = kv.value();
+      } else if (next) {
+        flag.value = *next;  // an unknown flag takes the following word, as a known one would
+      }
+    } catch (const cxxopts::exceptions::missing_argument&) {
+      // "--lr" last or before another flag: no value, and set_field_flag says "needs a value".
+    } catch (const cxxopts::exceptions::exception&) {
+      if (next) flag.value = *next;  // keep what was typed; the later stages judge it
     }
-    if (w == "-h") {
-      args.flags.push_back({"help", std::nullopt, false, w});
-      continue;
-    }
-    std::string body = w.substr(w[1] == '-' ? 2 : 1);
-    FlagArg flag;
-    flag.raw = w;
-    auto eq = body.find('=');
-    if (eq != std::string::npos) {
-      flag.value = body.substr(eq + 1);
-      body = body.substr(0, eq);
-    }
-    flag.name = normalize_flag_name(body);
-    // "--no-x" negates x; for a non-boolean x the config reports that it cannot be negated.
-    if (flag.name.rfind("no_", 0) == 0 && flag.name.size() > 3 && !is_bool(flag.name)) {
-      flag.name = flag.name.substr(3);
-      flag.negated = true;
-    }
-    // "--lr 0.1": a non-boolean flag without "=" takes the next word as its value, unless that
-    // word is itself a flag ("--lr -1" still works: one dash).
-    if (!flag.value && !flag.negated && !is_bool(flag.name) && i + 1 < words.size() &&
-        words[i + 1].rfind("--", 0) != 0) {
-      flag.value = words[++i];
-    }
+    if (next) ++i;
     args.flags.push_back(std::move(flag));
   }
   return args;

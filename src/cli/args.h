@@ -1,22 +1,16 @@
-// Splits a command line into flags and positional words; knows nothing about their meaning.
+// Splits a command line into flags and positional words with cxxopts; knows nothing about their meaning.
 #pragma once
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace gputrain {
+#include "config/flag_arg.h"
 
-struct FlagArg {
-  std::string name;                  // snake_case, without "--" or a "no_" prefix
-  std::optional<std::string> value;  // absent for a bare "--flag"
-  bool negated = false;              // "--no-flag" / "--no_flag"
-  std::string raw;                   // as typed, for messages
-};
+namespace gputrain {
 
 struct Args {
   std::vector<std::string> positionals;
-  std::vector<FlagArg> flags;
+  std::vector<FlagArg> flags;  // in the order typed
 
   // Removes a boolean command-local flag (like --json or --help) and says whether it was set.
   bool take_switch(const std::string& name);
@@ -24,9 +18,20 @@ struct Args {
   std::optional<std::string> take_value(const std::string& name);
 };
 
-// `is_bool(name)` says whether a flag is a boolean: then "--x value" does not consume the next
-// word. "--no-x" is always read as x negated (and rejected later when x is not a boolean). "-h" is "--help"; "--" ends
-// the flags.
-Args parse_args(const std::vector<std::string>& words, const std::function<bool(const std::string&)>& is_bool);
+// A command's own flags, beside the configuration fields (e.g. infer's --checkpoint).
+struct LocalFlag {
+  std::string name;
+  bool takes_value;
+};
+
+// Splits a command's words with cxxopts. With config_fields, every field of the table is a
+// known flag too; "help" is always a known boolean. A local flag shadows a field of the same name
+// (benchmark's --warmup_steps).
+//
+// Never throws for a bad flag: unknown flags, missing values and "--no-" on a non-boolean come
+// back in `flags`, so that resolve_config / reject_leftover_flags report every problem at once.
+// Spellings: --batch_size / --batch-size, --x=v / --x v (a value may start with one dash:
+// "--lr -1"), booleans --x, --x=false, --no-x, --no_x; -h is --help; "--" ends the flags.
+Args parse_command_line(const std::vector<std::string>& words, const std::vector<LocalFlag>& local, bool config_fields);
 
 }  // namespace gputrain

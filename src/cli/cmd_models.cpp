@@ -1,10 +1,9 @@
 // `gputrain models`: every model in the registry with its parameter count for one input shape,
 // and the sample shapes it takes; a model that cannot take the shape says so on its row.
 #include <algorithm>
-#include <cstdio>
 #include <variant>
 
-#include <c10/util/Exception.h>
+#include <fmt/format.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -12,13 +11,13 @@
 #include "config/merge.h"
 #include "core/error.h"
 #include "core/text.h"
-#include "models/registry.h"
+#include "models/model_table.h"
 
 namespace gputrain {
 namespace {
 
 void print_help() {
-  std::printf(
+  fmt::print(
       "usage: gputrain models [--input_shape 3x32x32] [--num_classes 10] [model flags]\n\n"
       "Lists every model with its parameter count for samples of --input_shape (without the\n"
       "batch: C x H x W images, T x F sequences, F table rows, C x D x H x W volumes) and\n"
@@ -27,20 +26,10 @@ void print_help() {
       "own defaults (the quickstart preset's width is for its cnn).\n");
 }
 
-// 11689512 -> "11,689,512": parameter counts are read by people.
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 }  // namespace
 
 int cmd_models(const std::vector<std::string>& words) {
-  Args args = parse_config_args(words);
+  Args args = parse_command_line(words, {}, true);
   if (args.take_switch("help")) {
     print_help();
     return 0;
@@ -62,25 +51,7 @@ int cmd_models(const std::vector<std::string>& words) {
     for (const auto& f : config_fields())
       if (f.group == "model" && !given(f.name)) std::visit([&](auto m) { c.*m = defaults.*m; }, f.member);
   }
-  const auto shape = parse_shape(c.input_shape);  // validated by resolve_config
-  std::printf("models for samples of shape %s with %lld outputs:\n", shape_text(shape).c_str(),
-              static_cast<long long>(c.num_classes));
-  std::printf("  %-12s %-16s %s\n", "model", "input", "parameters");
-  for (const auto& name : model_names()) {
-    std::string count;
-    try {
-      count = with_commas(parameter_count(*make_model(name, model_spec(c, shape, c.num_classes))));
-    } catch (const Error& e) {
-      count = "n/a: " + e.problems.front();
-    } catch (const c10::Error& e) {
-      count = "n/a: " + std::string(e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      count = "n/a: " + std::string(e.what());
-    }
-    // A rank mismatch is the common case; say it briefly.
-    if (count.rfind("n/a: model '", 0) == 0) count = "n/a: needs " + model_input_text(name);
-    std::printf("  %-12s %-16s %s\n", name.c_str(), model_input_text(name).c_str(), count.c_str());
-  }
+  print_model_table(c);
   return 0;
 }
 

@@ -1,7 +1,5 @@
 // `gputrain presets`: list the presets, or print one as JSON.
-#include <cstdio>
-#include <iostream>
-
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
@@ -12,9 +10,9 @@
 namespace gputrain {
 
 int cmd_presets(const std::vector<std::string>& words) {
-  Args args = parse_args(words, [](const std::string& n) { return n == "help"; });
+  Args args = parse_command_line(words, {}, false);
   if (args.take_switch("help")) {
-    std::printf(
+    fmt::print(
         "usage: gputrain presets             list presets with a one-line description\n"
         "       gputrain presets show NAME   print one preset as JSON\n\n"
         "Presets are searched in: $GPUTRAIN_PRESETS_DIR, then the installed and source\n"
@@ -26,11 +24,11 @@ int cmd_presets(const std::vector<std::string>& words) {
   if (pos.empty() || (pos[0] == "list" && pos.size() == 1)) {
     auto presets = list_presets();
     if (presets.empty()) throw usage_error("no presets found", "set GPUTRAIN_PRESETS_DIR to the presets/ folder");
-    for (const auto& p : presets) std::printf("  %-12s %s\n", p.name.c_str(), p.description.c_str());
+    for (const auto& p : presets) fmt::print("  {:<12} {}\n", p.name, p.description);
     return 0;
   }
   if (pos[0] == "show" && pos.size() == 2) {
-    std::cout << load_json_file(find_preset(pos[1])).dump(2) << "\n";
+    fmt::print("{}\n", load_json_file(find_preset(pos[1])).dump(2));
     return 0;
   }
   throw usage_error("unexpected arguments to presets: '" + pos[0] + (pos.size() > 1 ? " ..." : "") + "'",

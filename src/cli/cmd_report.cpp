@@ -1,5 +1,5 @@
 // `gputrain report RUN_DIR`: rebuilds a run's report.html from the files in its folder.
-#include <cstdio>
+#include <fmt/format.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -9,9 +9,9 @@
 namespace gputrain {
 
 int cmd_report(const std::vector<std::string>& words) {
-  Args args = parse_args(words, [](const std::string& n) { return n == "help"; });
+  Args args = parse_command_line(words, {}, false);
   if (args.take_switch("help")) {
-    std::printf(
+    fmt::print(
         "usage: gputrain report RUN_DIR\n\n"
         "Rebuilds RUN_DIR/report.html (self-contained: inline SVG, no network) from its\n"
         "config.json, metrics.jsonl, monitor.csv and, when present, benchmark.json.\n");
@@ -19,7 +19,7 @@ int cmd_report(const std::vector<std::string>& words) {
   }
   reject_leftover_flags(args, {"help"});
   if (args.positionals.size() != 1) throw usage_error("report takes one run folder", "gputrain report runs/<name>");
-  std::printf("wrote %s\n", write_html_report(args.positionals[0]).c_str());
+  fmt::print("wrote {}\n", write_html_report(args.positionals[0]));
   return 0;
 }
 

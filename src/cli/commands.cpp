@@ -1,17 +1,13 @@
 // The command table and the dispatcher: unknown commands get a "did you mean".
 #include "cli/commands.h"
 
-#include <c10/util/Exception.h>
 #include <fmt/format.h>
-#include <torch/version.h>
-
-#include <cstdio>
-#include <iostream>
 
 #include "cli/args.h"
-#include "core/device_cuda.h"
 #include "core/error.h"
+#include "core/info.h"
 #include "core/text.h"
+#include "core/torch_errors.h"
 
 namespace gputrain {
 
@@ -39,24 +35,19 @@ std::vector<std::string> command_names() {
 }
 
 void print_usage() {
-  std::printf("gputrain %s: train PyTorch-style models on GPUs as fast as the hardware allows\n\n", GPUTRAIN_VERSION);
-  std::printf("usage: gputrain <command> [flags]\n\ncommands:\n");
-  for (const auto& c : commands()) std::printf("  %-10s %s\n", c.name, c.summary);
-  std::printf(
+  fmt::print("gputrain {}: train PyTorch-style models on GPUs as fast as the hardware allows\n\n", GPUTRAIN_VERSION);
+  fmt::print("usage: gputrain <command> [flags]\n\ncommands:\n");
+  for (const auto& c : commands()) fmt::print("  {:<10} {}\n", c.name, c.summary);
+  fmt::print(
       "\n`gputrain <command> --help` shows a command's flags. `gputrain --version` shows versions.\n"
       "With no command, `gputrain` prints this help; `gputrain train` runs the quickstart.\n");
-}
-
-void print_version() {
-  std::printf("gputrain %s (LibTorch %s, CUDA %s, cuDNN %s)\n", GPUTRAIN_VERSION, TORCH_VERSION,
-              cuda_build_version().c_str(), cudnn_version().c_str());
 }
 
 }  // namespace
 
 void print_error(const std::vector<std::string>& problems, const std::string& hint) {
-  for (const auto& p : problems) std::fprintf(stderr, "gputrain: error: %s\n", p.c_str());
-  if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
+  for (const auto& p : problems) fmt::print(stderr, "gputrain: error: {}\n", p);
+  if (!hint.empty()) fmt::print(stderr, "hint: {}\n", hint);
 }
 
 void reject_leftover_flags(const Args& args, const std::vector<std::string>& known) {
@@ -73,24 +64,17 @@ int run_cli(int argc, char** argv) {
       return 0;
     }
     if (words[0] == "--version" || words[0] == "-V" || words[0] == "version") {
-      print_version();
+      fmt::print("{}\n", version_line());
       return 0;
     }
     for (const auto& c : commands()) {
-      if (words[0] == c.name) return c.run({words.begin() + 1, words.end()});
+      if (words[0] == c.name) return run_with_torch_errors([&] { return c.run({words.begin() + 1, words.end()}); });
     }
     throw usage_error("unknown command '" + words[0] + "'" + did_you_mean(words[0], command_names()),
                       "commands: " + join(command_names(), ", ") + " (gputrain --help)");
   } catch (const Error& e) {
     print_error(e.problems, e.hint);
     return e.exit_code;
-  } catch (const c10::OutOfMemoryError& e) {
-    print_error({"out of memory: " + std::string(e.what_without_backtrace())},
-                "lower --batch_size or raise --accumulation_steps");
-    return kExitRuntime;
-  } catch (const c10::Error& e) {
-    print_error({std::string(e.what_without_backtrace())}, "");
-    return kExitRuntime;
   } catch (const std::exception& e) {
     print_error({e.what()}, "");
     return kExitRuntime;

@@ -1,30 +1,38 @@
-// The resolved configuration as the two-column table `train` prints at start.
+// The configuration as the table `train` prints at start.
 #include "config/config_table.h"
 
-#include <cstdio>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
 
 #include "config/fields.h"
 
 namespace gputrain {
+namespace {
 
-void print_config(const Config& c) {
-  std::printf("configuration:\n");
+std::string text(const nlohmann::json& v) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+void print_config_table(const ResolvedConfig& r) {
+  fmt::print("configuration (requested -> resolved):\n");
   const auto& fields = config_fields();
+  auto cell = [&](size_t k) {
+    if (k >= fields.size()) return std::string();
+    const std::string asked = text(fields[k].get(r.requested)), used = text(fields[k].get(r.resolved));
+    return fmt::format("{:<21} {:<18}", fields[k].name, asked == used ? asked : asked + " -> " + used);
+  };
   // Two columns keep the table on one screen.
-  size_t half = (fields.size() + 1) / 2;
-  for (size_t i = 0; i < half; ++i) {
-    auto cell = [&](size_t k) {
-      if (k >= fields.size()) return std::string();
-      auto v = fields[k].get(c);
-      std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "%-21s %-18s", fields[k].name.c_str(), s.empty() ? "-" : s.c_str());
-      return std::string(buf);
-    };
-    std::printf("  %s  %s\n", cell(i).c_str(), cell(i + half).c_str());
+  const size_t half = (fields.size() + 1) / 2;
+  for (size_t i = 0; i < half; ++i) fmt::print("  {}  {}\n", cell(i), cell(i + half));
+  if (r.reasons.empty()) return;
+  fmt::print("resolved:\n");
+  for (const auto& [name, why] : r.reasons) {
+    const Field* f = find_field(name);
+    fmt::print("  {:<21} {} -> {} ({})\n", name, text(f->get(r.requested)), text(f->get(r.resolved)), why);
   }
 }
 

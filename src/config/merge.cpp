@@ -44,13 +44,6 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
 
 }  // namespace
 
-Args parse_config_args(const std::vector<std::string>& words) {
-  return parse_args(words, [](const std::string& n) {
-    const Field* f = find_field(n);
-    return n == "help" || (f && f->is_bool());
-  });
-}
-
 Config resolve_config(const std::vector<FlagArg>& flags) {
   std::vector<std::string> problems;
   Config c;

@@ -4,14 +4,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "cli/args.h"
 #include "config/config.h"
+#include "config/flag_arg.h"
 
 namespace gputrain {
-
-// Splits a command line whose flags are configuration fields: the field table says which ones
-// are booleans (which take no value). "--help" is a boolean too.
-Args parse_config_args(const std::vector<std::string>& words);
 
 // Throws gputrain::Error listing every problem found (unknown flags, types, ranges) at once.
 Config resolve_config(const std::vector<FlagArg>& flags);

@@ -11,4 +11,8 @@ void fsync_file(const std::string& path);
 // rename itself survives a power cut.
 void rename_durably(const std::string& tmp, const std::string& path);
 
+// Writes `text` to `path` atomically: a temporary file beside it, fsync, rename_durably. A
+// failure is a runtime error naming the path and the system's reason; `path` is then unchanged.
+void write_file_atomically(const std::string& path, const std::string& text);
+
 }  // namespace gputrain

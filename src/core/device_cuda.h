@@ -7,18 +7,9 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace gputrain {
+#include "core/device_probe.h"
 
-struct GpuInfo {
-  int index = 0;
-  std::string name;
-  int64_t total_bytes = 0;
-  int64_t free_bytes = 0;
-  int major = 0, minor = 0;  // compute capability
-  int multiprocessors = 0;
-  bool bf16 = false;  // native bfloat16 (compute capability >= 8.0)
-  bool tf32 = false;  // TF32 tensor cores (compute capability >= 8.0)
-};
+namespace gputrain {
 
 // Every visible GPU; empty when CUDA or its driver is absent.
 std::vector<GpuInfo> query_gpus();

@@ -86,4 +86,21 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s.empty() ? "()" : s;
 }
 
+std::vector<std::string> split_list(std::string_view text, ListItems items) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(',', start);
+    std::string_view item = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (items == ListItems::kTrimmed) {
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    }
+    if (items == ListItems::kExact || !item.empty()) out.emplace_back(item);
+    if (end == std::string_view::npos) return out;
+    start = end + 1;
+  }
+}
+
 }  // namespace gputrain

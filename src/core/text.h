@@ -16,6 +16,12 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 // " (did you mean 'x'?)" or "" when there is no close match.
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
+// Splits a comma-separated list. kExact keeps every item as typed, empty ones too (CSV column
+// names: an empty name is an error the caller reports); kTrimmed trims spaces and drops empty
+// items (a list of names typed by hand, "a, b,").
+enum class ListItems { kExact, kTrimmed };
+std::vector<std::string> split_list(std::string_view text, ListItems items);
+
 std::string join(const std::vector<std::string>& items, std::string_view sep);
 
 // A shape as "3x32x32" ("()" when empty).

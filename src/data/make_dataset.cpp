@@ -22,18 +22,6 @@ namespace fs = std::filesystem;
 namespace gputrain {
 namespace {
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size() && !text.empty()) {
-    size_t end = text.find(',', start);
-    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
 std::string numbers_text(const std::vector<float>& v) {
   std::string s;
   for (float x : v) {
@@ -80,8 +68,8 @@ Raw load_image_folders(const Config& c) {
 
 Raw load_csv(const Config& c) {
   CsvOptions o;
-  o.targets = split_list(c.target);
-  o.features = split_list(c.features);
+  o.targets = split_list(c.target, ListItems::kExact);
+  o.features = split_list(c.features, ListItems::kExact);
   o.task = c.task;
   o.window = c.window;
   o.stride = c.stride;

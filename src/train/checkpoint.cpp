@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
+#include "core/faults.h"
 #include "core/text.h"
 #include "train/checkpoint_file.h"
 
@@ -53,7 +54,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   // Test hook: GPUTRAIN_FAULT_KILL_IN_SAVE=N dies by SIGKILL inside the N-th save, between
   // writing the temporary file and renaming it: the worst moment for a crash.
   static int saves = 0;
-  if (const char* fault = std::getenv("GPUTRAIN_FAULT_KILL_IN_SAVE"); fault && ++saves == std::atoi(fault))
+  if (++saves == faults().kill_in_save)
     std::raise(SIGKILL);
   rename_durably(tmp, path);
 }

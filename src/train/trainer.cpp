@@ -9,6 +9,7 @@
 
 #include "core/device_cuda.h"
 #include "core/error.h"
+#include "core/faults.h"
 #include "train/autocast.h"
 
 namespace gputrain {
@@ -32,7 +33,7 @@ void to_channels_last(torch::nn::Module& module) {
     if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
 }
 
-Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const RunContext& ctx,
+Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const Recipe& ctx,
                  TrainerOptions options)
     : model_(std::move(model)),
       optimizer_(std::move(optimizer)),
@@ -40,9 +41,6 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
       opt_(options),
       scaler_(ctx.grad_scaler, ctx.device) {
   if (opt_.ema_decay > 0) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);
-  if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_STEP")) oom_fault_step_ = std::atoll(fault);
-  if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_ABOVE")) oom_above_ = std::atoll(fault);
-  if (const char* fault = std::getenv("GPUTRAIN_FAULT_OOM_UPDATE")) oom_update_step_ = std::atoll(fault);
 }
 
 StepResult Trainer::step(const std::vector<Batch>& micro) {
@@ -80,7 +78,7 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
 bool Trainer::probe(const Batch& b) {
   model_->train();
   try {
-    if (oom_above_ >= 0 && b.x.size(0) > oom_above_)
+    if (faults().oom_above >= 0 && b.x.size(0) > faults().oom_above)
       TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
     {
       AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
@@ -102,7 +100,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   model_->train();
   StepResult r;
   updating_ = false;
-  if (steps_ + 1 == oom_fault_step_ && split_ == 1)
+  if (steps_ + 1 == faults().oom_step && split_ == 1)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
   // Every loader batch splits into split_ chunks; the loss of each is weighted by its share of
   // the samples, so the gradient equals that of the whole batch.
@@ -111,7 +109,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   for (const auto& b : micro) {
     auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
     for (size_t i = 0; i < xs.size(); ++i) {
-      if (oom_above_ >= 0 && xs[i].size(0) > oom_above_)
+      if (faults().oom_above >= 0 && xs[i].size(0) > faults().oom_above)
         TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
       torch::Tensor loss;
       {
@@ -126,7 +124,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   }
   // Data-parallel all-reduce of the gradients belongs here (after backward, before unscale).
   updating_ = true;
-  if (steps_ + 1 == oom_update_step_)
+  if (steps_ + 1 == faults().oom_update)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
   scaler_.unscale_(*optimizer_);
   if (opt_.clip_max_norm > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);

@@ -5,7 +5,7 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "core/device.h"
+#include "core/recipe.h"
 #include "data/loader.h"
 #include "models/registry.h"
 #include "train/ema.h"
@@ -29,7 +29,7 @@ struct StepResult {
 
 class Trainer {
  public:
-  Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const RunContext& ctx,
+  Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const Recipe& ctx,
           TrainerOptions options);
 
   // One optimizer step over `micro` (accumulation_steps micro-batches already on the device):
@@ -49,7 +49,7 @@ class Trainer {
   Net& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   GradScaler& scaler() { return scaler_; }
-  const RunContext& context() const { return ctx_; }
+  const Recipe& context() const { return ctx_; }
   const LossSpec& loss() const { return opt_.loss; }
   const TrainerOptions& options() const { return opt_; }
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
@@ -57,16 +57,13 @@ class Trainer {
  private:
   NetPtr model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  RunContext ctx_;
+  Recipe ctx_;
   TrainerOptions opt_;
   GradScaler scaler_;
   std::unique_ptr<Ema> ema_;
   int64_t split_ = 1;
-  int64_t oom_fault_step_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_STEP raises OOM at that step once
   int64_t steps_ = 0;
-  int64_t oom_above_ = -1;        // test hook: GPUTRAIN_FAULT_OOM_ABOVE: larger probes and chunks run out of memory
   bool updating_ = false;         // try_step has begun the optimizer update (an OOM there is not retried)
-  int64_t oom_update_step_ = -1;  // test hook: GPUTRAIN_FAULT_OOM_UPDATE raises OOM in that step's update
 
   StepResult try_step(const std::vector<Batch>& micro);
 };

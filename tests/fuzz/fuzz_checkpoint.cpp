@@ -36,7 +36,7 @@ Batch batch() {
 std::unique_ptr<Trainer> make_trainer() {
   torch::manual_seed(1);
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
-  RunContext ctx;
+  Recipe ctx;
   ctx.grad_scaler = true;
   TrainerOptions options;
   options.ema_decay = 0.9;

@@ -1,0 +1,86 @@
+// `gputrain benchmark`: every variant through its own Session, the table, and the bottleneck.
+#include "bench/benchmark.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "bench/report.h"
+#include "bench/runner.h"
+#include "bench/variants.h"
+#include "core/atomic_file.h"
+#include "train/export.h"
+#include "train/session.h"
+
+namespace gputrain {
+namespace {
+
+// Loader alone vs compute alone for the fastest configuration measured: which one limits it.
+std::string bottleneck(const std::vector<Variant>& variants, std::shared_ptr<const DataSplits> data,
+                       const BenchSettings& s) {
+  const Variant* best = nullptr;
+  for (const auto& v : variants)
+    if (v.skipped.empty() && (v.name == "all" || !best)) best = &v;
+  if (!best) return "";
+  BenchSettings ds = s, cs = s;
+  ds.stage = "data";
+  cs.stage = "compute";
+  auto quiet = [](int64_t, int64_t) {};
+  const double loader = run_variant(*best, data, ds, quiet).samples_per_sec;
+  const double compute = run_variant(*best, data, cs, quiet).samples_per_sec;
+  if (loader < compute)
+    return fmt::format(
+        "bottleneck ({}): input-bound: loader {:.0f} samples/s < compute {:.0f} samples/s (try --num_workers {})",
+        best->name, loader, compute, std::max<int64_t>(2, 2 * best->resolved.num_workers));
+  return fmt::format("bottleneck ({}): compute-bound: compute {:.0f} samples/s < loader {:.0f} samples/s", best->name,
+                     compute, loader);
+}
+
+}  // namespace
+
+int run_benchmark(const BenchRequest& q) {
+  // Unwritable output files are found now, not after every variant has run.
+  for (const auto* p : {&q.json_path, &q.csv_path, &q.markdown_path})
+    if (*p) check_writable(**p, "benchmark output");
+  const BenchSettings& s = q.settings;
+  const MachineInfo machine = probe_machine();
+  auto variants = expand_variants(q.workload, q.variants, machine);
+
+  // The baseline's Session loads the data once for every variant; its report heads the table.
+  Session first(variants.front().config, {.search_batch_size = false});
+  std::shared_ptr<const DataSplits> data = first.shared_data();
+  fmt::print("benchmark: {} on {}\n", q.workload.model, q.workload.dataset);
+  for (const auto& [what, state] : first.recipe().report)
+    if (what == "device" || what == "memory" || what == "compute capability" || what == "CUDA / cuDNN" ||
+        what == "intra-op threads")
+      fmt::print("  {:<21} {}\n", what, state);
+  fmt::print("  {:<21} {}\n  {:<21} batch {} x {} accumulation\n", "data", data->description, "workload",
+             q.workload.batch_size, q.workload.accumulation_steps);
+  std::fflush(stdout);
+
+  const bool tty = isatty(STDERR_FILENO);
+  BenchReport report{first.recipe(), nullptr, s, {}, first.recipe().cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const auto& v = variants[i];
+    const std::string label = fmt::format("benchmark: variant {}/{} {}", i + 1, variants.size(), v.name);
+    if (!tty) fmt::print(stderr, "{}\n", label);
+    report.results.push_back(run_variant(v, data, s, [&](int64_t step, int64_t total) {
+      if (tty) fmt::print(stderr, "\r\033[K{}: step {}/{}", label, step, total);
+    }));
+    if (!report.results.back().session.empty())
+      fmt::print("  session ({}): {}\n", v.name, report.results.back().session);
+  }
+  if (tty) fmt::print(stderr, "\r\033[K");
+  compare_with_baseline(report.results);
+  if (s.stage == "full") report.verdict = bottleneck(variants, data, s);
+
+  nlohmann::json workload_json = to_json(q.workload);
+  report.workload = &workload_json;
+  fmt::print("\n{}", format_table(report));
+  if (q.json_path) write_file_atomically(*q.json_path, to_json(report).dump(2) + "\n");
+  if (q.csv_path) write_file_atomically(*q.csv_path, format_csv(report));
+  if (q.markdown_path) write_file_atomically(*q.markdown_path, format_markdown(report));
+  return 0;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,58 @@
+// The requested and resolved configurations of a run, and the record that stores both.
+#include "config/resolved.h"
+
+#include <stdexcept>
+
+#include "config/fields.h"
+
+namespace gputrain {
+
+namespace {
+
+// Decisions come from code, not users: a wrong name or type is a bug.
+const Field& set_field(Config& c, const std::string& field, const nlohmann::json& value) {
+  const Field* f = find_field(field);
+  if (!f) throw std::logic_error("no config field '" + field + "'");
+  std::vector<std::string> problems;
+  set_field_json(c, *f, value, "resolved config", problems);
+  if (!problems.empty()) throw std::logic_error(problems.front());
+  return *f;
+}
+
+}  // namespace
+
+void ResolvedConfig::ask(const std::string& field, const nlohmann::json& value) {
+  const Field& f = set_field(requested, field, value);
+  set_field(resolved, field, value);
+  std::erase_if(reasons, [&](const auto& r) { return r.first == f.name; });
+}
+
+void ResolvedConfig::decide(const std::string& field, const nlohmann::json& value, const std::string& why) {
+  const Field* f = &set_field(resolved, field, value);
+  for (auto& [name, text] : reasons)
+    if (name == f->name) {
+      text = why;
+      return;
+    }
+  reasons.emplace_back(f->name, why);
+}
+
+std::string ResolvedConfig::reason(const std::string& field) const {
+  for (const auto& [name, text] : reasons)
+    if (name == field) return text;
+  return "";
+}
+
+nlohmann::json config_record(const ResolvedConfig& r) {
+  nlohmann::json why = nlohmann::json::object();
+  for (const auto& [name, text] : r.reasons) why[name] = text;
+  return {{"requested", to_json(r.requested)}, {"resolved", to_json(r.resolved)}, {"reasons", why}};
+}
+
+StoredConfig read_config_record(const nlohmann::json& record) {
+  if (record.is_object() && record.contains("requested") && record.contains("resolved"))
+    return {record["requested"], record["resolved"]};
+  return {record, record};
+}
+
+}  // namespace gputrain

@@ -1,0 +1,43 @@
+// A run's two configurations: the *requested* one (what the user asked, "auto" kept, so a resume
+// can decide again on other hardware) and the *resolved* one (what this run uses), with the
+// reason for every value that was decided rather than given.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+
+namespace gputrain {
+
+struct ResolvedConfig {
+  Config requested;
+  Config resolved;
+  // (field, reason) for each decided value, in the order they were decided.
+  std::vector<std::pair<std::string, std::string>> reasons;
+
+  explicit ResolvedConfig(const Config& c = {}) : requested(c), resolved(c) {}
+
+  // Sets a field of `resolved` by its field-table name and records why (a later decision of the
+  // same field replaces the earlier reason).
+  void decide(const std::string& field, const nlohmann::json& value, const std::string& reason);
+  // Sets a field in both halves: a value the run asks for itself (its own run folder).
+  void ask(const std::string& field, const nlohmann::json& value);
+  // The reason a field was decided, or "" when it kept its requested value untouched.
+  std::string reason(const std::string& field) const;
+};
+
+// {"requested": {...}, "resolved": {...}, "reasons": {field: reason}}: config.json and every
+// checkpoint hold this record.
+nlohmann::json config_record(const ResolvedConfig& r);
+
+// The two halves of a stored record. A record written before there were two (one flat
+// configuration, with every value already decided) reads as both.
+struct StoredConfig {
+  nlohmann::json requested, resolved;
+};
+StoredConfig read_config_record(const nlohmann::json& record);
+
+}  // namespace gputrain

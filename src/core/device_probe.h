@@ -1,0 +1,33 @@
+// What the machine has (GPUs, CPU, library versions), probed once. Knows nothing of a Config:
+// what to do with it is decided by the recipe resolver (train/resolve_recipe).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gputrain {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+  int major = 0, minor = 0;  // compute capability
+  int multiprocessors = 0;
+  bool bf16 = false;  // native bfloat16 (compute capability >= 8.0)
+  bool tf32 = false;  // TF32 tensor cores (compute capability >= 8.0)
+};
+
+struct MachineInfo {
+  bool cuda_available = false;  // torch sees a CUDA device and its driver
+  std::vector<GpuInfo> gpus;
+  std::string cpu_model;
+  int cpu_cores = 0;
+  bool cpu_bf16 = false;       // native bf16 instructions (AVX512-BF16 or AMX)
+  int default_threads = 0;     // torch's intra-op thread count before any --threads
+  std::string cuda_build, cudnn;  // versions torch was built with ("n/a" without CUDA)
+};
+
+MachineInfo probe_machine();
+
+}  // namespace gputrain

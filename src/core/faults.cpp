@@ -1,0 +1,23 @@
+// Fault injection for tests: the environment read once.
+#include "core/faults.h"
+
+#include <cstdlib>
+
+namespace gputrain {
+namespace {
+
+int64_t read(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoll(v) : -1;
+}
+
+}  // namespace
+
+const Faults& faults() {
+  static const Faults f{read("GPUTRAIN_FAULT_NAN_STEP"), read("GPUTRAIN_FAULT_OOM_STEP"),
+                        read("GPUTRAIN_FAULT_OOM_ABOVE"), read("GPUTRAIN_FAULT_OOM_UPDATE"),
+                        read("GPUTRAIN_FAULT_KILL_IN_SAVE")};
+  return f;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,19 @@
+// Fault injection for tests, in one place: each hook is an environment variable, read once.
+// -1 means off. They let tests reach the moments that matter (a NaN loss, an OOM, a kill in
+// the middle of a save) on any machine.
+#pragma once
+#include <cstdint>
+
+namespace gputrain {
+
+struct Faults {
+  int64_t nan_step = -1;      // GPUTRAIN_FAULT_NAN_STEP=k: inputs become NaN from optimizer step k on
+  int64_t oom_step = -1;      // GPUTRAIN_FAULT_OOM_STEP=k: an out-of-memory error in step k, once
+  int64_t oom_above = -1;     // GPUTRAIN_FAULT_OOM_ABOVE=n: probes and step chunks above n samples run out of memory
+  int64_t oom_update = -1;    // GPUTRAIN_FAULT_OOM_UPDATE=k: out of memory inside step k's optimizer update
+  int64_t kill_in_save = -1;  // GPUTRAIN_FAULT_KILL_IN_SAVE=n: SIGKILL inside the n-th checkpoint save
+};
+
+const Faults& faults();
+
+}  // namespace gputrain

@@ -1,0 +1,48 @@
+// `gputrain models`: every registered model with its parameter count for one input shape.
+#include "models/model_table.h"
+
+#include <c10/util/Exception.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "models/registry.h"
+
+namespace gputrain {
+namespace {
+
+// 11689512 -> "11,689,512": parameter counts are read by people.
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+void print_model_table(const Config& c) {
+  const auto shape = parse_shape(c.input_shape);  // validated with the config
+  fmt::print("models for samples of shape {} with {} outputs:\n", shape_text(shape), c.num_classes);
+  fmt::print("  {:<12} {:<16} {}\n", "model", "input", "parameters");
+  for (const auto& name : model_names()) {
+    std::string count;
+    try {
+      count = with_commas(parameter_count(*make_model(name, model_spec(c, shape, c.num_classes))));
+    } catch (const Error& e) {
+      count = "n/a: " + e.problems.front();
+    } catch (const c10::Error& e) {
+      count = "n/a: " + std::string(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      count = "n/a: " + std::string(e.what());
+    }
+    // A rank mismatch is the common case; say it briefly.
+    if (count.rfind("n/a: model '", 0) == 0) count = "n/a: needs " + model_input_text(name);
+    fmt::print("  {:<12} {:<16} {}\n", name, model_input_text(name), count);
+  }
+}
+
+}  // namespace gputrain

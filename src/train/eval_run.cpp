@@ -1,0 +1,36 @@
+// `gputrain eval`: a checkpoint's metrics on a dataset (and its EMA's, when the run kept one).
+#include "train/eval_run.h"
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.h"
+#include "train/evaluate.h"
+#include "train/load_trained.h"
+
+namespace gputrain {
+
+int run_eval(const EvalRequest& q) {
+  Trained t = load_trained(q.checkpoint, q.flags);
+  Session& s = *t.session;
+  fmt::print("checkpoint: {} (epoch {}, step {})\ndata: {}\nsession: {}\n", q.checkpoint, t.meta.epoch, t.meta.step,
+             s.data().description, s.describe_line());
+  Loader loader(s.data().test, s.eval_loader_options(s.config().eval_batch_size));
+  EvalResult r = evaluate(s.trainer(), loader);
+  fmt::print("test: {} ({} samples)\n", r.summary_line(), r.samples);
+  EvalResult ema;
+  if (Ema* average = s.trainer().ema()) {  // the run kept an average of the weights: evaluate it too
+    average->swap(s.trainer().model());
+    ema = evaluate(s.trainer(), loader);
+    average->swap(s.trainer().model());
+    fmt::print("test (ema): {}\n", ema.summary_line());
+  }
+  if (q.json_path) {
+    nlohmann::json j = {{"checkpoint", q.checkpoint}, {"samples", r.samples}};
+    r.add_to(j, "test_");
+    if (s.trainer().ema()) ema.add_to(j, "test_ema_");
+    write_file_atomically(*q.json_path, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace gputrain

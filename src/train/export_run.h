@@ -1,0 +1,15 @@
+// `gputrain export`: a checkpoint's weights as safetensors, without the model or the data.
+#pragma once
+#include <string>
+
+namespace gputrain {
+
+struct ExportRequest {
+  std::string checkpoint, out;
+  std::string weights = "auto";  // auto (the EMA when the run kept one) | ema | raw
+};
+
+// Returns the process exit code.
+int run_export(const ExportRequest& request);
+
+}  // namespace gputrain

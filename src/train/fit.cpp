@@ -1,0 +1,280 @@
+// The fit loop: epochs of Trainer steps, evaluation, checkpoints, early stopping and stops.
+#include "train/fit.h"
+
+#include <cmath>
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/faults.h"
+#include "core/progress.h"
+#include "core/signals.h"
+#include "core/text.h"
+#include "train/lr_schedule.h"
+#include "train/optim.h"
+
+namespace gputrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+class Fit {
+ public:
+  Fit(Session& s, RunFolder& folder, const CheckpointMeta& start, const nlohmann::json& record,
+      Clock::time_point run_start)
+      : s_(s),
+        c_(s.config()),
+        trainer_(s.trainer()),
+        folder_(folder),
+        record_(record.dump()),
+        run_start_(run_start),
+        train_loader_(s.data().train, s.train_loader_options()),
+        test_loader_(s.data().test, s.eval_loader_options(c_.eval_batch_size)),
+        micro_per_epoch_(train_loader_.num_batches()),
+        steps_per_epoch_(micro_per_epoch_ / c_.accumulation_steps),
+        total_steps_(total_steps()),
+        schedule_{c_.lr_schedule, c_.lr, c_.min_lr, c_.warmup_steps, total_steps_, steps_per_epoch_, c_.lr_step_size,
+                  c_.lr_gamma},
+        first_epoch_(start.epoch),
+        first_batch_(start.batch),
+        progress_(total_steps_, c_.epochs),
+        time_limit_(c_.time_limit.empty() ? 0 : parse_duration(c_.time_limit)) {
+    r_.step = r_.first_step = start.step;
+    r_.best_score = start.best_score;
+    r_.last_epoch = start.epoch;
+    evals_since_best_ = start.evals_since_best;
+    // A run that stopped early stays stopped: resuming it only writes the summary again.
+    r_.early_stopped = c_.early_stopping > 0 && evals_since_best_ >= c_.early_stopping;
+    auto device_long = torch::TensorOptions().dtype(torch::kLong).device(s.recipe().device);
+    bad_run_ = torch::zeros({}, device_long);
+    worst_bad_run_ = torch::zeros({}, device_long);
+  }
+
+  FitResult run() {
+    // A run stopped during the evaluation after its last step resumes to run that evaluation.
+    auto has_work = [&](int64_t epoch) {
+      return r_.step < total_steps_ || (epoch == first_epoch_ && first_batch_ > 0);
+    };
+    for (int64_t epoch = first_epoch_; epoch < c_.epochs && has_work(epoch) && !r_.early_stopped; ++epoch) {
+      r_.last_epoch = epoch;
+      if (!run_epoch(epoch)) break;
+    }
+    if (!r_.stop_reason.empty()) {
+      folder_.write({{"event", "stopped"},
+                     {"step", r_.step},
+                     {"epoch", r_.last_epoch},
+                     {"reason", r_.stop_reason},
+                     {"monitor", folder_.monitor().finish()}});
+      folder_.write_report();
+      progress_.line(fmt::format("stopped ({}) at step {}; checkpoint {}", r_.stop_reason, r_.step,
+                                 folder_.checkpoint_path("last.pt")));
+      progress_.line("resume with: gputrain train --output_dir " + folder_.path() + " --resume auto");
+    }
+    return r_;
+  }
+
+ private:
+  Session& s_;
+  const Config& c_;
+  Trainer& trainer_;
+  RunFolder& folder_;
+  std::string record_;
+  Clock::time_point run_start_;
+  Loader train_loader_, test_loader_;
+  int64_t micro_per_epoch_, steps_per_epoch_, total_steps_;
+  LrSchedule schedule_;
+  int64_t first_epoch_, first_batch_;
+  Progress progress_;
+  double time_limit_;
+  double last_save_seconds_ = 1, last_eval_seconds_ = 0;
+  int64_t evals_since_best_ = 0;
+  torch::Tensor bad_run_, worst_bad_run_;  // consecutive non-finite losses, counted on the device
+  FitResult r_;
+
+  int64_t total_steps() const {
+    if (steps_per_epoch_ == 0)
+      throw usage_error(fmt::format("batch_size {} x accumulation_steps {} is more than the {} training samples",
+                                    c_.batch_size, c_.accumulation_steps, s_.data().train->size()),
+                        "lower --batch_size or --accumulation_steps");
+    const int64_t total = steps_per_epoch_ * c_.epochs;
+    return c_.max_steps > 0 ? std::min(total, c_.max_steps) : total;
+  }
+
+  // Why the run must stop now ("" when it need not): a signal, or the time limit coming within
+  // `reserve` seconds (what runs before the next check) plus a save and a little slack.
+  std::string stop_now(double reserve) const {
+    if (stop_signal()) return stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (time_limit_ > 0 && seconds_since(run_start_) + reserve + 3 * last_save_seconds_ + 2 >= time_limit_)
+      return "time limit " + c_.time_limit;
+    return "";
+  }
+
+  CheckpointMeta meta(int64_t epoch, int64_t batch) const {
+    return CheckpointMeta{epoch, batch, r_.step, r_.best_score, record_, evals_since_best_};
+  }
+
+  // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
+  void save(const std::string& name, const CheckpointMeta& m) {
+    if (!c_.save_checkpoints && name != "last.pt") return;
+    if (!all_finite(trainer_))
+      throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
+                  "the last checkpoint in " + folder_.checkpoint_path("") + " is intact", kExitNonFinite);
+    last_save_seconds_ = folder_.save_checkpoint(name, trainer_, m);
+  }
+
+  void check_bad_steps() {
+    const int64_t worst = worst_bad_run_.item<int64_t>();
+    if (worst >= c_.max_bad_steps)
+      throw Error({fmt::format("the loss was not finite for {} consecutive steps (by step {})", worst, r_.step)},
+                  "lower --lr, set --clip_max_norm, or try --amp_dtype bf16; checkpoints written before are intact",
+                  kExitNonFinite);
+  }
+
+  // One epoch: its steps, then (unless stopped inside it) its evaluation and checkpoints.
+  // Returns false when the run stops after it.
+  bool run_epoch(int64_t epoch) {
+    const auto epoch_start = Clock::now();
+    int64_t consumed = epoch == first_epoch_ ? first_batch_ : 0;  // micro-batches taken this epoch
+    train_loader_.start_epoch(epoch, consumed);
+    train_steps(epoch, consumed);
+    r_.wait_seconds += train_loader_.take_wait_seconds();
+    r_.train_seconds += seconds_since(epoch_start);
+    check_bad_steps();
+    // Stopped inside an epoch: save the position in it. At its very end, finish it normally
+    // (evaluation and epoch checkpoint) and stop after.
+    const bool epoch_done = consumed + c_.accumulation_steps > micro_per_epoch_ || r_.step >= total_steps_;
+    if (!r_.stop_reason.empty() && !epoch_done) {
+      save("last.pt", meta(epoch, consumed));
+      return false;
+    }
+    if (!evaluate_epoch(epoch, consumed, epoch_start)) return false;
+    return r_.stop_reason.empty() && !r_.early_stopped;
+  }
+
+  void train_steps(int64_t epoch, int64_t& consumed) {
+    const int64_t samples_per_step = c_.batch_size * c_.accumulation_steps;
+    std::vector<Batch> micro;
+    micro.reserve(static_cast<size_t>(c_.accumulation_steps));
+    torch::Tensor loss_sum;
+    int64_t window_steps = 0;
+    auto window_start = Clock::now();
+    while (r_.step < total_steps_) {
+      micro.clear();
+      while (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) {
+        auto host = train_loader_.next();
+        if (!host) break;
+        micro.push_back(std::move(*host));
+      }
+      if (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) break;  // epoch tail
+      consumed += c_.accumulation_steps;
+      if (faults().nan_step >= 0 && r_.step >= faults().nan_step) micro[0].x = micro[0].x * std::nan("");
+
+      const double lr = schedule_.at(r_.step);
+      set_lr(trainer_.optimizer(), lr);
+      const int64_t split_before = trainer_.split();
+      StepResult sr = trainer_.step(micro);
+      if (trainer_.split() != split_before)
+        folder_.write({{"event", "oom"},
+                       {"step", r_.step + 1},
+                       {"epoch", epoch},
+                       {"micro_batch", c_.batch_size / trainer_.split()},
+                       {"accumulation", c_.accumulation_steps * trainer_.split()},
+                       {"effective_batch", samples_per_step}});
+      r_.skipped_steps += sr.stepped ? 0 : 1;
+      bad_run_ = torch::where(torch::isfinite(sr.loss), torch::zeros_like(bad_run_), bad_run_ + 1);
+      worst_bad_run_ = torch::maximum(worst_bad_run_, bad_run_);
+      loss_sum = loss_sum.defined() ? loss_sum + sr.loss : sr.loss;
+      ++r_.step;
+      ++window_steps;
+
+      if (r_.step % c_.log_every == 0 || r_.step == total_steps_) {
+        // Reading the loss to print it syncs the host with the device: only at log steps.
+        // (The fp16 grad scaler still reads its overflow flag every step; see grad_scaler.cpp.)
+        const double loss = loss_sum.item<double>() / static_cast<double>(window_steps);
+        const double secs = seconds_since(window_start);
+        const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
+        const double step_ms = 1000.0 * secs / static_cast<double>(window_steps);
+        const double wait = train_loader_.take_wait_seconds();
+        r_.wait_seconds += wait;
+        progress_.update(r_.step, epoch, loss, lr, sps, step_ms);
+        nlohmann::json rec = {{"event", "step"},         {"step", r_.step},
+                              {"epoch", epoch},          {"loss", loss},
+                              {"lr", lr},                {"samples_per_sec", sps},
+                              {"step_ms", step_ms},      {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
+        if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
+        if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
+        if (r_.skipped_steps) rec["skipped_steps"] = r_.skipped_steps;
+        folder_.write(rec);
+        loss_sum = torch::Tensor();
+        window_steps = 0;
+        window_start = Clock::now();
+        check_bad_steps();
+      }
+
+      // Stop between steps: on a signal, or when the next step, a save and an evaluation
+      // might not fit before the time limit.
+      const double step_seconds =
+          seconds_since(run_start_) / static_cast<double>(std::max<int64_t>(1, r_.step - r_.first_step));
+      r_.stop_reason = stop_now(2 * step_seconds + last_eval_seconds_);
+      if (!r_.stop_reason.empty()) break;
+    }
+  }
+
+  // The epoch's evaluation (raw weights, and the EMA's when kept), then its checkpoints.
+  // Returns false when a stop interrupted the evaluation.
+  bool evaluate_epoch(int64_t epoch, int64_t consumed, Clock::time_point epoch_start) {
+    auto must_stop = [&] { return !stop_now(0).empty(); };  // polled between evaluation batches
+    const auto eval_start = Clock::now();
+    r_.last_eval = evaluate(trainer_, test_loader_, must_stop);
+    // The average is what one deploys: it decides "best" and early stopping.
+    if (trainer_.ema() && !r_.last_eval.interrupted) {
+      trainer_.ema()->swap(trainer_.model());
+      r_.last_ema_eval = evaluate(trainer_, test_loader_, must_stop);
+      trainer_.ema()->swap(trainer_.model());
+    }
+    if (r_.last_eval.interrupted || r_.last_ema_eval.interrupted) {
+      // A signal or the deadline during the evaluation: the epoch's steps are saved, its
+      // evaluation runs on resume.
+      r_.last_eval = r_.last_ema_eval = EvalResult{};
+      r_.stop_reason = stop_now(0);
+      save("last.pt", meta(epoch, consumed));
+      return false;
+    }
+    last_eval_seconds_ = seconds_since(eval_start);
+    const std::string& monitored = s_.monitored();
+    const EvalResult& judged = trainer_.ema() ? r_.last_ema_eval : r_.last_eval;
+    // Scores are signed so that higher is better, whatever the metric.
+    const double score = judged.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
+    const bool improved = score > r_.best_score;
+    r_.best_score = std::max(r_.best_score, score);
+    evals_since_best_ = improved ? 0 : evals_since_best_ + 1;
+    progress_.line(fmt::format("epoch {}/{} | test {} | {}", epoch + 1, c_.epochs, r_.last_eval.summary_line(),
+                               format_duration(seconds_since(epoch_start))));
+    if (trainer_.ema()) progress_.line("          ema: test " + r_.last_ema_eval.summary_line());
+    nlohmann::json rec = {{"event", "eval"}, {"step", r_.step}, {"epoch", epoch}, {"samples", r_.last_eval.samples}};
+    r_.last_eval.add_to(rec, "test_");
+    if (trainer_.ema()) r_.last_ema_eval.add_to(rec, "test_ema_");
+    folder_.write(rec);
+    if (c_.early_stopping > 0 && evals_since_best_ >= c_.early_stopping) {
+      r_.early_stopped = true;
+      progress_.line(fmt::format("early stopping: no better test {} for {} evaluations", monitored, evals_since_best_));
+    }
+    const auto m = meta(epoch + 1, 0);
+    save(fmt::format("epoch-{}.pt", epoch + 1), m);
+    save("last.pt", m);
+    if (improved) save("best.pt", m);
+    if (c_.save_checkpoints) folder_.prune_checkpoints(c_.keep_checkpoints);
+    return true;
+  }
+};
+
+}  // namespace
+
+FitResult fit(Session& session, RunFolder& folder, const CheckpointMeta& start, const nlohmann::json& config_record,
+              Clock::time_point run_start) {
+  return Fit(session, folder, start, config_record, run_start).run();
+}
+
+}  // namespace gputrain

@@ -1,0 +1,32 @@
+// The fit loop: epochs of Trainer steps, an evaluation after each, the checkpoint policy (last,
+// best, epoch-N, kept K), early stopping, and the stops: signals, the time limit and a loss that
+// stays non-finite.
+#pragma once
+#include <chrono>
+#include <string>
+
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/run_folder.h"
+#include "train/session.h"
+
+namespace gputrain {
+
+struct FitResult {
+  std::string stop_reason;  // "SIGTERM", "SIGINT", "time limit ...", or "" when the run finished
+  bool early_stopped = false;
+  int64_t step = 0, first_step = 0, last_epoch = 0;
+  int64_t skipped_steps = 0;  // overflow steps the grad scaler skipped
+  double train_seconds = 0, wait_seconds = 0;
+  double best_score = 0;  // the monitored metric's best, signed so that higher is better
+  EvalResult last_eval, last_ema_eval;
+};
+
+// Runs from `start` (a fresh CheckpointMeta, or the one a resume loaded) until the run is done
+// or must stop; every checkpoint holds `config_record`. `run_start` is when the process began
+// (the time limit counts from it). A stopped run has written its "stopped" record and said how
+// to resume.
+FitResult fit(Session& session, RunFolder& folder, const CheckpointMeta& start, const nlohmann::json& config_record,
+              std::chrono::steady_clock::time_point run_start);
+
+}  // namespace gputrain

@@ -1,0 +1,116 @@
+// `gputrain infer`: the model over a split in order, with samples/s, per-batch latency and the
+// predictions as CSV.
+#include "train/infer_run.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.h"
+#include "core/stats.h"
+#include "train/autocast.h"
+#include "train/load_trained.h"
+
+namespace gputrain {
+namespace {
+
+struct Pass {
+  int64_t batch_size = 0, samples = 0;
+  double seconds = 0;
+  std::vector<double> latency_ms;  // per batch, from asking for it to its outputs being ready
+};
+
+// One CSV row per sample: index, target(s), prediction(s) and, for classes, its probability.
+void append_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target) {
+  auto y = target.cpu();
+  const bool regression = y.scalar_type() != torch::kLong;
+  auto probs = regression ? out : torch::softmax(out, 1);
+  for (int64_t i = 0; i < out.size(0); ++i, ++index) {
+    csv += std::to_string(index);
+    if (regression) {
+      auto yi = y[i].reshape({-1}).contiguous(), oi = out[i].reshape({-1}).contiguous();
+      for (int64_t k = 0; k < yi.numel(); ++k) csv += fmt::format(",{:.9g}", yi[k].item<float>());
+      for (int64_t k = 0; k < oi.numel(); ++k) csv += fmt::format(",{:.9g}", oi[k].item<float>());
+    } else {
+      auto best = probs[i].max(0);
+      csv += fmt::format(",{},{},{:.9g}", y[i].item<int64_t>(), std::get<1>(best).item<int64_t>(),
+                         std::get<0>(best).item<float>());
+    }
+    csv += '\n';
+  }
+}
+
+// One pass over the test split under InferenceMode; `csv` (when given) receives the rows.
+Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
+  using Clock = std::chrono::steady_clock;
+  c10::InferenceMode inference;
+  auto& model = s.trainer().model();
+  model.eval();
+  const Recipe& r = s.recipe();
+  Loader loader(s.data().test, s.eval_loader_options(batch_size));
+  Pass p;
+  p.batch_size = batch_size;
+  int64_t index = 0;
+  loader.start_epoch(0);
+  const auto start = Clock::now();
+  while (true) {
+    const auto t0 = Clock::now();
+    auto b = loader.next();
+    if (!b) break;
+    torch::Tensor out;
+    {
+      AutocastGuard autocast(r.amp, r.device.type(), r.amp_dtype);
+      out = model.forward(b->x).to(torch::kFloat);
+    }
+    // Latency needs the result: one sync per batch (inference, not the training loop).
+    auto host = out.cpu();
+    p.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    p.samples += b->x.size(0);
+    if (csv) append_rows(*csv, index, host, b->y);
+  }
+  p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return p;
+}
+
+std::string csv_header(const Dataset& test) {
+  const bool regression = test.is_regression();
+  std::string h = "index";
+  for (const char* part : {"target", "prediction"}) {
+    if (!regression) h += fmt::format(",{}", part);
+    else
+      for (int64_t k = 0; k < test.target_numel(); ++k) h += fmt::format(",{}_{}", part, k);
+  }
+  return h + (regression ? "\n" : ",probability\n");
+}
+
+}  // namespace
+
+int run_infer(const InferRequest& q) {
+  Trained t = load_trained(q.checkpoint, q.flags);
+  Session& s = *t.session;
+  // A run with --ema_decay deploys its average (it chose best.pt by it).
+  const bool ema = s.trainer().ema() != nullptr;
+  if (ema) s.trainer().ema()->swap(s.trainer().model());
+  fmt::print("checkpoint: {} ({} weights)\ndata: {}\nsession: {}\n", q.checkpoint, ema ? "ema" : "raw",
+             s.data().description, s.describe_line());
+  // Warm-up (kernel selection, allocator) so the timed passes measure the steady state.
+  run_pass(s, s.config().eval_batch_size, nullptr);
+  const std::vector<int64_t> sweep = q.batch_sizes.empty() ? std::vector<int64_t>{s.config().eval_batch_size}
+                                                           : q.batch_sizes;
+  std::string csv = csv_header(*s.data().test);
+  fmt::print("{:>10} {:>14} {:>12} {:>12}\n", "batch", "samples/s", "p50 ms", "p99 ms");
+  for (size_t i = 0; i < sweep.size(); ++i) {
+    // The predictions are kept once, from the last pass.
+    Pass p = run_pass(s, sweep[i], q.out_path && i + 1 == sweep.size() ? &csv : nullptr);
+    fmt::print("{:>10} {:>14.0f} {:>12.3f} {:>12.3f}\n", p.batch_size,
+               p.seconds > 0 ? static_cast<double>(p.samples) / p.seconds : 0.0, percentile(p.latency_ms, 0.5),
+               percentile(p.latency_ms, 0.99));
+  }
+  if (q.out_path) {
+    write_file_atomically(*q.out_path, csv);
+    fmt::print("wrote {} ({} rows)\n", *q.out_path, s.data().test->size());
+  }
+  return 0;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,159 @@
+// The recipe resolver: Config + machine -> device and speed switches, each with its reason.
+#include "train/resolve_recipe.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "models/registry.h"
+
+namespace gputrain {
+namespace {
+
+// auto and cuda take the GPU with the most free memory (another process may hold cuda:0);
+// cuda:N takes that one.
+int pick_gpu(const std::string& device, const MachineInfo& m) {
+  if (device.size() > 5) {
+    int index = std::stoi(device.substr(5));
+    if (index >= static_cast<int>(m.gpus.size()))
+      throw usage_error(fmt::format("device '{}' does not exist ({} CUDA devices)", device, m.gpus.size()),
+                        "gputrain info lists the GPUs");
+    return index;
+  }
+  return std::max_element(m.gpus.begin(), m.gpus.end(),
+                          [](const GpuInfo& a, const GpuInfo& b) { return a.free_bytes < b.free_bytes; })
+      ->index;
+}
+
+}  // namespace
+
+bool uses_channels_last(const std::string& model) { return model_input_ranks(model) == std::vector<size_t>{3}; }
+
+Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
+  const Config c = rc.resolved;  // a copy: decisions below write into rc.resolved
+  Recipe r;
+  auto& report = r.report;
+  const bool have_cuda = m.cuda_available && !m.gpus.empty();
+
+  // --- device
+  GpuInfo gpu;
+  if (c.device == "cpu" || (c.device == "auto" && !have_cuda)) {
+    if (c.device == "auto") rc.decide("device", "cpu", "no CUDA device");
+    report.push_back({"device", fmt::format("cpu ({}, {} cores)", m.cpu_model, m.cpu_cores)});
+    report.push_back({"CUDA / cuDNN", have_cuda ? "available, not used (--device cpu)"
+                                                : "not available (no CUDA device or driver)"});
+  } else {
+    if (!have_cuda)
+      throw usage_error("device '" + c.device + "' is not available (torch sees no CUDA device)",
+                        "use --device cpu, or --device auto to pick a GPU when there is one");
+    gpu = m.gpus.at(static_cast<size_t>(pick_gpu(c.device, m)));
+    r.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(gpu.index));
+    r.cuda = true;
+    const std::string name = fmt::format("cuda:{}", gpu.index);
+    if (c.device != name)
+      rc.decide("device", name,
+                m.gpus.size() > 1 ? fmt::format("the GPU with the most free memory of {}", m.gpus.size())
+                                  : "the only GPU");
+    report.push_back({"device", fmt::format("cuda:{} {}", gpu.index, gpu.name)});
+    report.push_back({"memory", format_bytes(static_cast<double>(gpu.total_bytes)) + " total, " +
+                                    format_bytes(static_cast<double>(gpu.free_bytes)) + " free"});
+    report.push_back({"compute capability", fmt::format("{}.{}", gpu.major, gpu.minor)});
+    report.push_back({"CUDA / cuDNN", m.cuda_build + " / " + m.cudnn});
+  }
+
+  // --- threads and seed
+  r.threads = c.threads > 0 ? static_cast<int>(c.threads) : m.default_threads;
+  if (c.threads == 0) rc.decide("threads", r.threads, "torch's default on this machine");
+  report.push_back({"intra-op threads", std::to_string(r.threads)});
+  r.seed = static_cast<uint64_t>(c.seed);
+
+  // --- mixed precision
+  std::string amp = "off";  // the resolved amp_dtype, "off" when autocast stays off
+  if (!c.use_amp) {
+    report.push_back({"AMP", "off (--no-use_amp)"});
+  } else if (r.cuda) {
+    amp = c.amp_dtype == "auto" ? (gpu.bf16 ? "bf16" : "fp16") : c.amp_dtype;
+    if (amp == "bf16" && !gpu.bf16) {
+      amp = "fp16";
+      report.push_back({"AMP", "fp16 (bf16 n/a on " + gpu.name + ": needs compute capability 8.0+)"});
+      rc.decide("amp_dtype", amp, "bf16 n/a on " + gpu.name);
+    } else {
+      report.push_back({"AMP", amp == "fp16" ? "on (fp16 autocast + grad scaler)" : "on (bf16 autocast)"});
+      if (c.amp_dtype == "auto")
+        rc.decide("amp_dtype", amp, gpu.bf16 ? "native bf16 on " + gpu.name : "no bf16 on " + gpu.name);
+    }
+  } else if (c.amp_dtype == "fp16") {
+    report.push_back({"AMP", "off: fp16 autocast n/a on cpu (--amp_dtype bf16 runs CPU bf16)"});
+    rc.decide("use_amp", false, "fp16 autocast n/a on cpu");
+  } else if (c.amp_dtype == "bf16" || m.cpu_bf16) {
+    amp = "bf16";
+    report.push_back({"AMP", c.amp_dtype == "bf16" ? "on (bf16 autocast on cpu)"
+                                                   : "on (bf16 autocast on cpu: native bf16 instructions)"});
+    if (c.amp_dtype == "auto") rc.decide("amp_dtype", "bf16", "native bf16 instructions on this cpu");
+  } else {
+    report.push_back({"AMP", "off on cpu (auto: no native bf16; --amp_dtype bf16 forces CPU bf16 autocast)"});
+    rc.decide("use_amp", false, "no native bf16 on this cpu (emulated bf16 is slower than fp32)");
+  }
+  r.amp = amp != "off";
+  r.amp_dtype = amp == "bf16" ? c10::kBFloat16 : amp == "fp16" ? c10::kHalf : c10::kFloat;
+  r.grad_scaler = amp == "fp16";
+
+  // --- determinism, cuDNN and TF32
+  r.deterministic = c.deterministic;
+  report.push_back({"deterministic", c.deterministic ? "on (deterministic algorithms; an op without one raises)"
+                                                     : "off (--deterministic for bit-identical runs)"});
+  r.cudnn_deterministic = c.cudnn_deterministic || c.deterministic;
+  r.cudnn_benchmark = r.cuda && c.cudnn_benchmark && !r.cudnn_deterministic;
+  if (!r.cuda) {
+    report.push_back({"cuDNN benchmark", "n/a on cpu"});
+    if (c.cudnn_benchmark) rc.decide("cudnn_benchmark", false, "n/a on cpu");
+  } else if (r.cudnn_deterministic && c.cudnn_benchmark) {
+    report.push_back({"cuDNN benchmark", "off (deterministic kernels requested)"});
+    rc.decide("cudnn_benchmark", false, "deterministic kernels requested");
+  } else {
+    report.push_back({"cuDNN benchmark", r.cudnn_benchmark ? "on" : "off (--no-cudnn_benchmark)"});
+  }
+  report.push_back({"cuDNN deterministic", !r.cuda ? "n/a on cpu" : r.cudnn_deterministic ? "on" : "off"});
+
+  r.tf32 = r.cuda && c.tf32 && gpu.tf32;
+  if (!r.cuda) report.push_back({"TF32", "n/a on cpu"});
+  else if (!gpu.tf32) report.push_back({"TF32", "n/a on " + gpu.name + " (needs compute capability 8.0+)"});
+  else report.push_back({"TF32", r.tf32 ? "on" : "off (--no-tf32)"});
+  if (c.tf32 && !r.tf32) rc.decide("tf32", false, r.cuda ? "needs compute capability 8.0+" : "n/a on cpu");
+
+  // --- memory format and transfers
+  r.channels_last = c.channels_last && uses_channels_last(c.model);
+  if (!uses_channels_last(c.model)) {
+    report.push_back({"channels_last", "n/a for " + c.model + " (no 2-D convolutions)"});
+    if (c.channels_last) rc.decide("channels_last", false, "n/a for " + c.model + " (no 2-D convolutions)");
+  } else {
+    report.push_back({"channels_last", r.channels_last ? "on" : "off (--no-channels_last)"});
+  }
+  r.pin_memory = r.cuda && c.pin_memory;
+  r.non_blocking = r.cuda && c.non_blocking;
+  report.push_back({"pinned memory", !r.cuda ? "n/a on cpu" : r.pin_memory ? "on" : "off (--no-pin_memory)"});
+  report.push_back(
+      {"non-blocking copies", !r.cuda ? "n/a on cpu" : r.non_blocking ? "on" : "off (--no-non_blocking)"});
+  if (!r.cuda && c.pin_memory) rc.decide("pin_memory", false, "n/a on cpu (no host-to-device copy)");
+  if (!r.cuda && c.non_blocking) rc.decide("non_blocking", false, "n/a on cpu (no host-to-device copy)");
+
+  // --- loop-level switches (applied by the loader and the trainer)
+  report.push_back({"loader", c.num_workers == 0 ? std::string("main thread (--num_workers 0)")
+                                                 : fmt::format("{} threads, prefetch {}{}", c.num_workers,
+                                                               c.prefetch_factor,
+                                                               c.persistent_workers ? ", persistent" : "")});
+  report.push_back({"gradient accumulation",
+                    c.accumulation_steps == 1
+                        ? std::string("off (1 micro-batch per step)")
+                        : fmt::format("{} micro-batches (effective batch {})", c.accumulation_steps,
+                                      c.accumulation_steps * c.batch_size)});
+  report.push_back({"gradient clipping",
+                    c.clip_max_norm > 0
+                        ? fmt::format("max norm {:g}{}", c.clip_max_norm, r.grad_scaler ? " (after unscale)" : "")
+                        : std::string("off")});
+  return r;
+}
+
+}  // namespace gputrain

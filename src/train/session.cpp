@@ -1,0 +1,178 @@
+// The Session: one run's pieces, built once, in one order, for every command.
+#include "train/session.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "core/device_cuda.h"
+#include "core/error.h"
+#include "core/faults.h"
+#include "core/text.h"
+#include "train/auto_batch.h"
+#include "train/optim.h"
+#include "train/resolve_recipe.h"
+
+namespace gputrain {
+namespace {
+
+// What "best" means for this task, and the task options that cannot apply to it.
+std::string check_task_options(const Config& c, const Dataset& train) {
+  const bool regression = train.is_regression();
+  const std::string metric = c.monitor_metric == "auto" ? (regression ? "loss" : "accuracy") : c.monitor_metric;
+  std::vector<std::string> problems;
+  if (regression && (metric == "accuracy" || metric == "top5"))
+    problems.push_back("monitor_metric '" + metric +
+                       "' is for classification; this data is regression (use loss, mae or rmse)");
+  if (!regression && (metric == "mae" || metric == "rmse"))
+    problems.push_back("monitor_metric '" + metric +
+                       "' is for regression; this data is classification (use loss or accuracy)");
+  if (!regression && metric == "top5" && train.num_classes() < 5)
+    problems.push_back(
+        fmt::format("monitor_metric 'top5' needs 5 classes or more; this data has {}", train.num_classes()));
+  if (!regression && c.loss != "auto")
+    problems.push_back("--loss " + c.loss + " is for regression; classification trains with cross-entropy");
+  if (regression && c.label_smoothing > 0)
+    problems.push_back("--label_smoothing is for classification; this data is regression");
+  if (!problems.empty()) throw Error(problems, "see --task to change how the targets are read", kExitUsage);
+  return metric;
+}
+
+std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, const Dataset& train) {
+  // Regression models output one value per target.
+  const int64_t outputs = train.is_regression() ? train.target_numel() : train.num_classes();
+  NetPtr model = make_model(c.model, model_spec(c, train.sample_shape(), outputs));
+  model->to(recipe.device);
+  if (recipe.channels_last) to_channels_last(*model);
+  auto optimizer = make_optimizer(c, *model);  // after the moves: it must hold the final tensors
+  return std::make_unique<Trainer>(
+      model, std::move(optimizer), recipe,
+      TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});
+}
+
+}  // namespace
+
+Session::Session(const Config& requested, SessionOptions options) : rc_(requested), options_(std::move(options)) {
+  if (options_.world_size != 1 || options_.stages != 1)
+    throw std::logic_error("Session: data and pipeline parallel are not built yet");
+  pin(options_.pinned);
+  auto problems = model_option_problems(rc_.resolved);  // before any data is read
+  if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
+
+  machine_ = probe_machine();
+  recipe_ = resolve_recipe(rc_, machine_);
+  apply_global_switches(recipe_);
+
+  data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
+  resolve_from_data();
+
+  if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
+  trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train);
+  search_batch_size();
+}
+
+void Session::pin(const nlohmann::json& pinned) {
+  if (!pinned.is_object()) return;
+  const Config& c = rc_.requested;
+  if (c.auto_batch_size && pinned.contains("batch_size"))
+    rc_.decide("batch_size", pinned["batch_size"], "found by the run's first auto_batch_size search");
+  if (c.normalize && c.normalize_mean.empty() && pinned.value("normalize_mean", "") != "") {
+    rc_.decide("normalize_mean", pinned["normalize_mean"], "computed from the training data at the run's start");
+    rc_.decide("normalize_std", pinned["normalize_std"], "computed from the training data at the run's start");
+  }
+}
+
+void Session::resolve_from_data() {
+  const Config c = rc_.resolved;
+  const Dataset& train = *data_->train;
+  if (c.normalize && c.normalize_mean.empty() && !data_->normalize_mean.empty()) {
+    rc_.decide("normalize_mean", data_->normalize_mean, "computed from the training data");
+    rc_.decide("normalize_std", data_->normalize_std, "computed from the training data");
+  }
+  const std::string task = train.is_regression() ? "regression" : "classification";
+  if (c.task == "auto") rc_.decide("task", task, "from the training targets");
+  if (!train.is_regression() && c.dataset != "synthetic" && c.num_classes != train.num_classes())
+    rc_.decide("num_classes", train.num_classes(), "classes in the training data");
+  const std::string metric = check_task_options(c, train);
+  if (c.monitor_metric == "auto")
+    rc_.decide("monitor_metric", metric, train.is_regression() ? "regression: the loss" : "classification");
+  if (c.loss == "auto")
+    rc_.decide("loss", train.is_regression() ? "mse" : "cross_entropy",
+               train.is_regression() ? "regression targets" : "class labels");
+  const auto shape = train.sample_shape();
+  if (c.model.rfind("resnet", 0) == 0 && c.stem == "auto" && shape.size() == 3) {
+    const bool small = shape[1] <= 64 && shape[2] <= 64;
+    rc_.decide("stem", small ? "small" : "imagenet",
+               fmt::format("{}x{} images ({} 64 px)", shape[1], shape[2], small ? "up to" : "over"));
+  }
+}
+
+void Session::search_batch_size() {
+  const Config& c = rc_.resolved;
+  if (!rc_.requested.auto_batch_size || !rc_.reason("batch_size").empty()) return;  // not asked, or pinned
+  if (!options_.search_batch_size) {
+    rc_.decide("batch_size", c.batch_size, "auto_batch_size searches only in train");
+    return;
+  }
+  // The simulated memory limit of the tests makes the search testable on a CPU.
+  if (!recipe_.cuda && faults().oom_above < 0) {
+    rc_.decide("batch_size", c.batch_size, "auto_batch_size n/a on cpu (no device memory limit)");
+    return;
+  }
+  const Dataset& train = *data_->train;
+  auto found = find_batch_size(*trainer_, train.sample_shape(), train.num_classes(), train.target_numel(),
+                               c.batch_size, train.size() / c.accumulation_steps);
+  batch_search_ = {{"event", "auto_batch_size"}, {"step", 0},        {"epoch", 0},
+                   {"batch_size", found.batch_size}, {"largest_fit", found.largest_fit}, {"trials", found.trials}};
+  rc_.decide("batch_size", found.batch_size,
+             fmt::format("largest that fit: {}, minus a 10% margin; {} probes", found.largest_fit,
+                         found.trials.size()));
+}
+
+LoaderOptions Session::train_loader_options() const {
+  const Config& c = rc_.resolved;
+  LoaderOptions o;
+  o.batch_size = c.batch_size;
+  o.shuffle = c.shuffle;
+  o.drop_last = c.drop_last;
+  o.num_workers = c.num_workers;
+  o.prefetch_factor = c.prefetch_factor;
+  o.persistent_workers = c.persistent_workers;
+  o.pin_memory = recipe_.pin_memory;
+  o.seed = static_cast<uint64_t>(c.seed);
+  o.device = recipe_.device;
+  o.non_blocking = recipe_.non_blocking;
+  o.channels_last = recipe_.channels_last;
+  o.rank = options_.rank;
+  o.world_size = options_.world_size;
+  return o;
+}
+
+LoaderOptions Session::eval_loader_options(int64_t batch_size) const {
+  LoaderOptions o = train_loader_options();
+  o.batch_size = batch_size;
+  o.shuffle = o.drop_last = false;
+  return o;
+}
+
+std::vector<std::pair<std::string, std::string>> Session::describe() const {
+  auto row = [&](const std::string& what) {
+    for (const auto& [name, state] : recipe_.report)
+      if (name == what) return state;
+    return std::string();
+  };
+  const Config& c = rc_.resolved;
+  return {{"device", row("device")},
+          {"precision", row("AMP")},
+          {"channels_last", row("channels_last")},
+          {"data", data_->description},
+          {"model", fmt::format("{}, {} parameters", c.model, parameter_count(trainer_->model()))}};
+}
+
+std::string Session::describe_line() const {
+  std::vector<std::string> parts;
+  for (const auto& [what, state] : describe()) parts.push_back(what + " " + state);
+  return join(parts, " | ");
+}
+
+}  // namespace gputrain

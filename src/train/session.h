@@ -1,0 +1,85 @@
+// The Session: one run's pieces, built once from a requested Config, in one order, for every
+// command: train, each benchmark variant, eval, infer (and, to come, every data-parallel rank and
+// pipeline stage). probe the machine -> resolve the recipe -> apply the global switches -> data ->
+// everything else that can be decided before training (task, loss, metric, normalization, stem)
+// -> model, optimizer, scaler, EMA (the Trainer) -> auto batch size -> loaders on demand.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/resolved.h"
+#include "core/device_probe.h"
+#include "core/recipe.h"
+#include "data/loader.h"
+#include "data/make_dataset.h"
+#include "train/trainer.h"
+
+namespace gputrain {
+
+struct SessionOptions {
+  // Where this process sits in a parallel job. The seams for data parallel (rank r of w: the
+  // loaders take every w-th sample from r) and pipeline parallel (the model split over
+  // `stages` devices); only 0 of 1 on one stage is built today.
+  int rank = 0, world_size = 1;
+  int stages = 1;
+  // Data already loaded by an earlier Session with the same data flags (benchmark variants differ
+  // only in speed switches, so they share one dataset).
+  std::shared_ptr<const DataSplits> data;
+  // The resolved half of the record of the run being continued or evaluated: values that were
+  // decided from the data or by a search (normalization statistics, an auto batch size) stay
+  // as that run decided them; what depends on the machine is decided again.
+  nlohmann::json pinned;
+  // --auto_batch_size searches only when a run trains; eval and infer keep the batch size.
+  bool search_batch_size = true;
+};
+
+class Session {
+ public:
+  explicit Session(const Config& requested, SessionOptions options = {});
+
+  const Config& requested() const { return rc_.requested; }
+  const Config& config() const { return rc_.resolved; }  // what this run uses
+  const ResolvedConfig& resolution() const { return rc_; }
+  const MachineInfo& machine() const { return machine_; }
+  const Recipe& recipe() const { return recipe_; }
+  const DataSplits& data() const { return *data_; }
+  std::shared_ptr<const DataSplits> shared_data() const { return data_; }
+  Trainer& trainer() { return *trainer_; }
+  // The metric that decides "best" and early stopping (monitor_metric with auto decided).
+  const std::string& monitored() const { return rc_.resolved.monitor_metric; }
+  // The --auto_batch_size search as a metrics.jsonl record (null when none ran).
+  const nlohmann::json& batch_search() const { return batch_search_; }
+
+  // Loader settings for training (shuffled, this rank's share) and for a pass in order.
+  LoaderOptions train_loader_options() const;
+  LoaderOptions eval_loader_options(int64_t batch_size) const;
+
+  // What this Session built, one row each (device, precision, memory format, data, model): every
+  // command prints it, so the same checkpoint reads the same in train, eval, infer and benchmark.
+  std::vector<std::pair<std::string, std::string>> describe() const;
+  std::string describe_line() const;
+
+  // config.json's record: {"requested", "resolved", "reasons"}.
+  nlohmann::json config_record() const { return gputrain::config_record(rc_); }
+  // A value the run asks for itself, in both halves (its own run folder, no checkpoint to resume).
+  void ask(const std::string& field, const nlohmann::json& value) { rc_.ask(field, value); }
+
+ private:
+  ResolvedConfig rc_;
+  MachineInfo machine_;
+  Recipe recipe_;
+  std::shared_ptr<const DataSplits> data_;
+  std::unique_ptr<Trainer> trainer_;
+  nlohmann::json batch_search_;
+  SessionOptions options_;
+
+  void pin(const nlohmann::json& pinned);
+  void resolve_from_data();
+  void search_batch_size();
+};
+
+}  // namespace gputrain
