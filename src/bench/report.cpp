@@ -2,8 +2,8 @@
 #include "bench/report.h"
 
 #include <cmath>
-#include <cstdio>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/text.h"
@@ -14,12 +14,6 @@ namespace {
 const std::vector<std::string> kHeader = {"Optimization", "samples/s",     "Speedup",   "Median ms", "p90 ms",
                                           "Peak memory",  "Memory saving", "Data wait", "Loss"};
 
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
-
 // One row of cells per variant; a skipped variant says why in the second cell.
 std::vector<std::vector<std::string>> cells(const BenchReport& r) {
   std::vector<std::vector<std::string>> rows;
@@ -28,11 +22,13 @@ std::vector<std::vector<std::string>> cells(const BenchReport& r) {
       rows.push_back({v.name, "skipped: " + v.skipped});
       continue;
     }
-    std::string loss = std::isfinite(v.loss) ? fmt("%.4f", v.loss) : "-";
+    std::string loss = std::isfinite(v.loss) ? fmt::format("{:.4f}", v.loss) : "-";
     if (v.loss_drift) loss += " (drift!)";
-    rows.push_back({v.name, fmt("%.0f", v.samples_per_sec), fmt("%.2fx", v.speedup), fmt("%.2f", v.median_ms),
-                    fmt("%.2f", v.p90_ms), format_bytes(static_cast<double>(v.peak_memory_bytes)),
-                    fmt("%+.1f%%", 100.0 * v.memory_saving), fmt("%.1f%%", 100.0 * v.data_wait_fraction), loss});
+    rows.push_back({v.name, fmt::format("{:.0f}", v.samples_per_sec), fmt::format("{:.2f}x", v.speedup),
+                    fmt::format("{:.2f}", v.median_ms), fmt::format("{:.2f}", v.p90_ms),
+                    format_bytes(static_cast<double>(v.peak_memory_bytes)),
+                    fmt::format("{:+.1f}%", 100.0 * v.memory_saving),
+                    fmt::format("{:.1f}%", 100.0 * v.data_wait_fraction), loss});
   }
   return rows;
 }
@@ -67,9 +63,8 @@ std::string format_table(const BenchReport& r) {
   for (size_t w : width) total += w + 3;
   out += std::string(total - 3, '-') + "\n";
   for (const auto& row : rows) out += line(row);
-  out += "memory: " + r.memory_kind + "; timed " + std::to_string(r.settings.repeats) + " x " +
-         std::to_string(r.settings.steps) + " steps after " + std::to_string(r.settings.warmup_steps) +
-         " warm-up steps; stage " + r.settings.stage + "\n";
+  out += fmt::format("memory: {}; timed {} x {} steps after {} warm-up steps; stage {}\n", r.memory_kind,
+                     r.settings.repeats, r.settings.steps, r.settings.warmup_steps, r.settings.stage);
   if (!r.verdict.empty()) out += r.verdict + "\n";
   return out;
 }
@@ -95,11 +90,9 @@ std::string format_csv(const BenchReport& r) {
       out += v.name + ",skipped,\"" + v.skipped + "\",,,,,,,,,\n";
       continue;
     }
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%s,ok,,%.3f,%.4f,%.4f,%.4f,%lld,%.4f,%.4f,%.6f,%s\n", v.name.c_str(),
-                  v.samples_per_sec, v.speedup, v.median_ms, v.p90_ms, static_cast<long long>(v.peak_memory_bytes),
-                  v.memory_saving, v.data_wait_fraction, v.loss, v.loss_drift ? "true" : "false");
-    out += buf;
+    out += fmt::format("{},ok,,{:.3f},{:.4f},{:.4f},{:.4f},{},{:.4f},{:.4f},{:.6f},{}\n", v.name, v.samples_per_sec,
+                       v.speedup, v.median_ms, v.p90_ms, v.peak_memory_bytes, v.memory_saving, v.data_wait_fraction,
+                       v.loss, v.loss_drift ? "true" : "false");
   }
   return out;
 }

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <regex>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "config/fields.h"
@@ -79,11 +79,7 @@ double parse_duration(const std::string& text) {
 
 namespace {
 
-std::string format_number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
+std::string format_number(double x) { return fmt::format("{:g}", x); }
 
 std::string range_text(const Field& f) {
   bool integer = f.type_name() == "int";
@@ -139,7 +135,7 @@ std::vector<std::string> config_problems(const Config& c) {
   if (c.task == "regression" && !file_based_task(c.dataset))
     problems.push_back("task 'regression' needs float targets from --dataset csv or npy (got '" + c.dataset + "')");
   if (c.image_channels != 1 && c.image_channels != 3)
-    problems.push_back("image_channels '" + std::to_string(c.image_channels) + "' (expected 1 or 3)");
+    problems.push_back(fmt::format("image_channels '{}' (expected 1 or 3)", c.image_channels));
   const bool file_based = file_based_task(c.dataset);
   if (file_based && c.train_file.empty())
     problems.push_back("dataset '" + c.dataset + "' needs --train_file (the training ." +

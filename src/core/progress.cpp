@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "core/text.h"
 
 namespace gputrain {
@@ -20,23 +22,20 @@ void Progress::update(int64_t step, int64_t epoch, double loss, double lr, doubl
     int filled = total_ > 0 ? static_cast<int>(width * step / total_) : 0;
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(width, '.');
-    std::printf("\r\033[Kepoch %lld/%lld [%s] %lld/%lld | loss %.4f | %.0f samples/s | ETA %s",
-                static_cast<long long>(epoch + 1), static_cast<long long>(epochs_), bar.c_str(),
-                static_cast<long long>(step), static_cast<long long>(total_), loss, samples_per_sec,
-                format_duration(eta).c_str());
+    fmt::print("\r\033[Kepoch {}/{} [{}] {}/{} | loss {:.4f} | {:.0f} samples/s | ETA {}", epoch + 1, epochs_, bar,
+               step, total_, loss, samples_per_sec, format_duration(eta));
     bar_open_ = true;
   } else {
-    std::printf("step %6lld/%lld | epoch %lld | loss %.4f | lr %.2e | %7.1f ms | %8.0f samples/s | ETA %s\n",
-                static_cast<long long>(step), static_cast<long long>(total_), static_cast<long long>(epoch + 1), loss,
-                lr, step_ms, samples_per_sec, format_duration(eta).c_str());
+    fmt::print("step {:6}/{} | epoch {} | loss {:.4f} | lr {:.2e} | {:>7.1f} ms | {:>8.0f} samples/s | ETA {}\n", step,
+               total_, epoch + 1, loss, lr, step_ms, samples_per_sec, format_duration(eta));
   }
   std::fflush(stdout);
 }
 
 void Progress::line(const std::string& text) {
-  if (bar_open_) std::printf("\r\033[K");
+  if (bar_open_) fmt::print("\r\033[K");
   bar_open_ = false;
-  std::printf("%s\n", text.c_str());
+  fmt::print("{}\n", text);
   std::fflush(stdout);
 }
 

@@ -2,8 +2,9 @@
 #include "core/text.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <numeric>
+
+#include <fmt/format.h>
 
 namespace gputrain {
 
@@ -58,23 +59,17 @@ std::string format_bytes(double bytes) {
     bytes /= 1024;
     ++u;
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-  return buf;
+  return u == 0 ? fmt::format("{:.0f} {}", bytes, units[u]) : fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
 std::string format_duration(double seconds) {
-  char buf[32];
-  if (seconds < 60) {
-    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
-  } else if (seconds < 3600) {
+  if (seconds < 60) return fmt::format("{:.1f}s", seconds);
+  if (seconds < 3600) {
     int s = static_cast<int>(seconds + 0.5);
-    std::snprintf(buf, sizeof buf, "%dm %02ds", s / 60, s % 60);
-  } else {
-    int m = static_cast<int>(seconds / 60 + 0.5);
-    std::snprintf(buf, sizeof buf, "%dh %02dm", m / 60, m % 60);
+    return fmt::format("{}m {:02}s", s / 60, s % 60);
   }
-  return buf;
+  int m = static_cast<int>(seconds / 60 + 0.5);
+  return fmt::format("{}h {:02}m", m / 60, m % 60);
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {

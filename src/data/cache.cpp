@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -16,10 +18,10 @@ CachedDataset::CachedDataset(DatasetPtr base)
   const double need = static_cast<double>(bytes());
   const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   if (need > 0.8 * have)
-    throw usage_error("--cache needs " + std::to_string(static_cast<int64_t>(need / (1 << 20))) +
-                          " MiB for the decoded samples, more than 80% of this machine's " +
-                          std::to_string(static_cast<int64_t>(have / (1 << 20))) + " MiB",
-                      "drop --cache, or lower --image_size");
+    throw usage_error(
+        fmt::format("--cache needs {} MiB for the decoded samples, more than 80% of this machine's {} MiB",
+                    static_cast<int64_t>(need / (1 << 20)), static_cast<int64_t>(have / (1 << 20))),
+        "drop --cache, or lower --image_size");
   x_.reset(new float[static_cast<size_t>(n * numel_)]);
   t_.reset(new float[static_cast<size_t>(std::max<int64_t>(1, n * tnumel_))]);
   labels_.reset(new int64_t[static_cast<size_t>(n)]);

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -42,9 +44,9 @@ void read_batch(const std::string& path, int classes, std::vector<uint8_t>& pixe
   if (ec) throw usage_error(path + ": cannot read the file size (" + ec.message() + ")", hint);
   // Checking the size first means a wrong file is reported before anything is allocated.
   if (bytes == 0 || bytes % record != 0)
-    throw usage_error(path + ": truncated or not a " + name + " batch: " + std::to_string(bytes) +
-                          " bytes is not a multiple of " + std::to_string(record),
-                      hint);
+    throw usage_error(
+        fmt::format("{}: truncated or not a {} batch: {} bytes is not a multiple of {}", path, name, bytes, record),
+        hint);
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   if (!f) throw usage_error(path + ": cannot open (not readable)", hint);
 
@@ -55,12 +57,12 @@ void read_batch(const std::string& path, int classes, std::vector<uint8_t>& pixe
   std::vector<uint8_t> buf(static_cast<size_t>(record));
   for (int64_t i = 0; i < n; ++i) {
     if (std::fread(buf.data(), 1, buf.size(), f.get()) != buf.size())
-      throw usage_error(path + ": read failed at record " + std::to_string(i) + " (file changed while reading?)");
+      throw usage_error(fmt::format("{}: read failed at record {} (file changed while reading?)", path, i));
     const uint8_t label = buf[label_bytes - 1];  // the fine label for CIFAR-100
     if (label >= classes)
-      throw usage_error(path + ": record " + std::to_string(i) + " has label " + std::to_string(label) +
-                            ", outside 0.." + std::to_string(classes - 1) + " (not a " + name + " batch?)",
-                        hint);
+      throw usage_error(
+          fmt::format("{}: record {} has label {}, outside 0..{} (not a {} batch?)", path, i, label, classes - 1, name),
+          hint);
     labels[first + i] = label;
     std::copy(buf.begin() + label_bytes, buf.end(), pixels.begin() + (first + i) * CifarDataset::kImageBytes);
   }
@@ -69,11 +71,11 @@ void read_batch(const std::string& path, int classes, std::vector<uint8_t>& pixe
 }  // namespace
 
 std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int classes, bool train) {
-  if (classes != 10 && classes != 100) throw usage_error("CIFAR has 10 or 100 classes, not " + std::to_string(classes));
+  if (classes != 10 && classes != 100) throw usage_error(fmt::format("CIFAR has 10 or 100 classes, not {}", classes));
   std::vector<std::string> files;
   if (classes == 10) {
     if (train)
-      for (int i = 1; i <= 5; ++i) files.push_back("data_batch_" + std::to_string(i) + ".bin");
+      for (int i = 1; i <= 5; ++i) files.push_back(fmt::format("data_batch_{}.bin", i));
     else
       files.push_back("test_batch.bin");
   } else {
@@ -90,8 +92,8 @@ std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int class
   if (!fs::exists(base / files[0]) && fs::exists(fs::path(dir) / sub / files[0])) base = fs::path(dir) / sub;
   for (const auto& file : files)
     if (!fs::is_regular_file(base / file))
-      throw usage_error("CIFAR-" + std::to_string(classes) + " not found: no " + file + " in '" + base.string() + "'" +
-                            (base.string() == dir ? " (nor in its subfolder " + sub + ")" : ""),
+      throw usage_error(fmt::format("CIFAR-{} not found: no {} in '{}'{}", classes, file, base.string(),
+                                    base.string() == dir ? " (nor in its subfolder " + sub + ")" : ""),
                         hint);
 
   std::vector<uint8_t> pixels, labels;

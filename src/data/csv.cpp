@@ -6,6 +6,8 @@
 #include <memory>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -22,9 +24,7 @@ Error csv_error(const std::string& path, const std::string& why, std::string hin
 std::string describe(char c) {
   if (c == '\t') return "a tab";
   if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "byte 0x%02x", static_cast<unsigned char>(c));
-    return buf;
+    return fmt::format("byte 0x{:02x}", static_cast<unsigned char>(c));
   }
   return std::string("'") + c + "'";
 }
@@ -114,8 +114,7 @@ class Parser {
     ++i_;  // the opening quote
     for (;;) {
       if (i_ >= t_.size())
-        throw csv_error(path_,
-                        "line " + std::to_string(open_line) + ": a quoted field is never closed (unterminated quote)",
+        throw csv_error(path_, fmt::format("line {}: a quoted field is never closed (unterminated quote)", open_line),
                         kQuoteHint);
       // Copy the run up to the next quote in one go: quoted text can be long.
       size_t q = t_.find('"', i_);
@@ -135,8 +134,7 @@ class Parser {
     }
     while (i_ < t_.size() && is_space(t_[i_])) ++i_;
     if (i_ < t_.size() && t_[i_] != sep_ && !at_newline())
-      throw csv_error(path_,
-                      "line " + std::to_string(line_) + ": unexpected " + describe(t_[i_]) + " after a closing quote",
+      throw csv_error(path_, fmt::format("line {}: unexpected {} after a closing quote", line_, describe(t_[i_])),
                       kQuoteHint);
   }
 
@@ -179,16 +177,13 @@ CsvTable parse_csv(std::string_view text, const std::string& path) {
   for (size_t c = 0; c < table.columns.size(); ++c) {
     const std::string& name = table.columns[c];
     if (name.empty())
-      throw csv_error(
-          path,
-          "line " + std::to_string(header_line) + ": column " + std::to_string(c + 1) + " of the header has no name",
-          "name every column; pandas writes an unnamed index column unless given to_csv(index=False)");
+      throw csv_error(path, fmt::format("line {}: column {} of the header has no name", header_line, c + 1),
+                      "name every column; pandas writes an unnamed index column unless given to_csv(index=False)");
     auto [it, fresh] = seen.emplace(name, c);
     if (!fresh)
       throw csv_error(path,
-                      "line " + std::to_string(header_line) + ": column name '" + name +
-                          "' appears twice in the header (columns " + std::to_string(it->second + 1) + " and " +
-                          std::to_string(c + 1) + ")",
+                      fmt::format("line {}: column name '{}' appears twice in the header (columns {} and {})",
+                                  header_line, name, it->second + 1, c + 1),
                       "give every column a different name");
   }
 
@@ -198,9 +193,8 @@ CsvTable parse_csv(std::string_view text, const std::string& path) {
   while ((k = parser.next(table.text, table.ends, line)) >= 0) {
     if (k != m)
       throw csv_error(path,
-                      "line " + std::to_string(line) + " has " + std::to_string(k) + " field" + (k == 1 ? "" : "s") +
-                          ", the header has " + std::to_string(m) + " (separator " + separator_name(table.separator) +
-                          ")",
+                      fmt::format("line {} has {} field{}, the header has {} (separator {})", line, k,
+                                  k == 1 ? "" : "s", m, separator_name(table.separator)),
                       kQuoteHint);
     table.lines.push_back(line);
   }

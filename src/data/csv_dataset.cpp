@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/text.h"
 
@@ -40,7 +42,7 @@ std::string shown(std::string_view v) { return "'" + std::string(v.substr(0, 40)
 std::string list_of(const std::vector<std::string>& names, size_t max = 20) {
   if (names.size() <= max) return join(names, ", ");
   std::vector<std::string> head(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(max));
-  return join(head, ", ") + ", ... (" + std::to_string(names.size() - max) + " more)";
+  return fmt::format("{}, ... ({} more)", join(head, ", "), names.size() - max);
 }
 
 class Builder {
@@ -51,9 +53,8 @@ class Builder {
     return usage_error("CSV file '" + t_.path + "': " + why, std::move(hint));
   }
   Error cell_fail(int64_t row, int64_t col, const std::string& why, std::string hint) const {
-    return fail(
-        "line " + std::to_string(t_.line(row)) + ", column '" + t_.columns[static_cast<size_t>(col)] + "': " + why,
-        std::move(hint));
+    return fail(fmt::format("line {}, column '{}': {}", t_.line(row), t_.columns[static_cast<size_t>(col)], why),
+                std::move(hint));
   }
 
   int64_t column(const std::string& name, const char* role) const {
@@ -109,11 +110,11 @@ CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options, const s
   if (options.task != "auto" && options.task != "classification" && options.task != "regression")
     throw b.fail("unknown task '" + options.task + "'", "use auto, classification or regression");
   if (options.window < 0)
-    throw b.fail("window must be 0 (one row per sample) or more, got " + std::to_string(options.window));
+    throw b.fail(fmt::format("window must be 0 (one row per sample) or more, got {}", options.window));
   if (options.window > 0 && options.stride < 1)
-    throw b.fail("stride must be 1 or more, got " + std::to_string(options.stride));
+    throw b.fail(fmt::format("stride must be 1 or more, got {}", options.stride));
   if (options.window > 0 && options.horizon < 0)
-    throw b.fail("horizon must be 0 or more, got " + std::to_string(options.horizon));
+    throw b.fail(fmt::format("horizon must be 0 or more, got {}", options.horizon));
 
   std::vector<int64_t> target_cols = b.columns(options.targets, "target");
   std::vector<int64_t> feature_cols;
@@ -163,8 +164,8 @@ CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options, const s
     targets_ = b.numbers(target_cols, "target");
   } else {
     if (target_cols.size() != 1)
-      throw b.fail("classification takes exactly one target column, got " + std::to_string(target_cols.size()) + " (" +
-                       join(target_names_, ", ") + ")",
+      throw b.fail(fmt::format("classification takes exactly one target column, got {} ({})", target_cols.size(),
+                               join(target_names_, ", ")),
                    "use task regression to predict several numeric columns");
     int64_t col = target_cols[0];
     for (int64_t r = 0; r < rows_; ++r)
@@ -200,8 +201,8 @@ CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options, const s
       auto it = index.find(table.cell(r, col));
       if (it == index.end())
         throw b.cell_fail(r, col,
-                          "label " + shown(table.cell(r, col)) + " is not one of the " +
-                              std::to_string(classes_.size()) + " classes of the training split",
+                          fmt::format("label {} is not one of the {} classes of the training split",
+                                      shown(table.cell(r, col)), classes_.size()),
                           "the classes are: " + list_of(classes_));
       labels_[static_cast<size_t>(r)] = it->second;
     }
@@ -217,8 +218,8 @@ CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options, const s
     horizon_ = options.horizon;
     // Compared piecewise so huge settings cannot overflow.
     if (window_ > rows_ || horizon_ > rows_ - window_)
-      throw b.fail("a window of " + std::to_string(window_) + " rows plus a horizon of " + std::to_string(horizon_) +
-                       " needs more rows than the file's " + std::to_string(rows_),
+      throw b.fail(fmt::format("a window of {} rows plus a horizon of {} needs more rows than the file's {}", window_,
+                               horizon_, rows_),
                    "use a smaller window or horizon, or a longer series");
     samples_ = (rows_ - window_ - horizon_) / stride_ + 1;
   }
@@ -241,8 +242,7 @@ int64_t CsvDataset::target_row(int64_t index) const {
 
 int64_t CsvDataset::get(int64_t index, float* x, float* target, uint64_t /*seed*/) const {
   if (index < 0 || index >= samples_)
-    throw runtime_error("CSV sample " + std::to_string(index) + " is out of range (the dataset has " +
-                        std::to_string(samples_) + ")");
+    throw runtime_error(fmt::format("CSV sample {} is out of range (the dataset has {})", index, samples_));
   size_t f = feature_names_.size();
   int64_t first = window_ > 0 ? first_row(index) : index;
   int64_t count = window_ > 0 ? window_ : 1;

@@ -4,8 +4,9 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <memory>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -47,13 +48,11 @@ IdxArray read_idx(const std::string& path) {
   read_exact(magic, 4, "header");
   if (magic[0] != 0 || magic[1] != 0) throw fail("bad magic number (not an IDX file; first bytes must be 0x00 0x00)");
   if (magic[2] != 0x08) {
-    char type[8];
-    std::snprintf(type, sizeof type, "0x%02x", magic[2]);
-    throw fail(std::string("unsupported element type ") + type +
-               " (gputrain reads unsigned bytes, type 0x08, as in MNIST)");
+    throw fail(fmt::format("unsupported element type 0x{:02x} (gputrain reads unsigned bytes, type 0x08, as in MNIST)",
+                           magic[2]));
   }
   int ndims = magic[3];
-  if (ndims < 1 || ndims > 4) throw fail("unsupported rank " + std::to_string(ndims) + " (expected 1 to 4)");
+  if (ndims < 1 || ndims > 4) throw fail(fmt::format("unsupported rank {} (expected 1 to 4)", ndims));
 
   IdxArray a;
   int64_t total = 1;
@@ -61,7 +60,7 @@ IdxArray read_idx(const std::string& path) {
     uint8_t b[4];
     read_exact(b, 4, "header");
     int64_t d = (int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
-    if (d == 0) throw fail("dimension " + std::to_string(i) + " is 0");
+    if (d == 0) throw fail(fmt::format("dimension {} is 0", i));
     if (d > kMaxIdxBytes / total)  // checked before multiplying, so it cannot overflow
       throw fail("absurd header: dimensions multiply to more than 16 GiB (corrupt file?)");
     total *= d;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -12,14 +14,14 @@ IdxDataset::IdxDataset(IdxArray images, IdxArray labels, const std::string& wher
     : images_(std::move(images)), labels_(std::move(labels)) {
   const auto& d = images_.dims;
   if (d.size() != 3 && d.size() != 4)
-    throw usage_error(where + ": images must have 3 dimensions (N, H, W) or 4 (N, C, H, W), got " +
-                      std::to_string(d.size()));
+    throw usage_error(
+        fmt::format("{}: images must have 3 dimensions (N, H, W) or 4 (N, C, H, W), got {}", where, d.size()));
   if (labels_.dims.size() != 1)
-    throw usage_error(where + ": labels must have 1 dimension, got " + std::to_string(labels_.dims.size()));
+    throw usage_error(fmt::format("{}: labels must have 1 dimension, got {}", where, labels_.dims.size()));
   n_ = d[0];
   if (labels_.dims[0] != n_)
-    throw usage_error(where + ": " + std::to_string(n_) + " images but " + std::to_string(labels_.dims[0]) +
-                      " labels (the files do not belong together)");
+    throw usage_error(
+        fmt::format("{}: {} images but {} labels (the files do not belong together)", where, n_, labels_.dims[0]));
   shape_ = d.size() == 3 ? std::vector<int64_t>{1, d[1], d[2]} : std::vector<int64_t>{d[1], d[2], d[3]};
   numel_ = shape_[0] * shape_[1] * shape_[2];
   classes_ = *std::max_element(labels_.data.begin(), labels_.data.end()) + 1;

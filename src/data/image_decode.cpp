@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -27,10 +29,10 @@ uint32_t be32(const uint8_t* p) {
 
 // Returns "" when h x w is acceptable, else the reason.
 std::string check_dims(int64_t h, int64_t w) {
-  if (h <= 0 || w <= 0) return "image has a zero dimension (" + std::to_string(w) + "x" + std::to_string(h) + ")";
+  if (h <= 0 || w <= 0) return fmt::format("image has a zero dimension ({}x{})", w, h);
   if (h > kMaxImageSide || w > kMaxImageSide || h * w > kMaxImagePixels)
-    return "absurd image size " + std::to_string(w) + "x" + std::to_string(h) + " (limit " +
-           std::to_string(kMaxImageSide) + " per side, 2^28 pixels; corrupt header?)";
+    return fmt::format("absurd image size {}x{} (limit {} per side, 2^28 pixels; corrupt header?)", w, h,
+                       kMaxImageSide);
   return "";
 }
 
@@ -47,7 +49,7 @@ bool jpeg_size(const uint8_t* d, size_t n, int64_t* h, int64_t* w, std::string* 
     if (m == 0xD9 || m == 0xDA) return *why = "corrupt JPEG header (no frame header before the image data)", false;
     if (pos + 2 > n) return *why = "header not within the bytes read", false;
     const uint32_t len = be16(d + pos);
-    if (len < 2) return *why = "corrupt JPEG header (segment length " + std::to_string(len) + ")", false;
+    if (len < 2) return *why = fmt::format("corrupt JPEG header (segment length {})", len), false;
     const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
     if (sof) {
       if (len < 8) return *why = "corrupt JPEG header (frame header too short)", false;
@@ -207,7 +209,7 @@ bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w,
 
 Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& path) {
   if (channels != 1 && channels != 3)
-    throw usage_error(path + ": can decode to 1 or 3 channels, not " + std::to_string(channels));
+    throw usage_error(fmt::format("{}: can decode to 1 or 3 channels, not {}", path, channels));
   // Our own header walk checks the size before libjpeg/libpng see the data or we allocate.
   int64_t h = 0, w = 0;
   std::string why;

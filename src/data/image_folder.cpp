@@ -9,6 +9,8 @@
 #include <map>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "data/image_decode.h"
 
@@ -93,10 +95,9 @@ std::string check_header(const std::string& path) {
 ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptions options)
     : root_(root), opt_(std::move(options)) {
   if (opt_.channels != 1 && opt_.channels != 3)
-    throw usage_error("image channels must be 1 (gray) or 3 (RGB), not " + std::to_string(opt_.channels));
+    throw usage_error(fmt::format("image channels must be 1 (gray) or 3 (RGB), not {}", opt_.channels));
   if (opt_.height <= 0 || opt_.width <= 0 || opt_.height > kMaxImageSide || opt_.width > kMaxImageSide)
-    throw usage_error("image size " + std::to_string(opt_.height) + "x" + std::to_string(opt_.width) +
-                      " is out of range (1.." + std::to_string(kMaxImageSide) + ")");
+    throw usage_error(fmt::format("image size {}x{} is out of range (1..{})", opt_.height, opt_.width, kMaxImageSide));
   std::error_code ec;
   if (!fs::is_directory(root, ec))
     throw usage_error("image folder '" + root + "' not found (or not a folder)", kLayoutHint);
@@ -119,8 +120,8 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
   for (size_t i = 0; i < classes_.size(); ++i) index[classes_[i]] = static_cast<int64_t>(i);
   for (const auto& d : dirs)
     if (!index.count(d))
-      throw usage_error("image folder '" + root + "': class folder '" + d + "' is not one of the " +
-                            std::to_string(classes_.size()) + " training classes",
+      throw usage_error(fmt::format("image folder '{}': class folder '{}' is not one of the {} training classes", root,
+                                    d, classes_.size()),
                         "the validation folder must use the training folder's class names");
 
   std::vector<std::string> all;
@@ -159,7 +160,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
     if (!opt_.skip_bad) {
       size_t more = std::count_if(reasons.begin() + i + 1, reasons.end(), [](auto& r) { return !r.empty(); });
       throw usage_error(
-          all[i] + ": " + reasons[i] + (more ? " (and " + std::to_string(more) + " more bad files)" : std::string()),
+          fmt::format("{}: {}{}", all[i], reasons[i], more ? fmt::format(" (and {} more bad files)", more) : ""),
           kSkipHint);
     }
     scan_bad_.push_back(all[i]);
@@ -198,7 +199,7 @@ int64_t ImageFolderDataset::get(int64_t index, float* out, float*, uint64_t) con
     std::lock_guard<std::mutex> lock(mu_);
     load_bad_.insert(i);
   }
-  throw usage_error("image folder '" + root_ + "': no image decodes (all " + std::to_string(n) + " are bad)");
+  throw usage_error(fmt::format("image folder '{}': no image decodes (all {} are bad)", root_, n));
 }
 
 int64_t ImageFolderDataset::bad_samples() const {

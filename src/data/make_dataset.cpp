@@ -2,8 +2,9 @@
 // resizing and the transforms.
 #include "data/make_dataset.h"
 
-#include <cstdio>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -25,10 +26,8 @@ namespace {
 std::string numbers_text(const std::vector<float>& v) {
   std::string s;
   for (float x : v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", x);  // round-trips a float exactly: a resume normalizes identically
     if (!s.empty()) s += ',';
-    s += buf;
+    s += fmt::format("{:.9g}", static_cast<double>(x));  // round-trips a float exactly: a resume normalizes identically
   }
   return s;
 }
@@ -62,7 +61,7 @@ Raw load_image_folders(const Config& c) {
   } else {
     r.train = load_image_folder(dir, o);
   }
-  r.what = "image folder " + dir + " at " + std::to_string(o.height) + "x" + std::to_string(o.width);
+  r.what = fmt::format("image folder {} at {}x{}", dir, o.height, o.width);
   return r;
 }
 
@@ -81,8 +80,8 @@ Raw load_csv(const Config& c) {
     r.test = load_csv_dataset(c.test_file, o, train->is_regression() ? nullptr : &train->class_names());
     r.what += " + " + c.test_file;
   }
-  r.what += ", " + std::to_string(train->feature_names().size()) + " features" +
-            (c.window > 0 ? " x window " + std::to_string(c.window) : "");
+  r.what += fmt::format(", {} features", train->feature_names().size());
+  if (c.window > 0) r.what += fmt::format(" x window {}", c.window);
   return r;
 }
 
@@ -150,8 +149,8 @@ DataSplits make_datasets(const Config& c) {
   if (c.val_split > 0 || !test) {
     const double fraction = c.val_split > 0 ? c.val_split : 0.1;
     std::tie(train, test) = split_validation(train, fraction, static_cast<uint64_t>(c.seed));
-    eval_name = "validation (" + std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "% held out" +
-                (c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default") + ")";
+    eval_name = fmt::format("validation ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
+                            c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default");
   }
   if (train->is_regression() != test->is_regression())
     throw usage_error("the train and test data disagree on the task (" +
@@ -196,9 +195,9 @@ DataSplits make_datasets(const Config& c) {
       const size_t channels = static_cast<size_t>(ChannelLayout(train->sample_shape()).channels);
       for (const auto* v : {&st.mean, &st.std})
         if (v->size() != 1 && v->size() != channels)
-          throw usage_error("normalize_mean/normalize_std have " + std::to_string(v->size()) +
-                                " values, the data has " + std::to_string(channels) + " channels",
-                            "give one value per channel, or one for all");
+          throw usage_error(
+              fmt::format("normalize_mean/normalize_std have {} values, the data has {} channels", v->size(), channels),
+              "give one value per channel, or one for all");
     } else {
       st = compute_channel_stats(*train);
     }
@@ -211,10 +210,9 @@ DataSplits make_datasets(const Config& c) {
   s.train = train_t.empty() ? train : std::make_shared<TransformedDataset>(train, train_t);
   s.test = test_t.empty() ? test : std::make_shared<TransformedDataset>(test, test_t);
 
-  std::string task = train->is_regression() ? "regression, " + std::to_string(train->target_numel()) + " target(s)"
-                                            : std::to_string(train->num_classes()) + " classes";
-  s.description = raw.what + ": " + task + ", " + std::to_string(s.train->size()) + " train, " +
-                  std::to_string(s.test->size()) + " " + eval_name;
+  std::string task = train->is_regression() ? fmt::format("regression, {} target(s)", train->target_numel())
+                                            : fmt::format("{} classes", train->num_classes());
+  s.description = fmt::format("{}: {}, {} train, {} {}", raw.what, task, s.train->size(), s.test->size(), eval_name);
   return s;
 }
 

@@ -4,6 +4,9 @@
 #include <bit>
 #include <cstring>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -113,7 +116,7 @@ class HeaderParser {
     while (true) {
       ws();
       if (peek() == ')') break;
-      if (dims.size() >= kMaxRank) fail(where_, "absurd shape: more than " + std::to_string(kMaxRank) + " dimensions");
+      if (dims.size() >= kMaxRank) fail(where_, fmt::format("absurd shape: more than {} dimensions", kMaxRank));
       if (peek() < '0' || peek() > '9') bad("shape must hold non-negative integers");
       int64_t d = 0;
       int digits = 0;
@@ -219,18 +222,16 @@ bool npy_dtype_is_integer(NpyDtype t) { return t != NpyDtype::f16 && t != NpyDty
 
 NpyArray NpyArray::parse(const std::string& path, std::shared_ptr<const void> owner, const uint8_t* data,
                          uint64_t size) {
-  if (size < 10) fail(path, "truncated: " + std::to_string(size) + " bytes is too short for an .npy header");
+  if (size < 10) fail(path, fmt::format("truncated: {} bytes is too short for an .npy header", size));
   if (std::memcmp(data, "\x93NUMPY", 6) != 0) fail(path, "bad magic (not an .npy file; it must start with \\x93NUMPY)");
   int major = data[6], minor = data[7];
   if (major < 1 || major > 3 || minor != 0)
-    fail(path, "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
-                   " (gputrain reads 1.0, 2.0 and 3.0)");
+    fail(path, fmt::format("unsupported .npy format version {}.{} (gputrain reads 1.0, 2.0 and 3.0)", major, minor));
   uint64_t prefix = major == 1 ? 10 : 12;
   if (size < prefix) fail(path, "truncated: the file ends inside the .npy header");
   uint64_t header_len = major == 1 ? rd16(data + 8) : rd32(data + 8);
   if (header_len > size - prefix)
-    fail(path, "truncated: header length " + std::to_string(header_len) + " runs past the end of the file (" +
-                   std::to_string(size) + " bytes)");
+    fail(path, fmt::format("truncated: header length {} runs past the end of the file ({} bytes)", header_len, size));
 
   NpyArray a;
   a.path = path;
@@ -245,18 +246,14 @@ NpyArray NpyArray::parse(const std::string& path, std::shared_ptr<const void> ow
   // Checked before multiplying, so neither the count nor the byte size can overflow.
   uint64_t item = static_cast<uint64_t>(npy_dtype_size(a.dtype)), count = 1;
   for (int64_t d : a.shape) {
-    if (d != 0 && count > kMaxBytes / item / static_cast<uint64_t>(d)) {
-      std::string dims;
-      for (int64_t e : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(e);
-      fail(path, "absurd shape (" + dims + "): more than 256 TiB of data (corrupt header?)");
-    }
+    if (d != 0 && count > kMaxBytes / item / static_cast<uint64_t>(d))
+      fail(path,
+           fmt::format("absurd shape ({}): more than 256 TiB of data (corrupt header?)", fmt::join(a.shape, ", ")));
     count *= static_cast<uint64_t>(d);
   }
   uint64_t need = count * item, have = size - prefix - header_len;
-  if (need > have)
-    fail(path, "truncated: header says " + std::to_string(need) + " bytes, file holds " + std::to_string(have));
-  if (need < have)
-    fail(path, "trailing bytes: header says " + std::to_string(need) + " bytes, file holds " + std::to_string(have));
+  if (need > have) fail(path, fmt::format("truncated: header says {} bytes, file holds {}", need, have));
+  if (need < have) fail(path, fmt::format("trailing bytes: header says {} bytes, file holds {}", need, have));
   a.numel = static_cast<int64_t>(count);
   a.owner_ = std::move(owner);
   a.data_ = data + prefix + header_len;
@@ -265,8 +262,8 @@ NpyArray NpyArray::parse(const std::string& path, std::shared_ptr<const void> ow
 
 void NpyArray::to_float(int64_t first, int64_t count, float* out) const {
   if (first < 0 || count < 0 || first > numel - count)
-    throw runtime_error(path + ": elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                        ") are out of range (the array has " + std::to_string(numel) + ")");
+    throw runtime_error(
+        fmt::format("{}: elements [{}, {}) are out of range (the array has {})", path, first, first + count, numel));
   const uint8_t* s = data_ + first * npy_dtype_size(dtype);
   switch (dtype) {
     case NpyDtype::f16:
@@ -305,8 +302,7 @@ void NpyArray::to_float(int64_t first, int64_t count, float* out) const {
 
 double NpyArray::at(int64_t i) const {
   if (i < 0 || i >= numel)
-    throw runtime_error(path + ": element " + std::to_string(i) + " is out of range (the array has " +
-                        std::to_string(numel) + ")");
+    throw runtime_error(fmt::format("{}: element {} is out of range (the array has {})", path, i, numel));
   const uint8_t* s = data_ + i * npy_dtype_size(dtype);
   auto load = [s](auto v) {
     std::memcpy(&v, s, sizeof v);

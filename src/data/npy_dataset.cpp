@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 
@@ -14,9 +16,7 @@ namespace {
 constexpr int64_t kMaxClasses = 1'000'000;
 
 std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
+  return fmt::format("({}{})", fmt::join(shape, ", "), shape.size() == 1 ? "," : "");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -37,10 +37,10 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
   n_ = x_.shape[0];
   if (n_ == 0) throw usage_error(x_.path + ": no samples (shape " + shape_text(x_.shape) + ")", "");
   if (y_.shape[0] != n_)
-    throw usage_error(x_.path + " has " + std::to_string(n_) + " samples but " + y_.path + " has " +
-                          std::to_string(y_.shape[0]) + " (shapes " + shape_text(x_.shape) + " and " +
-                          shape_text(y_.shape) + ": the arrays do not belong together)",
-                      "x and y must have the same first dimension");
+    throw usage_error(
+        fmt::format("{} has {} samples but {} has {} (shapes {} and {}: the arrays do not belong together)", x_.path,
+                    n_, y_.path, y_.shape[0], shape_text(x_.shape), shape_text(y_.shape)),
+        "x and y must have the same first dimension");
   sample_shape_.assign(x_.shape.begin() + 1, x_.shape.end());
   if (sample_shape_.empty()) sample_shape_ = {1};  // a 1-D x is one feature per sample
   x_numel_ = numel(sample_shape_);
@@ -65,10 +65,8 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
       std::string why = !(v >= 0)            ? (std::isnan(v) ? "is NaN" : "is negative")
                         : v != std::floor(v) ? "is not a whole number"
                                              : "is 1000000 or more";
-      char value[32];
-      std::snprintf(value, sizeof value, "%.9g", v);
-      throw usage_error(y_.path + ": label " + std::to_string(i) + " (" + value + ") " + why +
-                            "; classification labels must be class indices 0..C-1",
+      throw usage_error(fmt::format("{}: label {} ({:.9g}) {}; classification labels must be class indices 0..C-1",
+                                    y_.path, i, v, why),
                         "map labels to indices (np.unique(y, return_inverse=True)) or pass --task regression");
     }
     max_label = std::max(max_label, static_cast<int64_t>(v));

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/zip.h"
 #include "data/npy.h"
@@ -36,7 +38,7 @@ NpyArray read_member(const std::string& where, const MappedFile& m, const ZipMem
     return NpyArray::parse(where, m.owner, m.data + start, z.csize);  // zero copy, from the mapping
   }
   if (z.method != 8)
-    fail(where, "unsupported zip compression method " + std::to_string(z.method) + " (only stored and deflate)");
+    fail(where, fmt::format("unsupported zip compression method {} (only stored and deflate)", z.method));
   auto buf = zip_inflate(where, m, z, start, kZipHint);
   const uint8_t* bytes = buf->data();
   const uint64_t size = buf->size();

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -11,9 +13,8 @@ std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fract
   const int64_t n = data->size();
   const int64_t val = static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)));
   if (val < 1 || val >= n)
-    throw usage_error(
-        "--val_split " + std::to_string(fraction) + " of " + std::to_string(n) + " samples leaves an empty split",
-        "use a fraction between 0 and 1 that keeps samples on both sides");
+    throw usage_error(fmt::format("--val_split {:f} of {} samples leaves an empty split", fraction, n),
+                      "use a fraction between 0 and 1 that keeps samples on both sides");
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
   Rng rng(mix_seed(seed, 0x5a11));

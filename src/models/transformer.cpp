@@ -3,6 +3,7 @@
 // embedding, as in FT-Transformer). A CLS token is prepended; its final state -> LayerNorm -> head.
 #include <cmath>
 
+#include <fmt/format.h>
 #include <torch/nn.h>
 
 #include "core/error.h"
@@ -21,9 +22,8 @@ class Transformer : public Net {
     const int64_t heads = s.heads > 0 ? s.heads : 4;
     const int64_t depth = s.depth > 0 ? s.depth : 2;
     if (d % heads != 0)
-      throw usage_error(
-          "transformer width " + std::to_string(d) + " is not a multiple of heads " + std::to_string(heads),
-          "pick --width and --heads so that heads divides width (defaults: 64 and 4)");
+      throw usage_error(fmt::format("transformer width {} is not a multiple of heads {}", d, heads),
+                        "pick --width and --heads so that heads divides width (defaults: 64 and 4)");
     sequence_ = s.input_shape.size() == 2;
     const int64_t features = s.input_shape.back();
     const double bound = 1.0 / std::sqrt(double(d));

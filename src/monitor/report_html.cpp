@@ -3,13 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -43,9 +44,7 @@ std::string escape(const std::string& s) {
 }
 
 std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, std::fabs(x) >= 1e4 || (x != 0 && std::fabs(x) < 1e-2) ? "%.2e" : "%.4g", x);
-  return buf;
+  return std::fabs(x) >= 1e4 || (x != 0 && std::fabs(x) < 1e-2) ? fmt::format("{:.2e}", x) : fmt::format("{:.4g}", x);
 }
 
 // A line chart: axes with min/max labels, one polyline per series, a legend.
@@ -57,33 +56,33 @@ std::string chart(const std::string& title, const std::string& x_label, const st
       if (!std::isfinite(y)) continue;
       x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
-  std::ostringstream o;
-  o << "<figure><figcaption>" << escape(title) << "</figcaption>";
-  if (!std::isfinite(x0)) return o.str() + "<p class=\"none\">no data</p></figure>";
+  std::string o = fmt::format("<figure><figcaption>{}</figcaption>", escape(title));
+  if (!std::isfinite(x0)) return o + "<p class=\"none\">no data</p></figure>";
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1;
   const double W = 520, H = 220, L = 60, R = 10, T = 10, B = 30;
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return T + (1 - (y - y0) / (y1 - y0)) * (H - T - B); };
-  o << "<svg viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W << "\" height=\"" << H << "\">"
-    << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\"" << H - T - B
-    << "\" fill=\"none\" stroke=\"#999\"/>"
-    << "<text x=\"" << L - 4 << "\" y=\"" << T + 10 << "\" text-anchor=\"end\">" << num(y1) << "</text>"
-    << "<text x=\"" << L - 4 << "\" y=\"" << H - B << "\" text-anchor=\"end\">" << num(y0) << "</text>"
-    << "<text x=\"" << L << "\" y=\"" << H - 8 << "\">" << num(x0) << "</text>"
-    << "<text x=\"" << W - R << "\" y=\"" << H - 8 << "\" text-anchor=\"end\">" << num(x1) << "</text>"
-    << "<text x=\"" << (L + W) / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">" << escape(x_label)
-    << "</text>";
+  // {:g}: the numbers as an ostream wrote them before (six significant digits).
+  auto out = std::back_inserter(o);
+  fmt::format_to(out, R"(<svg viewBox="0 0 {:g} {:g}" width="{:g}" height="{:g}">)", W, H, W, H);
+  fmt::format_to(out, R"(<rect x="{:g}" y="{:g}" width="{:g}" height="{:g}" fill="none" stroke="#999"/>)", L, T,
+                 W - L - R, H - T - B);
+  fmt::format_to(out, R"(<text x="{:g}" y="{:g}" text-anchor="end">{}</text>)", L - 4, T + 10, num(y1));
+  fmt::format_to(out, R"(<text x="{:g}" y="{:g}" text-anchor="end">{}</text>)", L - 4, H - B, num(y0));
+  fmt::format_to(out, R"(<text x="{:g}" y="{:g}">{}</text>)", L, H - 8, num(x0));
+  fmt::format_to(out, R"(<text x="{:g}" y="{:g}" text-anchor="end">{}</text>)", W - R, H - 8, num(x1));
+  fmt::format_to(out, R"(<text x="{:g}" y="{:g}" text-anchor="middle">{}</text>)", (L + W) / 2, H - 8, escape(x_label));
   for (size_t i = 0; i < series.size(); ++i) {
-    o << "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" << colors[i % 4] << "\" points=\"";
+    fmt::format_to(out, R"(<polyline fill="none" stroke-width="1.5" stroke="{}" points=")", colors[i % 4]);
     for (auto [x, y] : series[i].points)
-      if (std::isfinite(y)) o << px(x) << "," << py(y) << " ";
-    o << "\"/>";
+      if (std::isfinite(y)) fmt::format_to(out, "{:g},{:g} ", px(x), py(y));
+    o += "\"/>";
     if (series.size() > 1)
-      o << "<text x=\"" << L + 8 << "\" y=\"" << T + 16 + 14 * i << "\" fill=\"" << colors[i % 4] << "\">"
-        << escape(series[i].name) << "</text>";
+      fmt::format_to(out, R"(<text x="{:g}" y="{:g}" fill="{}">{}</text>)", L + 8, T + 16 + 14 * i, colors[i % 4],
+                     escape(series[i].name));
   }
-  return o.str() + "</svg></figure>";
+  return o + "</svg></figure>";
 }
 
 // A number field, or NaN when absent or null (metrics.jsonl writes a non-finite loss as null).
@@ -163,10 +162,10 @@ std::string write_html_report(const std::string& run_dir) {
     std::string best = "best_test_accuracy";  // the summary names the metric the run monitored
     for (const auto& [key, value] : summary.items())
       if (key.rfind("best_test_", 0) == 0) best = key;
-    o << "<p>" << summary.value("step", 0) << " steps in " << num(number(summary, "wall_seconds")) << " s, "
-      << num(number(summary, "samples_per_sec")) << " samples/s, best test " << escape(best.substr(10)) << " "
-      << num(number(summary, best.c_str())) << ", data wait " << num(100 * number(summary, "data_wait_fraction"))
-      << "%</p>";
+    o << fmt::format("<p>{} steps in {} s, {} samples/s, best test {} {}, data wait {}%</p>", summary.value("step", 0),
+                     num(number(summary, "wall_seconds")), num(number(summary, "samples_per_sec")),
+                     escape(best.substr(10)), num(number(summary, best.c_str())),
+                     num(100 * number(summary, "data_wait_fraction")));
   }
   o << "<h2>Training</h2>" << chart("Training loss", "step", {loss})
     << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
@@ -206,10 +205,10 @@ std::string write_html_report(const std::string& run_dir) {
             << "</td><td colspan=\"5\">skipped: " << escape(v.value("reason", "")) << "</td></tr>";
           continue;
         }
-        o << "<tr><td>" << escape(v.value("name", "")) << "</td><td>" << num(number(v, "samples_per_sec"))
-          << "</td><td>" << num(number(v, "speedup")) << "x</td><td>" << v.value("peak_memory_bytes", 0) << "</td><td>"
-          << num(100 * number(v, "data_wait_fraction")) << "%</td><td>"
-          << (v["loss"].is_number() ? num(v["loss"].get<double>()) : "-") << "</td></tr>";
+        o << fmt::format("<tr><td>{}</td><td>{}</td><td>{}x</td><td>{}</td><td>{}%</td><td>{}</td></tr>",
+                         escape(v.value("name", "")), num(number(v, "samples_per_sec")), num(number(v, "speedup")),
+                         v.value("peak_memory_bytes", 0), num(100 * number(v, "data_wait_fraction")),
+                         v["loss"].is_number() ? num(v["loss"].get<double>()) : "-");
       }
       o << "</table>";
     } catch (const nlohmann::json::exception&) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace gputrain {
@@ -99,9 +100,9 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
   // Appends (a resumed run continues the file); the header goes into a new file only.
   csv_ = std::fopen(csv_path.c_str(), "a");
   if (csv_ && std::ftell(csv_) == 0)
-    std::fprintf(csv_,
-                 "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,"
-                 "gpu_power_w,sm_clock_mhz,throttle_reasons\n");
+    fmt::print(csv_,
+               "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,"
+               "gpu_power_w,sm_clock_mhz,throttle_reasons\n");
   start_ = last_wall_s_ = now_s();
   last_cpu_s_ = process_cpu_s();
   thread_ = std::thread([this] { loop(); });
@@ -143,13 +144,12 @@ void Monitor::loop() {
     MonitorSample s = sample();
     samples_.push_back(s);
     if (csv_) {
-      std::fprintf(csv_, "%.3f,%.1f,%lld,", s.time_s, s.cpu_percent, static_cast<long long>(s.rss_bytes));
+      fmt::print(csv_, "{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
       if (s.gpu)
-        std::fprintf(csv_, "%.0f,%.0f,%lld,%.0f,%.1f,%.0f,%llu\n", s.gpu_util, s.gpu_mem_util,
-                     static_cast<long long>(s.gpu_mem_used), s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz,
-                     static_cast<unsigned long long>(s.throttle_reasons));
+        fmt::print(csv_, "{:.0f},{:.0f},{},{:.0f},{:.1f},{:.0f},{}\n", s.gpu_util, s.gpu_mem_util, s.gpu_mem_used,
+                   s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz, s.throttle_reasons);
       else
-        std::fprintf(csv_, ",,,,,,\n");
+        fmt::print(csv_, ",,,,,,\n");
       std::fflush(csv_);
     }
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -88,10 +89,9 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || !host[0]) std::strcpy(host, "localhost");
   // TensorBoard's own naming, so its loader picks the file up (it matches "tfevents").
-  path_ =
-      (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<long long>(unix_seconds())) +
-                                     "." + host + "." + std::to_string(getpid()) + ".gputrain"))
-          .string();
+  path_ = (std::filesystem::path(dir) /
+           fmt::format("events.out.tfevents.{}.{}.{}.gputrain", static_cast<long long>(unix_seconds()), host, getpid()))
+              .string();
   f_ = std::fopen(path_.c_str(), "ab");  // append: never clobber another writer's file
   if (!f_) throw usage_error("cannot write '" + path_ + "'", "check that the output folder is writable");
   std::string first = event_header(unix_seconds(), 0);

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include <c10/core/CPUAllocator.h>
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -34,7 +35,7 @@ void verify_members(const std::string& path) {
     if (z.method == 8) {
       zip_inflate(member, m, z, start, kDamagedCheckpointHint);
     } else if (z.method != 0) {
-      throw usage_error(member + " uses zip method " + std::to_string(z.method) + ", which LibTorch never writes",
+      throw usage_error(fmt::format("{} uses zip method {}, which LibTorch never writes", member, z.method),
                         kDamagedCheckpointHint);
     } else if (z.csize != z.usize) {
       throw usage_error(member + " has two different sizes", kDamagedCheckpointHint);

@@ -2,9 +2,9 @@
 #include "train/evaluate.h"
 
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -55,24 +55,16 @@ void EvalResult::add_to(nlohmann::json& record, const std::string& prefix) const
 }
 
 std::string EvalResult::summary_line() const {
-  char buf[256];
   if (regression) {
-    std::snprintf(buf, sizeof buf, "loss %.4f | mae %.4f | rmse %.4f", loss, mean_mae(), mean_rmse());
-    std::string s = buf;
+    std::string s = fmt::format("loss {:.4f} | mae {:.4f} | rmse {:.4f}", loss, mean_mae(), mean_rmse());
     if (mae.size() > 1) {
       s += " | mae per target";
-      for (double m : mae) {
-        std::snprintf(buf, sizeof buf, " %.4g", m);
-        s += buf;
-      }
+      for (double m : mae) s += fmt::format(" {:.4g}", m);
     }
     return s;
   }
-  if (top5 >= 0)
-    std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f | top-5 %.4f", loss, accuracy, top5);
-  else
-    std::snprintf(buf, sizeof buf, "loss %.4f | accuracy %.4f", loss, accuracy);
-  return buf;
+  if (top5 >= 0) return fmt::format("loss {:.4f} | accuracy {:.4f} | top-5 {:.4f}", loss, accuracy, top5);
+  return fmt::format("loss {:.4f} | accuracy {:.4f}", loss, accuracy);
 }
 
 EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()>& stop) {

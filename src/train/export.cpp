@@ -13,6 +13,7 @@
 #include <fstream>
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -146,15 +147,13 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path, M
   const uint64_t file_size = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
   if (ec || !in) throw usage_error("safetensors file '" + path + "' cannot be read (" + errno_text() + ")");
-  if (file_size < 8)
-    throw bad("the file is " + std::to_string(file_size) + " bytes, shorter than its 8-byte header length");
+  if (file_size < 8) throw bad(fmt::format("the file is {} bytes, shorter than its 8-byte header length", file_size));
 
   uint64_t length = 0;
   in.read(reinterpret_cast<char*>(&length), sizeof length);
   if (length > file_size - 8)
-    throw bad("header length " + std::to_string(length) + " runs past the end of the file (" +
-              std::to_string(file_size) + " bytes)");
-  if (length > kMaxHeader) throw bad("header length " + std::to_string(length) + " is above 100 MB");
+    throw bad(fmt::format("header length {} runs past the end of the file ({} bytes)", length, file_size));
+  if (length > kMaxHeader) throw bad(fmt::format("header length {} is above 100 MB", length));
   std::string text(length, '\0');
   in.read(text.data(), static_cast<std::streamsize>(length));
   if (!in) throw bad("the header cannot be read");
@@ -202,11 +201,10 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path, M
       throw bad(where + " has malformed data_offsets " + off.dump());
     e.span = {off[0].get<uint64_t>(), off[1].get<uint64_t>(), name};
     if (e.span.begin > e.span.end || e.span.end > data_size)
-      throw bad(where + " has data_offsets " + off.dump() + " outside the " + std::to_string(data_size) +
-                "-byte data buffer");
+      throw bad(fmt::format("{} has data_offsets {} outside the {}-byte data buffer", where, off.dump(), data_size));
     if (e.span.end - e.span.begin != bytes)
-      throw bad(where + " spans " + std::to_string(e.span.end - e.span.begin) + " bytes but its dtype and shape need " +
-                std::to_string(bytes));
+      throw bad(
+          fmt::format("{} spans {} bytes but its dtype and shape need {}", where, e.span.end - e.span.begin, bytes));
     spans.push_back(e.span);
     entries.push_back(std::move(e));
   }
@@ -219,7 +217,7 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path, M
     covered = spans[i].end;
   }
   if (covered != data_size)
-    throw bad(std::to_string(data_size - covered) + " bytes after the last tensor belong to no tensor");
+    throw bad(fmt::format("{} bytes after the last tensor belong to no tensor", data_size - covered));
 
   std::string data(data_size, '\0');
   in.read(data.data(), static_cast<std::streamsize>(data_size));

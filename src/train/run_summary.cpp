@@ -1,7 +1,7 @@
 // The end of a training run: its "summary" record and its closing lines.
 #include "train/run_summary.h"
 
-#include <cstdio>
+#include <fmt/format.h>
 
 #include "core/text.h"
 
@@ -28,14 +28,13 @@ nlohmann::json summary_record(const RunTotals& t, const std::string& monitored, 
 
 void print_telemetry(const nlohmann::json& mon) {
   if (mon.contains("mean_cpu_percent")) {
-    std::printf("monitor: CPU %.0f%% of a core (mean), peak RSS %s", mon["mean_cpu_percent"].get<double>(),
-                format_bytes(mon["peak_rss_bytes"].get<double>()).c_str());
+    fmt::print("monitor: CPU {:.0f}% of a core (mean), peak RSS {}", mon["mean_cpu_percent"].get<double>(),
+               format_bytes(mon["peak_rss_bytes"].get<double>()));
     if (mon.contains("mean_gpu_util"))
-      std::printf(" | GPU utilization %.0f%% mean, %.0f%% max | GPU memory peak %s | power %.0f W mean",
-                  mon["mean_gpu_util"].get<double>(), mon["max_gpu_util"].get<double>(),
-                  format_bytes(mon["peak_gpu_mem_used_bytes"].get<double>()).c_str(),
-                  mon["mean_gpu_power_w"].get<double>());
-    std::printf("\n");
+      fmt::print(" | GPU utilization {:.0f}% mean, {:.0f}% max | GPU memory peak {} | power {:.0f} W mean",
+                 mon["mean_gpu_util"].get<double>(), mon["max_gpu_util"].get<double>(),
+                 format_bytes(mon["peak_gpu_mem_used_bytes"].get<double>()), mon["mean_gpu_power_w"].get<double>());
+    fmt::print("\n");
   }
 }
 
@@ -43,21 +42,19 @@ void print_summary(const nlohmann::json& summary, const std::string& monitored, 
                    const std::string& out_dir) {
   std::string extra;
   if (int64_t skipped = summary["skipped_steps"].get<int64_t>())
-    extra += " | " + std::to_string(skipped) + " overflow steps skipped";
-  if (int64_t bad = summary["bad_samples"].get<int64_t>())
-    extra += " | " + std::to_string(bad) + " bad samples skipped";
-  std::printf("done: %lld steps in %s (training %s) | %.0f samples/s | best test %s %.4f | data wait %.1f%%%s\n",
-              static_cast<long long>(summary["step"].get<int64_t>()),
-              format_duration(summary["wall_seconds"].get<double>()).c_str(),
-              format_duration(summary["train_seconds"].get<double>()).c_str(), summary["samples_per_sec"].get<double>(),
-              monitored.c_str(), summary["best_test_" + monitored].get<double>(),
-              100.0 * summary["data_wait_fraction"].get<double>(), extra.c_str());
+    extra += fmt::format(" | {} overflow steps skipped", skipped);
+  if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += fmt::format(" | {} bad samples skipped", bad);
+  fmt::print("done: {} steps in {} (training {}) | {:.0f} samples/s | best test {} {:.4f} | data wait {:.1f}%{}\n",
+             summary["step"].get<int64_t>(), format_duration(summary["wall_seconds"].get<double>()),
+             format_duration(summary["train_seconds"].get<double>()), summary["samples_per_sec"].get<double>(),
+             monitored, summary["best_test_" + monitored].get<double>(),
+             100.0 * summary["data_wait_fraction"].get<double>(), extra);
   std::string files = out_dir + "/{config.json, metrics.jsonl, monitor.csv, report.html";
   if (c.save_checkpoints) files += ", checkpoints/";
   if (c.tensorboard) files += ", tensorboard/";
   files += "}";
   if (!c.export_path.empty()) files += ", " + c.export_path + " (weights, safetensors)";
-  std::printf("files: %s\n", files.c_str());
+  fmt::print("files: {}\n", files);
 }
 
 }  // namespace gputrain

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
@@ -57,20 +59,18 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
       // apply it twice. Smaller chunks would not help there anyway (the optimizer's state is
       // what did not fit).
       if (updating_)
-        throw runtime_error("out of memory in the optimizer update (step " + std::to_string(steps_ + 1) + ")",
+        throw runtime_error(fmt::format("out of memory in the optimizer update (step {})", steps_ + 1),
                             "the weights and optimizer state do not fit: use a smaller model, --optimizer sgd, "
                             "or a device with more memory");
       const int64_t batch = micro.front().x.size(0);
       if (batch / (split_ * 2) < 1)
-        throw runtime_error(
-            "out of memory even with a micro-batch of 1 sample (step " + std::to_string(steps_ + 1) + ")",
-            "use a smaller model or --width, or a device with more memory");
+        throw runtime_error(fmt::format("out of memory even with a micro-batch of 1 sample (step {})", steps_ + 1),
+                            "use a smaller model or --width, or a device with more memory");
       split_ *= 2;
-      std::fprintf(stderr,
-                   "gputrain: out of memory at step %lld: micro-batch %lld -> %lld, accumulation x%lld "
-                   "(the effective batch is unchanged)\n",
-                   static_cast<long long>(steps_ + 1), static_cast<long long>(batch * 2 / split_),
-                   static_cast<long long>(batch / split_), static_cast<long long>(split_));
+      fmt::print(stderr,
+                 "gputrain: out of memory at step {}: micro-batch {} -> {}, accumulation x{} "
+                 "(the effective batch is unchanged)\n",
+                 steps_ + 1, batch * 2 / split_, batch / split_, split_);
     }
   }
 }
