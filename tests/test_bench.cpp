@@ -8,6 +8,7 @@
 
 #include "bench/variants.h"
 #include "core/error.h"
+#include "test_machines.h"
 #include "test_util.h"
 
 using namespace gputrain;
@@ -37,52 +38,57 @@ TEST_CASE("bench: the baseline turns every optimization off", "[bench]") {
 
 TEST_CASE("bench: variants on a CPU say why they are skipped", "[bench]") {
   Config w;
-  auto vs = expand_variants(w, {}, DeviceCaps{});
+  auto vs = expand_variants(w, {}, test::cpu_machine());
   CHECK(vs.size() == variant_names().size());
   CHECK(vs.front().name == "baseline");
   CHECK(vs.back().name == "all");
-  CHECK(find(vs, "amp_fp16").skipped == "fp16 autocast n/a on cpu");
-  CHECK(find(vs, "cudnn_benchmark").skipped == "n/a on cpu (no cuDNN)");
+  CHECK_THAT(find(vs, "amp_fp16").skipped, Catch::Contains("fp16 autocast n/a on cpu"));
+  CHECK_THAT(find(vs, "cudnn_benchmark").skipped, Catch::Contains("n/a on cpu"));
   CHECK(find(vs, "tf32").skipped == "n/a on cpu");
   CHECK_THAT(find(vs, "pinned_non_blocking").skipped, Catch::Contains("n/a on cpu"));
   CHECK(find(vs, "amp_bf16").skipped.empty());
   CHECK(find(vs, "workers").config.num_workers >= 2);
   CHECK(find(vs, "batch_x2").config.batch_size == 2 * w.batch_size);
-  const Config& all = find(vs, "all").config;
+  const Config& all = find(vs, "all").resolved;
   CHECK(all.channels_last);
   CHECK(all.num_workers >= 2);
   CHECK_FALSE(all.use_amp);  // auto AMP is off on a CPU without native bf16
   CHECK(all.batch_size == w.batch_size);
-  auto bf16_cpu = expand_variants(w, {}, DeviceCaps{.bf16 = true});
-  CHECK(find(bf16_cpu, "all").config.use_amp);
-  CHECK(find(bf16_cpu, "all").config.amp_dtype == "bf16");
+  auto bf16_cpu = expand_variants(w, {}, test::cpu_machine(/*bf16=*/true));
+  CHECK(find(bf16_cpu, "all").resolved.use_amp);
+  CHECK(find(bf16_cpu, "all").resolved.amp_dtype == "bf16");
 }
 
 TEST_CASE("bench: GPU capabilities decide AMP dtype and TF32", "[bench]") {
   Config w;
-  DeviceCaps t4{.cuda = true, .bf16 = false, .tf32 = false, .name = "Tesla T4"};
-  auto vs = expand_variants(w, {}, t4);
-  CHECK(find(vs, "amp_bf16").skipped == "bf16 n/a on Tesla T4 (needs compute capability 8.0+)");
+  auto vs = expand_variants(w, {}, test::gpu_machine({test::t4()}));
+  CHECK_THAT(find(vs, "amp_bf16").skipped, Catch::Contains("bf16 n/a on Tesla T4: needs compute capability 8.0+"));
   CHECK_THAT(find(vs, "tf32").skipped, Catch::Contains("Tesla T4"));
-  CHECK(find(vs, "all").config.amp_dtype == "fp16");
-  CHECK(find(vs, "all").config.cudnn_benchmark);
-  CHECK(find(vs, "all").config.pin_memory);
+  CHECK(find(vs, "all").resolved.amp_dtype == "fp16");
+  CHECK(find(vs, "all").resolved.cudnn_benchmark);
+  CHECK(find(vs, "all").resolved.pin_memory);
 
-  DeviceCaps h100{.cuda = true, .bf16 = true, .tf32 = true, .name = "H100"};
-  auto hv = expand_variants(w, {}, h100);
-  CHECK(find(hv, "all").config.amp_dtype == "bf16");
-  CHECK(find(hv, "all").config.tf32);
+  auto hv = expand_variants(w, {}, test::gpu_machine({test::h100()}));
+  CHECK(find(hv, "all").resolved.amp_dtype == "bf16");
+  CHECK(find(hv, "all").resolved.tf32);
   for (const auto& v : hv) CHECK((v.skipped.empty() || v.name == "grad_checkpointing"));
   CHECK(find(hv, "grad_checkpointing").skipped == "n/a for cnn (no residual blocks or encoder layers)");
 }
 
+TEST_CASE("bench: channels_last is skipped for models without 2-D convolutions", "[bench]") {
+  Config w;
+  w.model = "lstm";
+  auto vs = expand_variants(w, {"channels_last"}, test::gpu_machine({test::h100()}));
+  CHECK(find(vs, "channels_last").skipped == "n/a for lstm (no 2-D convolutions)");
+}
+
 TEST_CASE("bench: --variants picks a subset, always with the baseline; typos are errors", "[bench]") {
-  auto vs = expand_variants(Config{}, {"channels_last", "all"}, DeviceCaps{});
+  auto vs = expand_variants(Config{}, {"channels_last", "all"}, test::cpu_machine());
   REQUIRE(vs.size() == 3);
   CHECK(vs[0].name == "baseline");
   CHECK(vs[1].name == "channels_last");
   try {
-    expand_variants(Config{}, {"chanels_last", "fastest"}, DeviceCaps{});
+    expand_variants(Config{}, {"chanels_last", "fastest"}, test::cpu_machine());
     FAIL("expected an error");
   } catch (const Error& e) {
     CHECK(e.exit_code == 2);

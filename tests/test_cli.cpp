@@ -27,8 +27,8 @@ TEST_CASE("cli: train on the smoke preset writes the run folder and the loss fal
   CHECK(fs::exists(run / "checkpoints" / "epoch-2.pt"));
   CHECK(fs::exists(run / "checkpoints" / "last.pt"));
   auto config = nlohmann::json::parse(test::read_file((run / "config.json").string()));
-  CHECK(config["preset"] == "smoke");
-  CHECK(config["batch_size"] == 32);
+  CHECK(config["requested"]["preset"] == "smoke");
+  CHECK(config["resolved"]["batch_size"] == 32);
 
   auto records = read_jsonl((run / "metrics.jsonl").string());
   std::vector<double> losses;

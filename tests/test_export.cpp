@@ -166,7 +166,7 @@ TEST_CASE("export: train --export and `gputrain export` write the run's final we
   auto a = load_safetensors(dir / "final.safetensors", &meta);
   auto b = load_safetensors(dir / "ckpt.safetensors");
   CHECK(meta.at("gputrain_model") == "resnet18");
-  CHECK(nlohmann::json::parse(meta.at("gputrain_config"))["width"] == 8);
+  CHECK(nlohmann::json::parse(meta.at("gputrain_config"))["requested"]["width"] == 8);
   REQUIRE(a.size() == b.size());
   for (const auto& [name, t] : a) {
     INFO(name);

@@ -340,8 +340,8 @@ TEST_CASE("auto batch size: grows, bisects and keeps a margin (simulated memory 
   CHECK_THAT(log, Catch::Contains("auto_batch_size: 88 (largest that fit: 97") ||
                       Catch::Contains("auto_batch_size: 88 (largest that fit: 100"));
   auto config = nlohmann::json::parse(test::read_file(dir / "run/config.json"));
-  CHECK(config["batch_size"] == 88);
-  CHECK(config["auto_batch_size"] == false);
+  CHECK(config["resolved"]["batch_size"] == 88);
+  CHECK(config["requested"]["auto_batch_size"] == true);  // kept: what the user asked
 
   auto cpu = test::run_gputrain("train --preset smoke --epochs 1 --auto_batch_size --output_dir " + (dir / "cpu"));
   REQUIRE(cpu.exit_code == 0);

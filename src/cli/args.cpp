@@ -116,11 +116,16 @@ Args parse_command_line(const std::vector<std::string>& words, const std::vector
     const std::string* next = nullptr;
     if (!s.value && !s.negated && !is_bool && i + 1 < words.size() && words[i + 1].rfind("--", 0) != 0)
       next = &words[i + 1];
+    // Only a known value flag hands cxxopts its value word: after an unknown flag cxxopts would
+    // read a word like "-h" as an option of its own.
+    const bool value_to_cxxopts = next && it != known.takes_value.end();
 
-    // One flag per cxxopts parse: its exceptions stop only that flag, and the order is kept.
-    FlagArg flag{s.name, s.value, s.negated, w};
+    // One flag per cxxopts parse: its exceptions stop only that flag, and the order is kept. The
+    // bridge's own reading stands where cxxopts does not match the flag (an unknown flag takes the
+    // next word, as a known one would) or throws (a value flag with no value word: "needs a value").
+    FlagArg flag{s.name, next ? std::optional<std::string>(*next) : s.value, s.negated, w};
     std::vector<const char*> argv = {"gputrain", s.word.c_str()};
-    if (next) argv.push_back(next->c_str());
+    if (value_to_cxxopts) argv.push_back(next->c_str());
     try {
       auto result = known.options.parse(static_cast<int>(argv.size()), argv.data());
       if (!result.arguments().empty()) {
@@ -129,13 +134,9 @@ Args parse_command_line(const std::vector<std::string>& words, const std::vector
         // A bare boolean keeps "no value" (not cxxopts's implicit "true"); a negated one keeps
         // what followed "=", for set_field_flag to judge ("--no-x=false").
         if (!s.negated && !(is_bool && !s.value)) flag.value = kv.value();
-      } else if (next) {
-        flag.value = *next;  // an unknown flag takes the following word, as a known one would
       }
-    } catch (const cxxopts::exceptions::missing_argument&) {
-      // "--lr" last or before another flag: no value, and set_field_flag says "needs a value".
     } catch (const cxxopts::exceptions::exception&) {
-      if (next) flag.value = *next;  // keep what was typed; the later stages judge it
+      // Reported later from the flag as typed, with every other problem of the command line.
     }
     if (next) ++i;
     args.flags.push_back(std::move(flag));

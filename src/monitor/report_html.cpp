@@ -216,15 +216,23 @@ std::string write_html_report(const std::string& run_dir) {
     }
   }
 
-  o << "<h2>Configuration</h2><table>";
+  o << "<h2>Configuration</h2><table><tr><th>setting</th><th>requested</th><th>resolved</th></tr>";
   std::ifstream cin(dir / "config.json");
   try {
+    // {"requested", "resolved", "reasons"}; a run from before there were two is one flat object.
     auto config = nlohmann::json::parse(cin);
-    for (const auto& [k, v] : config.items())
-      o << "<tr><td>" << escape(k) << "</td><td>" << escape(v.is_string() ? v.get<std::string>() : v.dump())
-        << "</td></tr>";
+    const bool two = config.contains("requested") && config.contains("resolved");
+    const auto& requested = two ? config["requested"] : config;
+    const auto& resolved = two ? config["resolved"] : config;
+    const auto reasons = two ? config.value("reasons", nlohmann::json::object()) : nlohmann::json::object();
+    auto text = [](const nlohmann::json& v) { return escape(v.is_string() ? v.get<std::string>() : v.dump()); };
+    for (const auto& [k, v] : requested.items()) {
+      std::string used = resolved.contains(k) ? text(resolved[k]) : "";
+      if (reasons.contains(k)) used += " <span class=\"none\">(" + text(reasons[k]) + ")</span>";
+      o << "<tr><td>" << escape(k) << "</td><td>" << text(v) << "</td><td>" << used << "</td></tr>";
+    }
   } catch (const nlohmann::json::exception&) {
-    o << "<tr><td colspan=\"2\">config.json missing or not valid JSON</td></tr>";
+    o << "<tr><td colspan=\"3\">config.json missing or not valid JSON</td></tr>";
   }
   o << "</table></body></html>\n";
 

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
@@ -16,10 +17,8 @@ namespace fs = std::filesystem;
 namespace gputrain {
 
 std::string default_run_dir(const Config& c) {
-  std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));  // a C API: printf-style
-  return fmt::format("runs/{}-{}", stamp, fs::path(c.preset).stem().string());
+  const std::time_t now = std::time(nullptr);
+  return fmt::format("runs/{:%Y%m%d-%H%M%S}-{}", *std::localtime(&now), fs::path(c.preset).stem().string());
 }
 
 std::string resume_checkpoint(const Config& c) {

@@ -75,7 +75,7 @@ void Session::pin(const nlohmann::json& pinned) {
   if (!pinned.is_object()) return;
   const Config& c = rc_.requested;
   if (c.auto_batch_size && pinned.contains("batch_size"))
-    rc_.decide("batch_size", pinned["batch_size"], "found by the run's first auto_batch_size search");
+    rc_.decide("batch_size", pinned["batch_size"], "auto_batch_size: kept from the run's first search");
   if (c.normalize && c.normalize_mean.empty() && pinned.value("normalize_mean", "") != "") {
     rc_.decide("normalize_mean", pinned["normalize_mean"], "computed from the training data at the run's start");
     rc_.decide("normalize_std", pinned["normalize_std"], "computed from the training data at the run's start");
@@ -111,12 +111,12 @@ void Session::search_batch_size() {
   const Config& c = rc_.resolved;
   if (!rc_.requested.auto_batch_size || !rc_.reason("batch_size").empty()) return;  // not asked, or pinned
   if (!options_.search_batch_size) {
-    rc_.decide("batch_size", c.batch_size, "auto_batch_size searches only in train");
+    rc_.decide("batch_size", c.batch_size, "auto_batch_size: searched only by train");
     return;
   }
   // The simulated memory limit of the tests makes the search testable on a CPU.
   if (!recipe_.cuda && faults().oom_above < 0) {
-    rc_.decide("batch_size", c.batch_size, "auto_batch_size n/a on cpu (no device memory limit)");
+    rc_.decide("batch_size", c.batch_size, "auto_batch_size: n/a on cpu (no device memory limit)");
     return;
   }
   const Dataset& train = *data_->train;

@@ -47,8 +47,11 @@ void print_session(const Session& s) {
   fmt::print("device report:\n");
   for (const auto& [what, state] : s.recipe().report) fmt::print("  {:<21} {}\n", what, state);
   fmt::print("data: {}\n", s.data().description);
-  if (s.requested().auto_batch_size)
-    fmt::print("auto_batch_size: {} ({})\n", s.config().batch_size, s.resolution().reason("batch_size"));
+  if (s.requested().auto_batch_size) {
+    const std::string why = s.resolution().reason("batch_size");
+    if (s.batch_search().is_null()) fmt::print("{}; keeping --batch_size {}\n", why, s.config().batch_size);
+    else fmt::print("auto_batch_size: {} ({})\n", s.config().batch_size, why);
+  }
   fmt::print("session: {}\n", s.describe_line());
 }
 

@@ -1,0 +1,229 @@
+// The recipe resolver (pure, on made-up machines) and the Session that every command builds:
+// what the resolved record says is what runs, and eval, infer and benchmark build the same one.
+#include <catch2/catch.hpp>
+
+#include <ATen/Parallel.h>
+
+#include <filesystem>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "test_machines.h"
+#include "test_util.h"
+#include "train/resolve_recipe.h"
+#include "train/session.h"
+
+using namespace gputrain;
+
+namespace {
+
+std::string report_row(const Recipe& r, const std::string& what) {
+  for (const auto& [name, state] : r.report)
+    if (name == what) return state;
+  return "";
+}
+
+// The "session: ..." line a command printed ("session (all): ..." for a benchmark variant).
+std::string session_line(const std::string& out, const std::string& label = "session") {
+  std::smatch m;
+  std::regex re("(^|\\n) *" + std::regex_replace(label, std::regex("[()]"), "\\$&") + ": ([^\\n]*)");
+  return std::regex_search(out, m, re) ? m[2].str() : "";
+}
+
+Config smoke() {
+  Config c;
+  c.dataset = "synthetic";
+  c.input_shape = "1x16x16";
+  c.num_classes = 4;
+  c.synthetic_train_size = 64;
+  c.synthetic_test_size = 32;
+  c.width = 8;
+  c.batch_size = 16;
+  c.num_workers = 0;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("recipe: on a CPU, every auto is decided with its reason", "[recipe]") {
+  ResolvedConfig rc(Config{});
+  Recipe r = resolve_recipe(rc, test::cpu_machine());
+  CHECK_FALSE(r.cuda);
+  CHECK(rc.resolved.device == "cpu");
+  CHECK(rc.reason("device") == "no CUDA device");
+  CHECK(rc.requested.device == "auto");  // the request is kept
+  CHECK(r.threads == 2);
+  CHECK(rc.resolved.threads == 2);
+  CHECK_FALSE(r.amp);
+  CHECK_FALSE(rc.resolved.use_amp);
+  CHECK_THAT(rc.reason("use_amp"), Catch::Contains("no native bf16"));
+  CHECK_FALSE(rc.resolved.pin_memory);
+  CHECK(r.channels_last);  // the default model is a cnn
+
+  ResolvedConfig bf16(Config{});
+  Recipe rb = resolve_recipe(bf16, test::cpu_machine(/*bf16=*/true));
+  CHECK(rb.amp);
+  CHECK(rb.amp_dtype == c10::kBFloat16);
+  CHECK(bf16.resolved.amp_dtype == "bf16");
+  CHECK_FALSE(rb.grad_scaler);
+}
+
+TEST_CASE("recipe: GPUs decide AMP dtype, TF32 and the device", "[recipe]") {
+  Config c;
+  c.amp_dtype = "bf16";
+  ResolvedConfig t4(c);
+  Recipe r = resolve_recipe(t4, test::gpu_machine({test::t4()}));
+  CHECK(r.cuda);
+  CHECK(r.amp_dtype == c10::kHalf);  // bf16 asked, the T4 has none
+  CHECK(r.grad_scaler);
+  CHECK(t4.resolved.amp_dtype == "fp16");
+  CHECK_THAT(t4.reason("amp_dtype"), Catch::Contains("Tesla T4"));
+  CHECK_FALSE(r.tf32);
+  CHECK_FALSE(t4.resolved.tf32);
+  CHECK(r.cudnn_benchmark);
+  CHECK(r.pin_memory);
+
+  // auto and cuda take the GPU with the most free memory; cuda:N takes that one.
+  auto two = test::gpu_machine({test::h100(0, 10LL << 30), test::h100(1, 70LL << 30)});
+  ResolvedConfig a(Config{});
+  CHECK(resolve_recipe(a, two).device.index() == 1);
+  CHECK(a.resolved.device == "cuda:1");
+  CHECK(a.resolved.amp_dtype == "bf16");
+  CHECK(a.resolved.tf32);
+  Config pinned;
+  pinned.device = "cuda:0";
+  ResolvedConfig p(pinned);
+  CHECK(resolve_recipe(p, two).device.index() == 0);
+  CHECK(p.reason("device").empty());  // given, not decided
+  pinned.device = "cuda:5";
+  ResolvedConfig missing(pinned);
+  CHECK_THROWS_AS(resolve_recipe(missing, two), Error);
+  ResolvedConfig no_gpu(pinned);
+  CHECK_THROWS_AS(resolve_recipe(no_gpu, test::cpu_machine()), Error);
+}
+
+TEST_CASE("recipe: channels_last only for models with 2-D convolutions", "[recipe]") {
+  for (const char* model : {"mlp", "lstm", "gru", "transformer", "cnn3d"}) {
+    Config c;
+    c.model = model;
+    ResolvedConfig rc(c);
+    Recipe r = resolve_recipe(rc, test::gpu_machine({test::h100()}));
+    INFO(model);
+    CHECK_FALSE(r.channels_last);
+    CHECK_FALSE(rc.resolved.channels_last);
+    CHECK_THAT(report_row(r, "channels_last"), Catch::StartsWith("n/a for"));
+  }
+  for (const char* model : {"cnn", "resnet18", "resnet50"}) {
+    Config c;
+    c.model = model;
+    ResolvedConfig rc(c);
+    CHECK(resolve_recipe(rc, test::gpu_machine({test::h100()})).channels_last);
+  }
+}
+
+TEST_CASE("session: the resolved record is what the session runs", "[session]") {
+  Config c = smoke();
+  c.model = "resnet18";
+  c.threads = 0;
+  Session s(c);
+  const Config& used = s.config();
+  const nlohmann::json record = s.config_record();
+  const auto& resolved = record["resolved"];
+  // Device, threads and AMP as the recipe applied them.
+  CHECK(resolved["device"] == s.recipe().device.str());
+  CHECK(resolved["threads"] == at::get_num_threads());
+  CHECK(resolved["use_amp"] == s.recipe().amp);
+  CHECK(record["requested"]["device"] == "auto");
+  CHECK(record["requested"]["threads"] == 0);
+  // Normalization as the data pipeline uses it, computed from the data.
+  CHECK(resolved["normalize_mean"] == s.data().normalize_mean);
+  CHECK(resolved["normalize_std"] == s.data().normalize_std);
+  CHECK(record["requested"]["normalize_mean"] == "");
+  CHECK_FALSE(used.normalize_mean.empty());
+  // What the data decided: the task, the loss, the metric, the stem of a resnet on 16x16 images.
+  CHECK(resolved["task"] == "classification");
+  CHECK(resolved["loss"] == "cross_entropy");
+  CHECK(resolved["monitor_metric"] == "accuracy");
+  CHECK(resolved["stem"] == "small");
+  CHECK(record["reasons"].contains("stem"));
+  CHECK(s.monitored() == "accuracy");
+  // The loaders use the resolved batch size and the recipe's memory format.
+  CHECK(s.train_loader_options().batch_size == used.batch_size);
+  CHECK(s.train_loader_options().channels_last == s.recipe().channels_last);
+  CHECK_THAT(s.describe_line(), Catch::Contains("model resnet18, ") && Catch::Contains("data synthetic 1x16x16"));
+}
+
+TEST_CASE("session: values a run decided from its data stay pinned when it is reopened", "[session]") {
+  Config c = smoke();
+  Session first(c);
+  nlohmann::json pinned = first.config_record()["resolved"];
+  pinned["normalize_mean"] = "0.25";  // as if the run had seen other data
+  pinned["normalize_std"] = "2";
+  Session again(c, {.pinned = pinned});
+  CHECK(again.config().normalize_mean == "0.25");
+  CHECK(again.data().normalize_mean == "0.25");  // and the pipeline uses them
+  CHECK(again.requested().normalize_mean.empty());
+}
+
+TEST_CASE("session: train, eval, infer and the benchmark's all variant build the same session", "[session][cli]") {
+  test::TempDir dir;
+  const std::string smoke = "--preset smoke --epochs 1 --num_workers 2";
+  auto t = test::run_gputrain("train " + smoke + " --output_dir " + (dir / "run"));
+  INFO(t.out << t.err);
+  REQUIRE(t.exit_code == 0);
+  const std::string trained = session_line(t.out);
+  REQUIRE_FALSE(trained.empty());
+  CHECK_THAT(trained, Catch::Contains("device cpu") && Catch::Contains("model cnn, ") &&
+                          Catch::Contains("data synthetic") && Catch::Contains("channels_last on"));
+
+  const std::string ckpt = dir / "run/checkpoints/last.pt";
+  auto e = test::run_gputrain("eval --checkpoint " + ckpt);
+  REQUIRE(e.exit_code == 0);
+  CHECK(session_line(e.out) == trained);
+  auto i = test::run_gputrain("infer --checkpoint " + ckpt);
+  REQUIRE(i.exit_code == 0);
+  CHECK(session_line(i.out) == trained);
+  auto b = test::run_gputrain("benchmark " + smoke + " --variants all --warmup_steps 1 --steps 2");
+  INFO(b.out << b.err);
+  REQUIRE(b.exit_code == 0);
+  CHECK(session_line(b.out, "session (all)") == trained);
+  // The baseline turns the speed switches off: a different session.
+  CHECK(session_line(b.out, "session (baseline)") != trained);
+
+  // config.json: both halves; the resolved half is what the device report said ran.
+  auto config = nlohmann::json::parse(test::read_file(dir / "run/config.json"));
+  CHECK(config["requested"]["device"] == "auto");
+  CHECK(config["resolved"]["device"] == "cpu");
+  CHECK(config["reasons"]["device"] == "no CUDA device");
+  const int threads = config["resolved"]["threads"].get<int>();
+  CHECK_THAT(t.out, Catch::Contains("intra-op threads      " + std::to_string(threads)));
+  CHECK_THAT(t.out, Catch::Contains("configuration (requested -> resolved):") &&
+                        Catch::Contains("device                auto -> cpu (no CUDA device)"));
+}
+
+TEST_CASE("session: a resume decides machine-dependent values again", "[session][cli]") {
+  test::TempDir dir;
+  const std::string run = "train --preset smoke --output_dir " + (dir / "run");
+  auto first = test::run_gputrain(run + " --epochs 1", "OMP_NUM_THREADS=2");
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  auto config = nlohmann::json::parse(test::read_file(dir / "run/config.json"));
+  CHECK(config["resolved"]["threads"] == 2);
+  CHECK(config["requested"]["threads"] == 0);
+
+  // The same run continued on a "machine" with one thread: the checkpoint kept threads = 0
+  // (auto), so the resume decides again.
+  auto resumed = test::run_gputrain(run + " --epochs 2 --resume auto", "OMP_NUM_THREADS=1");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("resumed from"));
+  CHECK_THAT(resumed.out, Catch::Contains(" 0 -> 1 (torch's default on this machine)"));
+  config = nlohmann::json::parse(test::read_file(dir / "run/config.json"));
+  CHECK(config["resolved"]["threads"] == 1);
+  CHECK(config["requested"]["threads"] == 0);
+  CHECK(config["requested"]["epochs"] == 2);
+  // Normalization statistics were decided from the data at the run's start and stay.
+  CHECK(config["reasons"]["normalize_mean"] == "computed from the training data at the run's start");
+}
