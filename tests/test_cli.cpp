@@ -18,7 +18,7 @@ TEST_CASE("cli: train on the smoke preset writes the run folder and the loss fal
   auto r = run_gputrain("train --preset smoke --output_dir " + (dir / "run"));
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("configuration:") && Catch::Contains("device report:") &&
+  CHECK_THAT(r.out, Catch::Contains("configuration (requested -> resolved):") && Catch::Contains("device report:") &&
                         Catch::Contains("cuDNN benchmark") && Catch::Contains("done:"));
   namespace fs = std::filesystem;
   auto run = dir.path / "run";
@@ -63,7 +63,7 @@ TEST_CASE("cli: the other loop switches run end to end", "[cli]") {
       {"--amp_dtype bf16", "on (bf16 autocast on cpu)"},
       {"--accumulation_steps 2 --clip_max_norm 0.5 --optimizer sgd --nesterov --lr 0.05 --lr_schedule step",
        "2 micro-batches (effective batch 64)"},
-      {"--model resnet18 --width 4 --optimizer adam --warmup_steps 3 --random_crop 2 --hflip", "model: resnet18"},
+      {"--model resnet18 --width 4 --optimizer adam --warmup_steps 3 --random_crop 2 --hflip", "model resnet18, "},
       {"--model mlp --num_workers 0 --lr_schedule constant --max_steps 5", "n/a for mlp"},
   };
   for (const auto& c : cases) {

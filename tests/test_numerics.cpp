@@ -20,8 +20,7 @@ Recipe cpu_context(bool grad_scaler = false) {
   return ctx;
 }
 
-std::unique_ptr<Trainer> make_trainer(const Recipe& ctx, TrainerOptions opts,
-                                      const std::string& optimizer = "sgd") {
+std::unique_ptr<Trainer> make_trainer(const Recipe& ctx, TrainerOptions opts, const std::string& optimizer = "sgd") {
   torch::manual_seed(3);
   auto model = make_model("mlp", ModelSpec{{1, 6, 6}, 5, 16});
   Config c;

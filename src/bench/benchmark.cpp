@@ -59,7 +59,8 @@ int run_benchmark(const BenchRequest& q) {
   std::fflush(stdout);
 
   const bool tty = isatty(STDERR_FILENO);
-  BenchReport report{first.recipe(), nullptr, s, {}, first.recipe().cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
+  BenchReport report{
+      first.recipe(), nullptr, s, {}, first.recipe().cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
   for (size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
     const std::string label = fmt::format("benchmark: variant {}/{} {}", i + 1, variants.size(), v.name);

@@ -22,7 +22,8 @@ int cmd_eval(const std::vector<std::string>& words) {
   q.checkpoint = args.take_value("checkpoint").value_or("");
   q.json_path = args.take_value("json");
   if (q.checkpoint.empty())
-    throw usage_error("eval needs --checkpoint FILE", "e.g. gputrain eval --checkpoint runs/<name>/checkpoints/best.pt");
+    throw usage_error("eval needs --checkpoint FILE",
+                      "e.g. gputrain eval --checkpoint runs/<name>/checkpoints/best.pt");
   if (q.json_path && q.json_path->empty()) throw usage_error("flag --json needs a file name");
   if (!args.positionals.empty()) throw usage_error("unexpected argument '" + args.positionals[0] + "' to eval");
   q.flags = args.flags;

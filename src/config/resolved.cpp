@@ -21,20 +21,14 @@ const Field& set_field(Config& c, const std::string& field, const nlohmann::json
 
 }  // namespace
 
-void ResolvedConfig::ask(const std::string& field, const nlohmann::json& value) {
-  const Field& f = set_field(requested, field, value);
-  set_field(resolved, field, value);
-  std::erase_if(reasons, [&](const auto& r) { return r.first == f.name; });
-}
-
 void ResolvedConfig::decide(const std::string& field, const nlohmann::json& value, const std::string& why) {
-  const Field* f = &set_field(resolved, field, value);
+  const Field& f = set_field(resolved, field, value);
   for (auto& [name, text] : reasons)
-    if (name == f->name) {
+    if (name == f.name) {
       text = why;
       return;
     }
-  reasons.emplace_back(f->name, why);
+  reasons.emplace_back(f.name, why);
 }
 
 std::string ResolvedConfig::reason(const std::string& field) const {

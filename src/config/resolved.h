@@ -23,8 +23,6 @@ struct ResolvedConfig {
   // Sets a field of `resolved` by its field-table name and records why (a later decision of the
   // same field replaces the earlier reason).
   void decide(const std::string& field, const nlohmann::json& value, const std::string& reason);
-  // Sets a field in both halves: a value the run asks for itself (its own run folder).
-  void ask(const std::string& field, const nlohmann::json& value);
   // The reason a field was decided, or "" when it kept its requested value untouched.
   std::string reason(const std::string& field) const;
 };

@@ -23,8 +23,8 @@ struct MachineInfo {
   std::vector<GpuInfo> gpus;
   std::string cpu_model;
   int cpu_cores = 0;
-  bool cpu_bf16 = false;       // native bf16 instructions (AVX512-BF16 or AMX)
-  int default_threads = 0;     // torch's intra-op thread count before any --threads
+  bool cpu_bf16 = false;          // native bf16 instructions (AVX512-BF16 or AMX)
+  int default_threads = 0;        // torch's intra-op thread count before any --threads
   std::string cuda_build, cudnn;  // versions torch was built with ("n/a" without CUDA)
 };
 

@@ -54,8 +54,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   // Test hook: GPUTRAIN_FAULT_KILL_IN_SAVE=N dies by SIGKILL inside the N-th save, between
   // writing the temporary file and renaming it: the worst moment for a crash.
   static int saves = 0;
-  if (++saves == faults().kill_in_save)
-    std::raise(SIGKILL);
+  if (++saves == faults().kill_in_save) std::raise(SIGKILL);
   rename_durably(tmp, path);
 }
 

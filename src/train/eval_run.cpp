@@ -5,11 +5,13 @@
 
 #include "core/atomic_file.h"
 #include "train/evaluate.h"
+#include "train/export.h"
 #include "train/load_trained.h"
 
 namespace gputrain {
 
 int run_eval(const EvalRequest& q) {
+  if (q.json_path) check_writable(*q.json_path, "--json file");  // now, not after the evaluation
   Trained t = load_trained(q.checkpoint, q.flags);
   Session& s = *t.session;
   fmt::print("checkpoint: {} (epoch {}, step {})\ndata: {}\nsession: {}\n", q.checkpoint, t.meta.epoch, t.meta.step,

@@ -35,8 +35,8 @@ class Fit {
         micro_per_epoch_(train_loader_.num_batches()),
         steps_per_epoch_(micro_per_epoch_ / c_.accumulation_steps),
         total_steps_(total_steps()),
-        schedule_{c_.lr_schedule, c_.lr, c_.min_lr, c_.warmup_steps, total_steps_, steps_per_epoch_, c_.lr_step_size,
-                  c_.lr_gamma},
+        schedule_{c_.lr_schedule,   c_.lr,           c_.min_lr,  c_.warmup_steps, total_steps_,
+                  steps_per_epoch_, c_.lr_step_size, c_.lr_gamma},
         first_epoch_(start.epoch),
         first_batch_(start.batch),
         progress_(total_steps_, c_.epochs),
@@ -199,10 +199,10 @@ class Fit {
         const double wait = train_loader_.take_wait_seconds();
         r_.wait_seconds += wait;
         progress_.update(r_.step, epoch, loss, lr, sps, step_ms);
-        nlohmann::json rec = {{"event", "step"},         {"step", r_.step},
-                              {"epoch", epoch},          {"loss", loss},
-                              {"lr", lr},                {"samples_per_sec", sps},
-                              {"step_ms", step_ms},      {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
+        nlohmann::json rec = {{"event", "step"},    {"step", r_.step},
+                              {"epoch", epoch},     {"loss", loss},
+                              {"lr", lr},           {"samples_per_sec", sps},
+                              {"step_ms", step_ms}, {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
         if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
         if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
         if (r_.skipped_steps) rec["skipped_steps"] = r_.skipped_steps;

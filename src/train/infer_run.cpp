@@ -9,6 +9,7 @@
 #include "core/atomic_file.h"
 #include "core/stats.h"
 #include "train/autocast.h"
+#include "train/export.h"
 #include "train/load_trained.h"
 
 namespace gputrain {
@@ -76,7 +77,8 @@ std::string csv_header(const Dataset& test) {
   const bool regression = test.is_regression();
   std::string h = "index";
   for (const char* part : {"target", "prediction"}) {
-    if (!regression) h += fmt::format(",{}", part);
+    if (!regression)
+      h += fmt::format(",{}", part);
     else
       for (int64_t k = 0; k < test.target_numel(); ++k) h += fmt::format(",{}_{}", part, k);
   }
@@ -86,6 +88,7 @@ std::string csv_header(const Dataset& test) {
 }  // namespace
 
 int run_infer(const InferRequest& q) {
+  if (q.out_path) check_writable(*q.out_path, "--out file");  // now, not after the passes
   Trained t = load_trained(q.checkpoint, q.flags);
   Session& s = *t.session;
   // A run with --ema_decay deploys its average (it chose best.pt by it).
@@ -95,8 +98,8 @@ int run_infer(const InferRequest& q) {
              s.data().description, s.describe_line());
   // Warm-up (kernel selection, allocator) so the timed passes measure the steady state.
   run_pass(s, s.config().eval_batch_size, nullptr);
-  const std::vector<int64_t> sweep = q.batch_sizes.empty() ? std::vector<int64_t>{s.config().eval_batch_size}
-                                                           : q.batch_sizes;
+  const std::vector<int64_t> sweep =
+      q.batch_sizes.empty() ? std::vector<int64_t>{s.config().eval_batch_size} : q.batch_sizes;
   std::string csv = csv_header(*s.data().test);
   fmt::print("{:>10} {:>14} {:>12} {:>12}\n", "batch", "samples/s", "p50 ms", "p99 ms");
   for (size_t i = 0; i < sweep.size(); ++i) {

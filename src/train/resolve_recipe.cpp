@@ -42,8 +42,8 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   if (c.device == "cpu" || (c.device == "auto" && !have_cuda)) {
     if (c.device == "auto") rc.decide("device", "cpu", "no CUDA device");
     report.push_back({"device", fmt::format("cpu ({}, {} cores)", m.cpu_model, m.cpu_cores)});
-    report.push_back({"CUDA / cuDNN", have_cuda ? "available, not used (--device cpu)"
-                                                : "not available (no CUDA device or driver)"});
+    report.push_back({"CUDA / cuDNN",
+                      have_cuda ? "available, not used (--device cpu)" : "not available (no CUDA device or driver)"});
   } else {
     if (!have_cuda)
       throw usage_error("device '" + c.device + "' is not available (torch sees no CUDA device)",
@@ -53,9 +53,9 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
     r.cuda = true;
     const std::string name = fmt::format("cuda:{}", gpu.index);
     if (c.device != name)
-      rc.decide("device", name,
-                m.gpus.size() > 1 ? fmt::format("the GPU with the most free memory of {}", m.gpus.size())
-                                  : "the only GPU");
+      rc.decide(
+          "device", name,
+          m.gpus.size() > 1 ? fmt::format("the GPU with the most free memory of {}", m.gpus.size()) : "the only GPU");
     report.push_back({"device", fmt::format("cuda:{} {}", gpu.index, gpu.name)});
     report.push_back({"memory", format_bytes(static_cast<double>(gpu.total_bytes)) + " total, " +
                                     format_bytes(static_cast<double>(gpu.free_bytes)) + " free"});
@@ -118,9 +118,12 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   report.push_back({"cuDNN deterministic", !r.cuda ? "n/a on cpu" : r.cudnn_deterministic ? "on" : "off"});
 
   r.tf32 = r.cuda && c.tf32 && gpu.tf32;
-  if (!r.cuda) report.push_back({"TF32", "n/a on cpu"});
-  else if (!gpu.tf32) report.push_back({"TF32", "n/a on " + gpu.name + " (needs compute capability 8.0+)"});
-  else report.push_back({"TF32", r.tf32 ? "on" : "off (--no-tf32)"});
+  if (!r.cuda)
+    report.push_back({"TF32", "n/a on cpu"});
+  else if (!gpu.tf32)
+    report.push_back({"TF32", "n/a on " + gpu.name + " (needs compute capability 8.0+)"});
+  else
+    report.push_back({"TF32", r.tf32 ? "on" : "off (--no-tf32)"});
   if (c.tf32 && !r.tf32) rc.decide("tf32", false, r.cuda ? "needs compute capability 8.0+" : "n/a on cpu");
 
   // --- memory format and transfers
@@ -134,25 +137,23 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   r.pin_memory = r.cuda && c.pin_memory;
   r.non_blocking = r.cuda && c.non_blocking;
   report.push_back({"pinned memory", !r.cuda ? "n/a on cpu" : r.pin_memory ? "on" : "off (--no-pin_memory)"});
-  report.push_back(
-      {"non-blocking copies", !r.cuda ? "n/a on cpu" : r.non_blocking ? "on" : "off (--no-non_blocking)"});
+  report.push_back({"non-blocking copies", !r.cuda ? "n/a on cpu" : r.non_blocking ? "on" : "off (--no-non_blocking)"});
   if (!r.cuda && c.pin_memory) rc.decide("pin_memory", false, "n/a on cpu (no host-to-device copy)");
   if (!r.cuda && c.non_blocking) rc.decide("non_blocking", false, "n/a on cpu (no host-to-device copy)");
 
   // --- loop-level switches (applied by the loader and the trainer)
-  report.push_back({"loader", c.num_workers == 0 ? std::string("main thread (--num_workers 0)")
-                                                 : fmt::format("{} threads, prefetch {}{}", c.num_workers,
-                                                               c.prefetch_factor,
-                                                               c.persistent_workers ? ", persistent" : "")});
-  report.push_back({"gradient accumulation",
-                    c.accumulation_steps == 1
-                        ? std::string("off (1 micro-batch per step)")
-                        : fmt::format("{} micro-batches (effective batch {})", c.accumulation_steps,
-                                      c.accumulation_steps * c.batch_size)});
-  report.push_back({"gradient clipping",
-                    c.clip_max_norm > 0
-                        ? fmt::format("max norm {:g}{}", c.clip_max_norm, r.grad_scaler ? " (after unscale)" : "")
-                        : std::string("off")});
+  report.push_back({"loader", c.num_workers == 0
+                                  ? std::string("main thread (--num_workers 0)")
+                                  : fmt::format("{} threads, prefetch {}{}", c.num_workers, c.prefetch_factor,
+                                                c.persistent_workers ? ", persistent" : "")});
+  report.push_back(
+      {"gradient accumulation", c.accumulation_steps == 1
+                                    ? std::string("off (1 micro-batch per step)")
+                                    : fmt::format("{} micro-batches (effective batch {})", c.accumulation_steps,
+                                                  c.accumulation_steps * c.batch_size)});
+  report.push_back({"gradient clipping", c.clip_max_norm > 0 ? fmt::format("max norm {:g}{}", c.clip_max_norm,
+                                                                           r.grad_scaler ? " (after unscale)" : "")
+                                                             : std::string("off")});
   return r;
 }
 

@@ -66,7 +66,9 @@ double RunFolder::save_checkpoint(const std::string& name, Trainer& trainer, con
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void RunFolder::prune_checkpoints(int64_t keep) { gputrain::prune_checkpoints((fs::path(dir_) / "checkpoints").string(), keep); }
+void RunFolder::prune_checkpoints(int64_t keep) {
+  gputrain::prune_checkpoints((fs::path(dir_) / "checkpoints").string(), keep);
+}
 
 void RunFolder::write_report() {
   try {

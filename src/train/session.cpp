@@ -120,13 +120,17 @@ void Session::search_batch_size() {
     return;
   }
   const Dataset& train = *data_->train;
-  auto found = find_batch_size(*trainer_, train.sample_shape(), train.num_classes(), train.target_numel(),
-                               c.batch_size, train.size() / c.accumulation_steps);
-  batch_search_ = {{"event", "auto_batch_size"}, {"step", 0},        {"epoch", 0},
-                   {"batch_size", found.batch_size}, {"largest_fit", found.largest_fit}, {"trials", found.trials}};
-  rc_.decide("batch_size", found.batch_size,
-             fmt::format("largest that fit: {}, minus a 10% margin; {} probes", found.largest_fit,
-                         found.trials.size()));
+  auto found = find_batch_size(*trainer_, train.sample_shape(), train.num_classes(), train.target_numel(), c.batch_size,
+                               train.size() / c.accumulation_steps);
+  batch_search_ = {{"event", "auto_batch_size"},
+                   {"step", 0},
+                   {"epoch", 0},
+                   {"batch_size", found.batch_size},
+                   {"largest_fit", found.largest_fit},
+                   {"trials", found.trials}};
+  rc_.decide(
+      "batch_size", found.batch_size,
+      fmt::format("largest that fit: {}, minus a 10% margin; {} probes", found.largest_fit, found.trials.size()));
 }
 
 LoaderOptions Session::train_loader_options() const {
@@ -155,24 +159,15 @@ LoaderOptions Session::eval_loader_options(int64_t batch_size) const {
   return o;
 }
 
-std::vector<std::pair<std::string, std::string>> Session::describe() const {
+std::string Session::describe_line() const {
   auto row = [&](const std::string& what) {
     for (const auto& [name, state] : recipe_.report)
       if (name == what) return state;
     return std::string();
   };
-  const Config& c = rc_.resolved;
-  return {{"device", row("device")},
-          {"precision", row("AMP")},
-          {"channels_last", row("channels_last")},
-          {"data", data_->description},
-          {"model", fmt::format("{}, {} parameters", c.model, parameter_count(trainer_->model()))}};
-}
-
-std::string Session::describe_line() const {
-  std::vector<std::string> parts;
-  for (const auto& [what, state] : describe()) parts.push_back(what + " " + state);
-  return join(parts, " | ");
+  return fmt::format("device {} | precision {} | channels_last {} | data {} | model {}, {} parameters", row("device"),
+                     row("AMP"), row("channels_last"), data_->description, rc_.resolved.model,
+                     parameter_count(trainer_->model()));
 }
 
 }  // namespace gputrain

@@ -58,15 +58,12 @@ class Session {
   LoaderOptions train_loader_options() const;
   LoaderOptions eval_loader_options(int64_t batch_size) const;
 
-  // What this Session built, one row each (device, precision, memory format, data, model): every
-  // command prints it, so the same checkpoint reads the same in train, eval, infer and benchmark.
-  std::vector<std::pair<std::string, std::string>> describe() const;
+  // What this Session built, in one line (device, precision, memory format, data, model): every
+  // command prints it, so the same run reads the same in train, eval, infer and benchmark.
   std::string describe_line() const;
 
   // config.json's record: {"requested", "resolved", "reasons"}.
   nlohmann::json config_record() const { return gputrain::config_record(rc_); }
-  // A value the run asks for itself, in both halves (its own run folder, no checkpoint to resume).
-  void ask(const std::string& field, const nlohmann::json& value) { rc_.ask(field, value); }
 
  private:
   ResolvedConfig rc_;

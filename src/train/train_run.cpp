@@ -49,8 +49,10 @@ void print_session(const Session& s) {
   fmt::print("data: {}\n", s.data().description);
   if (s.requested().auto_batch_size) {
     const std::string why = s.resolution().reason("batch_size");
-    if (s.batch_search().is_null()) fmt::print("{}; keeping --batch_size {}\n", why, s.config().batch_size);
-    else fmt::print("auto_batch_size: {} ({})\n", s.config().batch_size, why);
+    if (s.batch_search().is_null())
+      fmt::print("{}; keeping --batch_size {}\n", why, s.config().batch_size);
+    else
+      fmt::print("auto_batch_size: {} ({})\n", s.config().batch_size, why);
   }
   fmt::print("session: {}\n", s.describe_line());
 }
@@ -110,8 +112,10 @@ int run_training(const std::vector<FlagArg>& flags) {
   const double best = EvalResult::higher_is_better(monitored) ? r.best_score : -r.best_score;
   nlohmann::json summary = summary_record(totals, monitored, best, r.last_eval, r.last_ema_eval);
   if (r.early_stopped) summary["early_stopped"] = true;
-  if (s.recipe().cuda) summary["peak_memory_bytes"] = cuda_peak_allocated(s.recipe().device.index());
-  else summary["peak_rss_bytes"] = peak_rss_bytes();
+  if (s.recipe().cuda)
+    summary["peak_memory_bytes"] = cuda_peak_allocated(s.recipe().device.index());
+  else
+    summary["peak_rss_bytes"] = peak_rss_bytes();
   summary["monitor"] = folder.monitor().finish();
   folder.write(summary);
   print_telemetry(summary["monitor"]);

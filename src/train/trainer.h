@@ -29,8 +29,7 @@ struct StepResult {
 
 class Trainer {
  public:
-  Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const Recipe& ctx,
-          TrainerOptions options);
+  Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const Recipe& ctx, TrainerOptions options);
 
   // One optimizer step over `micro` (accumulation_steps micro-batches already on the device):
   // autocast forward -> loss / k -> scaled backward, for each; then unscale -> clip -> step if
@@ -63,7 +62,7 @@ class Trainer {
   std::unique_ptr<Ema> ema_;
   int64_t split_ = 1;
   int64_t steps_ = 0;
-  bool updating_ = false;         // try_step has begun the optimizer update (an OOM there is not retried)
+  bool updating_ = false;  // try_step has begun the optimizer update (an OOM there is not retried)
 
   StepResult try_step(const std::vector<Batch>& micro);
 };
