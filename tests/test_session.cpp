@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "test_machines.h"
 #include "test_util.h"
+#include "train/checkpoint.h"
 #include "train/resolve_recipe.h"
 #include "train/session.h"
 
@@ -135,6 +136,7 @@ TEST_CASE("session: the resolved record is what the session runs", "[session]") 
   CHECK(resolved["device"] == s.recipe().device.str());
   CHECK(resolved["threads"] == at::get_num_threads());
   CHECK(resolved["use_amp"] == s.recipe().amp);
+  if (s.recipe().amp) CHECK(resolved["amp_dtype"] == (s.recipe().amp_dtype == c10::kBFloat16 ? "bf16" : "fp16"));
   CHECK(record["requested"]["device"] == "auto");
   CHECK(record["requested"]["threads"] == 0);
   // Normalization as the data pipeline uses it, computed from the data.
@@ -220,6 +222,11 @@ TEST_CASE("session: a resume decides machine-dependent values again", "[session]
   REQUIRE(resumed.exit_code == 0);
   CHECK_THAT(resumed.out, Catch::Contains("resumed from"));
   CHECK_THAT(resumed.out, Catch::Contains(" 0 -> 1 (torch's default on this machine)"));
+  // The checkpoint holds the request, "auto" and all, beside what the run resolved.
+  auto stored = nlohmann::json::parse(read_checkpoint_meta(dir / "run/checkpoints/last.pt").config_json);
+  CHECK(stored["requested"]["threads"] == 0);
+  CHECK(stored["requested"]["device"] == "auto");
+  CHECK(stored["resolved"]["device"] == "cpu");
   config = nlohmann::json::parse(test::read_file(dir / "run/config.json"));
   CHECK(config["resolved"]["threads"] == 1);
   CHECK(config["requested"]["threads"] == 0);

@@ -12,6 +12,7 @@ struct Faults {
   int64_t oom_above = -1;     // GPUTRAIN_FAULT_OOM_ABOVE=n: probes and step chunks above n samples run out of memory
   int64_t oom_update = -1;    // GPUTRAIN_FAULT_OOM_UPDATE=k: out of memory inside step k's optimizer update
   int64_t kill_in_save = -1;  // GPUTRAIN_FAULT_KILL_IN_SAVE=n: SIGKILL inside the n-th checkpoint save
+  int64_t no_flock = -1;      // GPUTRAIN_FAULT_NO_FLOCK=1: act as a file system that refuses flock
 };
 
 const Faults& faults();

@@ -1,55 +1,233 @@
-// The run folder: a run's files, their names and how each is written.
+// The run folder: one owner, where a run starts, and every file of a run.
 #include "train/run_folder.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/faults.h"
 #include "monitor/report_html.h"
 
 namespace fs = std::filesystem;
 
 namespace gputrain {
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// "pid 1234 on host node7": flock cannot say who holds a lock, so the holder writes it down.
+std::string holder_text() { return fmt::format("pid {} on host {}", ::getpid(), host_name()); }
+
+void write_holder(int fd) {
+  const std::string text = holder_text() + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0) {
+    // The lock holds without the note; only the message a second run prints is poorer.
+  }
+}
+
+// Whether a holder note names a process of this host that no longer exists (a crashed run's
+// exclusive lock file).
+bool holder_gone(const std::string& note) {
+  long pid = 0;
+  char host[256] = {};
+  if (std::sscanf(note.c_str(), "pid %ld on host %255s", &pid, host) != 2) return false;
+  return host == host_name() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+std::string now_stamp() {
+  const std::time_t now = std::time(nullptr);
+  return fmt::format("{:%Y%m%d-%H%M%S}", *std::localtime(&now));
+}
+
+// Whether `path` names a file inside `folder` (after resolving "..", links and relative paths).
+bool inside(const std::string& path, const fs::path& folder) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(path, ec), f = fs::weakly_canonical(folder, ec);
+  auto [end, _] = std::mismatch(f.begin(), f.end(), p.begin(), p.end());
+  return end == f.end();
+}
+
+// The checkpoint the folder can continue from: last.pt, else the newest epoch-N.pt, each read
+// and verified (CRC, extents); damaged ones are named and passed over.
+std::string newest_intact(const fs::path& checkpoints) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "last.pt")
+      found.emplace_back(INT64_MAX, e.path());
+    else if (name.rfind("epoch-", 0) == 0 && e.path().extension() == ".pt")
+      found.emplace_back(std::atoll(name.c_str() + 6), e.path());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [order, path] : found) {
+    try {
+      read_checkpoint_meta(path.string());
+      return path.string();
+    } catch (const Error& e) {
+      fmt::print("resume: passing over {}: {}\n", path.string(), e.problems.front());
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 std::string default_run_dir(const Config& c) {
-  const std::time_t now = std::time(nullptr);
-  return fmt::format("runs/{:%Y%m%d-%H%M%S}-{}", *std::localtime(&now), fs::path(c.preset).stem().string());
+  return fmt::format("runs/{}-{}", now_stamp(), fs::path(c.preset).stem().string());
 }
 
-std::string resume_checkpoint(const Config& c) {
-  if (c.resume != "auto") return c.resume;
-  const std::string last = (fs::path(c.output_dir) / "checkpoints" / "last.pt").string();
-  return fs::exists(last) ? last : "";
-}
-
-RunFolder::RunFolder(const std::string& dir, bool resuming, bool tensorboard) : dir_(dir) {
-  if (!resuming && fs::exists(fs::path(dir) / "metrics.jsonl"))  // never mix or overwrite runs
-    throw usage_error("output_dir '" + dir + "' already holds a run (metrics.jsonl)",
-                      "pass a new --output_dir, remove that folder, or continue it with --resume auto");
+RunFolder::RunFolder(const std::string& dir) : dir_(dir) {
   std::error_code ec;
-  fs::create_directories(fs::path(dir) / "checkpoints", ec);
-  if (ec) throw usage_error("cannot create output_dir '" + dir + "' (" + ec.message() + ")");
-  for (const auto& entry : fs::directory_iterator(fs::path(dir) / "checkpoints"))
+  created_dir_ = !fs::exists(dir);
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw usage_error("cannot create output_dir '" + dir + "' (" + (ec ? ec.message() : "not a folder") + ")");
+  lock();
+}
+
+RunFolder::~RunFolder() {
+  const fs::path d(dir_);
+  std::error_code ec;
+  // Ended before it began: the folder goes back to how this run found it (removals of folders
+  // succeed only while they are empty).
+  if (!started_ && created_lock_ && lock_fd_ >= 0) fs::remove(d / ".lock", ec);
+  if (!started_ && created_checkpoints_) fs::remove(d / "checkpoints", ec);
+  if (!lock_file_.empty()) fs::remove(lock_file_, ec);
+  if (!started_ && created_dir_) fs::remove(d, ec);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void RunFolder::lock() {
+  const std::string path = (fs::path(dir_) / ".lock").string();
+  created_lock_ = !fs::exists(path);
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(errno) + ")");
+  const int err = faults().no_flock >= 0 ? ENOLCK : ::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+  if (err == 0) {
+    write_holder(lock_fd_);
+    return;
+  }
+  if (err == EWOULDBLOCK) {
+    const std::string holder = read_text(path);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw usage_error("output_dir '" + dir_ + "' is in use by another gputrain run (" +
+                          (holder.empty() ? "holder unknown" : holder) + ")",
+                      "wait for that run to end, or pass another --output_dir");
+  }
+  // Some network file systems refuse flock: an exclusive-create lock file instead, which a crash
+  // leaves behind (a later run on this host sees that its process is gone and takes it over).
+  ::close(lock_fd_);
+  lock_fd_ = -1;
+  if (created_lock_) ::unlink(path.c_str());
+  const std::string file = (fs::path(dir_) / ".lock-exclusive").string();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      write_holder(fd);
+      ::close(fd);
+      lock_file_ = file;
+      fmt::print("run folder: {} refuses flock ({}); locked with {} instead\n", dir_, std::strerror(err), file);
+      return;
+    }
+    if (errno != EEXIST) throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(errno) + ")");
+    const std::string holder = read_text(file);
+    if (attempt == 0 && holder_gone(holder)) {
+      ::unlink(file.c_str());  // left by a crashed run of this host
+      continue;
+    }
+    throw usage_error(
+        "output_dir '" + dir_ + "' is in use by another gputrain run (" + holder + ")",
+        "wait for that run to end, or pass another --output_dir (remove " + file + " only if no run uses the folder)");
+  }
+}
+
+bool RunFolder::holds_run() const {
+  const fs::path d(dir_);
+  std::error_code ec;
+  return fs::exists(d / "metrics.jsonl") || fs::exists(d / "config.json") ||
+         (fs::is_directory(d / "checkpoints") && !fs::is_empty(d / "checkpoints", ec));
+}
+
+StartPoint RunFolder::plan_start(const std::string& resume) {
+  const fs::path checkpoints = fs::path(dir_) / "checkpoints";
+  StartPoint start;
+  if (resume.empty()) {
+    if (holds_run())  // never mix or overwrite runs
+      throw usage_error("output_dir '" + dir_ + "' already holds a run",
+                        "pass a new --output_dir, remove that folder, or continue it with --resume auto");
+  } else if (resume == "auto") {
+    start.checkpoint = newest_intact(checkpoints);
+    if (start.checkpoint.empty() && holds_run()) {
+      // A start that never saved a checkpoint (killed, out of memory, a bad file): kept aside,
+      // not deleted, and the run begins again.
+      const fs::path aside = fs::path(dir_) / ("aborted-" + now_stamp());
+      fs::create_directories(aside);
+      for (const auto& e : fs::directory_iterator(dir_)) {
+        const std::string name = e.path().filename().string();
+        if (name == ".lock" || name == ".lock-exclusive" || name.rfind("aborted-", 0) == 0) continue;
+        fs::rename(e.path(), aside / name);
+      }
+      fmt::print("resume: no intact checkpoint in {}; moved the earlier start aside to {}; starting a new run\n", dir_,
+                 aside.string());
+    } else if (start.checkpoint.empty()) {
+      fmt::print("resume: no checkpoint in {} yet; starting a new run\n", dir_);
+    }
+  } else {
+    const bool same_run = inside(resume, checkpoints);
+    if (!same_run && holds_run())
+      throw usage_error(
+          "--resume '" + resume + "' is another run's checkpoint, and output_dir '" + dir_ + "' holds a run of its own",
+          "to branch from that checkpoint, pass a new --output_dir; to continue this folder's run, "
+          "--resume auto");
+    start.checkpoint = resume;
+    start.branch = !same_run;
+  }
+  std::error_code ec;
+  created_checkpoints_ = !fs::exists(checkpoints);
+  fs::create_directories(checkpoints, ec);
+  if (ec) throw usage_error("cannot create '" + checkpoints.string() + "' (" + ec.message() + ")");
+  for (const auto& entry : fs::directory_iterator(checkpoints))        // only the lock holder may
     if (entry.path().extension() == ".tmp") fs::remove(entry.path());  // torn writes of a crash
-  // Made before metrics.jsonl, so that a folder it cannot create (a usage error) leaves no
-  // half-started run behind.
-  if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>((fs::path(dir) / "tensorboard").string());
+  return start;
 }
 
 std::string RunFolder::checkpoint_path(const std::string& name) const {
   return (fs::path(dir_) / "checkpoints" / name).string();
 }
 
-void RunFolder::write_config(const nlohmann::json& record) {
-  write_file_atomically((fs::path(dir_) / "config.json").string(), record.dump(2) + "\n");
-}
-
-void RunFolder::start(double monitor_interval, int gpu_index) {
+void RunFolder::start(const nlohmann::json& config_record, bool tensorboard, double monitor_interval, int gpu_index) {
+  // TensorBoard first: a folder it cannot create (a usage error) leaves no half-started run.
+  if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>((fs::path(dir_) / "tensorboard").string());
+  started_ = true;
+  write_file_atomically((fs::path(dir_) / "config.json").string(), config_record.dump(2) + "\n");
   metrics_ = std::make_unique<MetricsWriter>((fs::path(dir_) / "metrics.jsonl").string());
   monitor_ = std::make_unique<Monitor>((fs::path(dir_) / "monitor.csv").string(), monitor_interval, gpu_index);
 }

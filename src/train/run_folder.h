@@ -1,6 +1,6 @@
-// The run folder: a run's files and their rules. It is created (or reopened to resume) once,
-// holds config.json, metrics.jsonl (+ TensorBoard events), monitor.csv, checkpoints/ and
-// report.html, and is the one place that knows their names.
+// The run folder: a run's files and their rules, in one place. One owner at a time (a lock held
+// for the life of the process), where a run starts (fresh, or the newest intact checkpoint),
+// config.json, metrics.jsonl (+ TensorBoard events), monitor.csv, checkpoints/ and report.html.
 #pragma once
 #include <memory>
 #include <string>
@@ -18,23 +18,38 @@ namespace gputrain {
 // runs/<date-time>-<preset>: where a run goes without --output_dir.
 std::string default_run_dir(const Config& c);
 
-// The checkpoint a --resume names: auto = <output_dir>/checkpoints/last.pt, or "" when that does
-// not exist yet (the first session of a run started with --resume auto); else the path itself.
-std::string resume_checkpoint(const Config& c);
+// Where a run starts in its folder.
+struct StartPoint {
+  std::string checkpoint;  // the checkpoint to load; "" for a fresh start
+  bool branch = false;     // a checkpoint of another run, continued in a new folder
+};
 
 class RunFolder {
  public:
-  // Opens `dir` for a new run (a usage error when it already holds one) or, `resuming`, for
-  // the run it holds. Removes torn temporary checkpoints. Nothing is written yet.
-  RunFolder(const std::string& dir, bool resuming, bool tensorboard);
+  // Takes `dir` for this process: creates it when missing and locks it, the lock held until the
+  // process ends (the kernel releases it on any crash). Another process holding it is a usage
+  // error naming the holder, and the folder is left as it was. A run that ends before start()
+  // (refused, bad data, a model that cannot be built) takes away what it added: the folder is
+  // as it found it.
+  explicit RunFolder(const std::string& dir);
+  ~RunFolder();
+  RunFolder(const RunFolder&) = delete;
+  RunFolder& operator=(const RunFolder&) = delete;
+
+  // Where the run starts, given --resume: "" for a new run (refused when the folder holds a
+  // run), "auto" for the newest intact checkpoint (last.pt, else the newest epoch-N.pt; when the
+  // folder holds only the start of a run that never saved one, that start is moved aside into
+  // aborted-<time>/ and the run starts afresh), or a checkpoint's path (refused when the folder
+  // holds a different run). Every refusal leaves the folder byte for byte as it was. Then
+  // removes torn temporary files.
+  StartPoint plan_start(const std::string& resume);
 
   const std::string& path() const { return dir_; }
   std::string checkpoint_path(const std::string& name) const;
 
-  // config.json, written atomically (tmp, fsync, rename).
-  void write_config(const nlohmann::json& record);
-  // Opens metrics.jsonl and starts the monitor: the run has begun.
-  void start(double monitor_interval, int gpu_index);
+  // The run begins: the TensorBoard folder, config.json (written atomically: tmp, fsync,
+  // rename), metrics.jsonl and the monitor.
+  void start(const nlohmann::json& config_record, bool tensorboard, double monitor_interval, int gpu_index);
   // One metrics.jsonl record; step and eval records go to TensorBoard too.
   void write(const nlohmann::json& record);
   Monitor& monitor() { return *monitor_; }
@@ -48,9 +63,16 @@ class RunFolder {
 
  private:
   std::string dir_;
+  int lock_fd_ = -1;       // the flock'ed .lock file
+  std::string lock_file_;  // the exclusive-create lock file where flock is refused
+  // What this process added, taken away again when the run ends before start().
+  bool created_dir_ = false, created_lock_ = false, created_checkpoints_ = false, started_ = false;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<Monitor> monitor_;
+
+  void lock();
+  bool holds_run() const;
 };
 
 }  // namespace gputrain

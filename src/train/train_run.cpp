@@ -19,27 +19,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The configuration to run: the flags over the defaults, or, resuming, over the requested
-// configuration of the run being continued (whose decided values the Session may keep).
-struct Start {
+// Continuing from a checkpoint: its run's requested configuration under the flags, its
+// resolved half (what the Session keeps of it), and where that run itself branched from.
+struct Continued {
   Config requested;
-  std::string checkpoint;  // "" for a new run
   nlohmann::json pinned;
+  std::string branched_from;
 };
 
-Start read_start(const std::vector<FlagArg>& flags) {
-  Start s{resolve_config(flags), "", nullptr};
-  if (s.requested.resume.empty()) return s;
-  s.checkpoint = resume_checkpoint(s.requested);
-  if (s.checkpoint.empty()) {  // one command line serves the first session of a run and every later one
-    fmt::print("resume: no checkpoint in {} yet; starting a new run\n", s.requested.output_dir);
-  } else {
-    StoredConfig saved = read_config_record(nlohmann::json::parse(read_checkpoint_meta(s.checkpoint).config_json));
-    s.requested = resolve_resumed_config(saved.requested, flags);
-    s.pinned = saved.resolved;
-  }
-  s.requested.resume.clear();  // a run's record must not point at a checkpoint
-  return s;
+Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
+  const auto record = nlohmann::json::parse(read_checkpoint_meta(checkpoint).config_json);
+  StoredConfig saved = read_config_record(record);
+  return {resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", "")};
 }
 
 void print_session(const Session& s) {
@@ -74,26 +65,34 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
 int run_training(const std::vector<FlagArg>& flags) {
   const auto run_start = Clock::now();
   install_stop_handlers();  // first: a signal during set-up stops after the first step
-  Start start = read_start(flags);
-  if (start.requested.output_dir.empty()) start.requested.output_dir = default_run_dir(start.requested);
+  Continued run{resolve_config(flags), nullptr, ""};
+  const std::string resume = run.requested.resume;
+  // --resume PATH continues in that run's folder unless --output_dir names another.
+  if (!resume.empty() && resume != "auto") run = continue_from(resume, flags);
+  if (run.requested.output_dir.empty()) run.requested.output_dir = default_run_dir(run.requested);
 
-  Session s(start.requested, {.pinned = start.pinned});
+  RunFolder folder(run.requested.output_dir);
+  const StartPoint from = folder.plan_start(resume);
+  if (resume == "auto" && !from.checkpoint.empty()) run = continue_from(from.checkpoint, flags);
+  if (from.branch) run.branched_from = from.checkpoint;  // another run's checkpoint, continued here
+  run.requested.resume.clear();                          // a run's record must not point at a checkpoint
+
+  Session s(run.requested, {.pinned = run.pinned});
   print_session(s);
   const Config& c = s.config();
-  RunFolder folder(c.output_dir, !start.checkpoint.empty(), c.tensorboard);
-  const nlohmann::json record = s.config_record();
-  folder.write_config(record);
   if (!c.export_path.empty()) check_writable(c.export_path, "export file");  // now, not after the run
-  folder.start(c.monitor_interval, s.recipe().cuda ? s.recipe().device.index() : -1);
-  fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
-  if (!s.batch_search().is_null()) folder.write(s.batch_search());
-
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
-  if (!start.checkpoint.empty()) {
-    at = load_checkpoint(start.checkpoint, s.trainer());
-    fmt::print("resumed from {}: epoch {}, batch {}, step {}\n", start.checkpoint, at.epoch + 1, at.batch, at.step);
-    folder.write({{"event", "resume"}, {"step", at.step}, {"epoch", at.epoch}, {"checkpoint", start.checkpoint}});
+  if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer());  // refusals before any write
+
+  nlohmann::json record = s.config_record();
+  if (!run.branched_from.empty()) record["branched_from"] = run.branched_from;
+  folder.start(record, c.tensorboard, c.monitor_interval, s.recipe().cuda ? s.recipe().device.index() : -1);
+  fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
+  if (!s.batch_search().is_null()) folder.write(s.batch_search());
+  if (!from.checkpoint.empty()) {
+    fmt::print("resumed from {}: epoch {}, batch {}, step {}\n", from.checkpoint, at.epoch + 1, at.batch, at.step);
+    folder.write({{"event", "resume"}, {"step", at.step}, {"epoch", at.epoch}, {"checkpoint", from.checkpoint}});
   }
 
   FitResult r = fit(s, folder, at, record, run_start);

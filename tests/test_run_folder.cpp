@@ -1,0 +1,148 @@
+// The run folder: one owner (a second process is refused, naming the holder), refused runs change
+// nothing, and --resume auto recovers from a crash at any point.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using gputrain::test::run_gputrain;
+
+namespace {
+
+// Every file below `dir` (name -> bytes): equal snapshots mean the folder did not change.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    files[fs::relative(e.path(), dir).string()] = e.is_regular_file() ? gputrain::test::read_file(e.path()) : "<dir>";
+  return files;
+}
+
+const std::string kSmoke = "train --preset smoke --epochs 1 ";
+
+}  // namespace
+
+TEST_CASE("run folder: a second run on a folder in use exits 2 naming the holder", "[run_folder]") {
+  gputrain::test::TempDir dir;
+  const std::string run = dir / "run";
+  // A long run in the background; a second one starts once the first has logged a step.
+  const std::string cmd = "sh -c '" + std::string(gputrain::test::gputrain_exe()) +
+                          " train --preset smoke --epochs 200 --output_dir " + run + " >" + (dir / "first.log") +
+                          " 2>&1 & pid=$!; for i in $(seq 600); do grep -qs event.:.step " + run +
+                          "/metrics.jsonl && break; sleep 0.1; done; " + gputrain::test::gputrain_exe() +
+                          " train --preset smoke --output_dir " + run + " --resume auto >" + (dir / "second.out") +
+                          " 2>" + (dir / "second.err") + "; echo $? >" + (dir / "second.code") + "; echo $pid >" +
+                          (dir / "first.pid") + "; kill -TERM $pid; wait $pid'";
+  const int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 143);  // the first run, stopped by SIGTERM after the second tried
+  const std::string err = gputrain::test::read_file(dir / "second.err");
+  INFO(err);
+  CHECK(std::stoi(gputrain::test::read_file(dir / "second.code")) == 2);
+  std::string pid = gputrain::test::read_file(dir / "first.pid");
+  pid.pop_back();
+  CHECK_THAT(err,
+             Catch::Contains("output_dir '" + run + "' is in use by another gputrain run (pid " + pid + " on host"));
+  CHECK_THAT(err, Catch::Contains("hint:"));
+  // The first run was not disturbed: it stopped on its signal with a checkpoint.
+  CHECK(fs::exists(run + "/checkpoints/last.pt"));
+}
+
+TEST_CASE("run folder: refused runs leave the folder byte for byte as it was", "[run_folder]") {
+  gputrain::test::TempDir dir;
+  REQUIRE(run_gputrain(kSmoke + "--output_dir " + (dir / "a")).exit_code == 0);
+  REQUIRE(run_gputrain(kSmoke + "--output_dir " + (dir / "b") + " --seed 7").exit_code == 0);
+  fs::remove(dir / "a/.lock");  // as a folder from before there were locks
+  const auto before = snapshot(dir / "a");
+
+  // A new run into a folder that holds one.
+  auto fresh = run_gputrain(kSmoke + "--output_dir " + (dir / "a"));
+  CHECK(fresh.exit_code == 2);
+  CHECK_THAT(fresh.err, Catch::Contains("already holds a run"));
+  CHECK(snapshot(dir / "a") == before);
+
+  // Another run's checkpoint continued in a folder that holds a run of its own.
+  auto foreign = run_gputrain("train --resume " + (dir / "b/checkpoints/last.pt") + " --output_dir " + (dir / "a"));
+  CHECK(foreign.exit_code == 2);
+  CHECK_THAT(foreign.err, Catch::Contains("is another run's checkpoint") && Catch::Contains("new --output_dir"));
+  CHECK(snapshot(dir / "a") == before);
+
+  // A run refused after the folder was taken (a bad flag value found with the data) leaves no trace.
+  auto bad = run_gputrain("train --preset smoke --output_dir " + (dir / "new") + " --monitor_metric mae");
+  CHECK(bad.exit_code == 2);
+  CHECK_FALSE(fs::exists(dir / "new"));
+
+  // Branching into a new folder works, and config.json says where it came from.
+  auto branch =
+      run_gputrain("train --resume " + (dir / "b/checkpoints/last.pt") + " --epochs 2 --output_dir " + (dir / "c"));
+  INFO(branch.out << branch.err);
+  REQUIRE(branch.exit_code == 0);
+  auto config = nlohmann::json::parse(gputrain::test::read_file(dir / "c/config.json"));
+  CHECK(config["branched_from"] == dir / "b/checkpoints/last.pt");
+}
+
+TEST_CASE("run folder: --resume auto after a crash before the first checkpoint starts afresh, keeping the start",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  // SIGKILL inside the very first save: config.json and metrics.jsonl, no checkpoint.
+  auto killed = run_gputrain(kSmoke + "--output_dir " + (dir / "run"), "GPUTRAIN_FAULT_KILL_IN_SAVE=1");
+  REQUIRE(killed.exit_code == 128 + 9);
+  REQUIRE(fs::exists(dir / "run/metrics.jsonl"));
+  auto again = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto");
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("no intact checkpoint") && Catch::Contains("moved the earlier start aside"));
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(dir / "run"))
+    if (e.path().filename().string().rfind("aborted-", 0) == 0) {
+      ++aside;
+      CHECK(fs::exists(e.path() / "metrics.jsonl"));  // kept, not deleted
+      CHECK(fs::exists(e.path() / "checkpoints/epoch-1.pt.tmp"));
+    }
+  CHECK(aside == 1);
+  CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
+}
+
+TEST_CASE("run folder: --resume auto passes over a damaged last.pt for the newest intact epoch checkpoint",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  REQUIRE(run_gputrain("train --preset smoke --epochs 2 --output_dir " + (dir / "run")).exit_code == 0);
+  const std::string last = dir / "run/checkpoints/last.pt";
+  std::string bytes = gputrain::test::read_file(last);
+  bytes.resize(bytes.size() / 2);  // torn
+  gputrain::test::write_file(last, bytes);
+  auto r = run_gputrain("train --output_dir " + (dir / "run") + " --resume auto --epochs 3");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("passing over " + last));
+  CHECK_THAT(r.out, Catch::Contains("resumed from " + (dir / "run/checkpoints/epoch-2.pt") + ": epoch 3"));
+}
+
+TEST_CASE("run folder: where flock is refused, an exclusive lock file; a crashed holder's is taken over",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  auto r = run_gputrain(kSmoke + "--output_dir " + (dir / "run"), "GPUTRAIN_FAULT_NO_FLOCK=1");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("refuses flock") && Catch::Contains(".lock-exclusive"));
+  CHECK_FALSE(fs::exists(dir / "run/.lock-exclusive"));  // released at the end
+
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  // Left by a process that is gone (a crash): taken over.
+  gputrain::test::write_file(dir / "run/.lock-exclusive", "pid 999999999 on host " + std::string(host) + "\n");
+  auto again = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto", "GPUTRAIN_FAULT_NO_FLOCK=1");
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 0);
+  // Held by a live process (this test): refused, naming it.
+  const std::string holder = "pid " + std::to_string(getpid()) + " on host " + host;
+  gputrain::test::write_file(dir / "run/.lock-exclusive", holder + "\n");
+  auto held = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto", "GPUTRAIN_FAULT_NO_FLOCK=1");
+  CHECK(held.exit_code == 2);
+  CHECK_THAT(held.err, Catch::Contains("in use by another gputrain run (" + holder + ")"));
+}
