@@ -139,6 +139,35 @@ TEST_CASE("checkpoint: a tensor pointed at a smaller record is refused, even wit
              Catch::Contains("reaches past its data"));
 }
 
+TEST_CASE("checkpoint: a weight of a dtype no model has is refused by export's reader", "[checkpoint]") {
+  // The fuzz target found a pickle whose storage type was changed to a sub-byte integer type:
+  // LibTorch loads it, and summing it throws. Rebuilt here with a valid CRC.
+  test::TempDir dir;
+  save_checkpoint(dir / "good.pt", *make_trainer(1, true), {});
+  std::string bytes = test::read_file(dir / "good.pt");
+  MappedFile m = map_file(dir / "good.pt");
+  std::string pkl_name;
+  uint64_t pkl_start = 0, pkl_size = 0;
+  for (const auto& z : zip_directory("good.pt", m, ""))
+    if (z.name.ends_with("/data.pkl")) {
+      pkl_name = z.name;
+      pkl_start = zip_member_start("good.pt", m, z, "");
+      pkl_size = z.csize;
+    }
+  REQUIRE(!pkl_name.empty());
+  std::string pkl = bytes.substr(pkl_start, pkl_size);
+  auto pos = pkl.find("LongStorage");  // a BatchNorm's num_batches_tracked
+  REQUIRE(pos != std::string::npos);
+  pkl.replace(pos, 11, "Int5Storage");  // the same length: nothing else in the file moves
+  bytes.replace(pkl_start, pkl_size, pkl);
+  const uint32_t crc = crc32_of(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size());
+  const auto entry = bytes.rfind(pkl_name) - 46;
+  for (int i = 0; i < 4; ++i) bytes[entry + 16 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  test::write_file(dir / "int5.pt", bytes);
+  CHECK_THAT(test::error_of(dir / "int5.pt", [&] { read_checkpoint_weights(dir / "int5.pt"); }),
+             Catch::Contains("which no model weight has"));
+}
+
 TEST_CASE("checkpoint: another model's checkpoint is refused before anything changes", "[checkpoint]") {
   test::TempDir dir;
   save_checkpoint(dir / "narrow.pt", *make_trainer(1, false, 4), {});

@@ -96,7 +96,7 @@ TEST_CASE("run folder: --resume auto after a crash before the first checkpoint s
   auto again = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto");
   INFO(again.out << again.err);
   REQUIRE(again.exit_code == 0);
-  CHECK_THAT(again.out, Catch::Contains("no intact checkpoint") && Catch::Contains("moved the earlier start aside"));
+  CHECK_THAT(again.out, Catch::Contains("no checkpoint in") && Catch::Contains("moved the earlier start aside"));
   int aside = 0;
   for (const auto& e : fs::directory_iterator(dir / "run"))
     if (e.path().filename().string().rfind("aborted-", 0) == 0) {
@@ -121,6 +121,15 @@ TEST_CASE("run folder: --resume auto passes over a damaged last.pt for the newes
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("passing over " + last));
   CHECK_THAT(r.out, Catch::Contains("resumed from " + (dir / "run/checkpoints/epoch-2.pt") + ": epoch 3"));
+
+  // With no intact checkpoint left, the run is not silently started again from zero.
+  for (const auto& e : fs::directory_iterator(dir / "run/checkpoints"))
+    if (e.path().extension() == ".pt") gputrain::test::write_file(e.path().string(), "torn");
+  const auto before = snapshot(dir / "run");
+  auto none = run_gputrain("train --output_dir " + (dir / "run") + " --resume auto --epochs 4");
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("restore a checkpoint from a backup"));
+  CHECK(snapshot(dir / "run") == before);
 }
 
 TEST_CASE("run folder: where flock is refused, an exclusive lock file; a crashed holder's is taken over",

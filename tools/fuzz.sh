@@ -84,6 +84,13 @@ fi
 mkdir -p "$out/seeds_checkpoint"
 export GPUTRAIN_FUZZ_SEED=seeds_checkpoint/trained.pt
 
+# Inputs that once crashed a target run first, every time (tests/fuzz/regressions/<target>/).
+for dir in tests/fuzz/regressions/*/; do
+  name=$(basename "$dir")
+  mkdir -p "$out/seeds_$name"
+  cp "$dir"* "$out/seeds_$name/"
+done
+
 status=0
 for target in "${targets[@]}"; do
   corpus="$out/corpus_${target#fuzz_}"

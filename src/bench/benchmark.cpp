@@ -10,6 +10,7 @@
 #include "bench/variants.h"
 #include "core/atomic_file.h"
 #include "train/export.h"
+#include "train/resolve_recipe.h"
 #include "train/session.h"
 
 namespace gputrain {
@@ -43,14 +44,27 @@ int run_benchmark(const BenchRequest& q) {
   for (const auto* p : {&q.json_path, &q.csv_path, &q.markdown_path})
     if (*p) check_writable(**p, "benchmark output");
   const BenchSettings& s = q.settings;
-  const MachineInfo machine = probe_machine();
-  auto variants = expand_variants(q.workload, q.variants, machine);
+  Config workload = q.workload;
+  const MachineInfo machine = probe_machine(workload.device != "cpu");
+  {
+    // One device for every variant: the GPU with the most free memory could change between them.
+    ResolvedConfig rc(workload);
+    resolve_recipe(rc, machine);
+    workload.device = rc.resolved.device;
+  }
+  auto variants = expand_variants(workload, q.variants, machine);
 
   // The baseline's Session loads the data once for every variant; its report heads the table.
-  Session first(variants.front().config, {.search_batch_size = false});
-  std::shared_ptr<const DataSplits> data = first.shared_data();
+  // Its model goes before the variants run: their peak memory must be their own.
+  std::shared_ptr<const DataSplits> data;
+  Recipe recipe;
+  {
+    Session first(variants.front().config, {.search_batch_size = false});
+    data = first.shared_data();
+    recipe = first.recipe();
+  }
   fmt::print("benchmark: {} on {}\n", q.workload.model, q.workload.dataset);
-  for (const auto& [what, state] : first.recipe().report)
+  for (const auto& [what, state] : recipe.report)
     if (what == "device" || what == "memory" || what == "compute capability" || what == "CUDA / cuDNN" ||
         what == "intra-op threads")
       fmt::print("  {:<21} {}\n", what, state);
@@ -59,8 +73,7 @@ int run_benchmark(const BenchRequest& q) {
   std::fflush(stdout);
 
   const bool tty = isatty(STDERR_FILENO);
-  BenchReport report{
-      first.recipe(), nullptr, s, {}, first.recipe().cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
+  BenchReport report{recipe, nullptr, s, {}, recipe.cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
   for (size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
     const std::string label = fmt::format("benchmark: variant {}/{} {}", i + 1, variants.size(), v.name);

@@ -134,7 +134,7 @@ std::vector<Variant> expand_variants(const Config& workload, const std::vector<s
       if (n != "batch_x2" && n != "grad_checkpointing" && n != "amp_fp16" && n != "amp_bf16")
         r.apply(all.config, workload);
     }
-    all.config.use_amp = true;
+    all.config.use_amp = workload.use_amp;
     all.config.amp_dtype = workload.amp_dtype;  // auto: bf16 where native, fp16 on older GPUs, off on other CPUs
     resolve(all, nullptr, machine);
     out.push_back(all);

@@ -158,7 +158,7 @@ std::vector<Field> make_fields() {
       {"save_checkpoints", &C::save_checkpoints, "output", "write a checkpoint every epoch"},
       {"tensorboard", &C::tensorboard, "output", "also write TensorBoard event files to <output_dir>/tensorboard"},
       {"export", &C::export_path, "output", "write the final weights here as safetensors (e.g. model.safetensors)"},
-      {"resume", &C::resume, "output", "continue a run: auto (<output_dir>/checkpoints/last.pt) or a checkpoint path"},
+      {"resume", &C::resume, "output", "continue a run: auto (the newest intact checkpoint in <output_dir>) or a checkpoint path"},
       {"keep_checkpoints", &C::keep_checkpoints, "output", "epoch checkpoints kept (last and best always)", {}, 1, 1e6},
       {"time_limit", &C::time_limit, "output", "stop cleanly with a checkpoint before this much time, e.g. 8h45m"},
       {"max_bad_steps",

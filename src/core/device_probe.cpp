@@ -11,10 +11,10 @@
 
 namespace gputrain {
 
-MachineInfo probe_machine() {
+MachineInfo probe_machine(bool gpus) {
   MachineInfo m;
   m.cuda_available = torch::cuda::is_available();
-  m.gpus = query_gpus();
+  if (gpus) m.gpus = query_gpus();
   m.cpu_model = cpu_model();
   m.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
   m.cpu_bf16 = cpu_has_bf16();

@@ -28,6 +28,8 @@ struct MachineInfo {
   std::string cuda_build, cudnn;  // versions torch was built with ("n/a" without CUDA)
 };
 
-MachineInfo probe_machine();
+// `gpus` false skips the GPU query, which would create a CUDA context on every GPU (hundreds of
+// MB each) for a process that asked for the CPU.
+MachineInfo probe_machine(bool gpus = true);
 
 }  // namespace gputrain

@@ -14,8 +14,8 @@ int64_t read(const char* name) {
 }  // namespace
 
 const Faults& faults() {
-  static const Faults f{read("GPUTRAIN_FAULT_NAN_STEP"), read("GPUTRAIN_FAULT_OOM_STEP"),
-                        read("GPUTRAIN_FAULT_OOM_ABOVE"), read("GPUTRAIN_FAULT_OOM_UPDATE"),
+  static const Faults f{read("GPUTRAIN_FAULT_NAN_STEP"),     read("GPUTRAIN_FAULT_OOM_STEP"),
+                        read("GPUTRAIN_FAULT_OOM_ABOVE"),    read("GPUTRAIN_FAULT_OOM_UPDATE"),
                         read("GPUTRAIN_FAULT_KILL_IN_SAVE"), read("GPUTRAIN_FAULT_NO_FLOCK")};
   return f;
 }

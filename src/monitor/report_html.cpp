@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace fs = std::filesystem;
@@ -236,9 +237,8 @@ std::string write_html_report(const std::string& run_dir) {
   }
   o << "</table></body></html>\n";
 
-  const fs::path out = dir / "report.html", tmp = dir / "report.html.tmp";
-  std::ofstream(tmp) << o.str();
-  fs::rename(tmp, out);
+  const fs::path out = dir / "report.html";
+  write_file_atomically(out.string(), o.str());
   return out.string();
 }
 

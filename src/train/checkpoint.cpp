@@ -97,16 +97,41 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
 
 namespace {
 
+// The dtypes a model's parameters and buffers can have. A damaged file can name any storage
+// type LibTorch knows (sub-byte integers, float8, quantized), on which ordinary ops throw.
+bool weight_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat:
+    case c10::kDouble:
+    case c10::kHalf:
+    case c10::kBFloat16:
+    case c10::kLong:
+    case c10::kInt:
+    case c10::kShort:
+    case c10::kChar:
+    case c10::kByte:
+    case c10::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Module::save writes a module's own tensors as attributes and each child as a nested archive.
 void collect_weights(torch::serialize::InputArchive& archive, const std::string& prefix,
                      std::vector<std::pair<std::string, torch::Tensor>>& out) {
   for (const auto& key : archive.keys()) {
     torch::serialize::InputArchive child;
     c10::IValue value;
-    if (archive.try_read(key, child))
+    if (archive.try_read(key, child)) {
       collect_weights(child, prefix + key + ".", out);
-    else if (archive.try_read(key, value) && value.isTensor())
-      out.emplace_back(prefix + key, value.toTensor());
+    } else if (archive.try_read(key, value) && value.isTensor()) {
+      const torch::Tensor& t = value.toTensor();
+      if (!weight_dtype(t.scalar_type()))
+        throw std::runtime_error("tensor '" + prefix + key + "' has dtype " + c10::toString(t.scalar_type()) +
+                                 ", which no model weight has");
+      out.emplace_back(prefix + key, t);
+    }
   }
 }
 

@@ -94,10 +94,7 @@ class Fit {
   FitResult r_;
 
   int64_t total_steps() const {
-    if (steps_per_epoch_ == 0)
-      throw usage_error(fmt::format("batch_size {} x accumulation_steps {} is more than the {} training samples",
-                                    c_.batch_size, c_.accumulation_steps, s_.data().train->size()),
-                        "lower --batch_size or --accumulation_steps");
+    check_steps_fit(s_);
     const int64_t total = steps_per_epoch_ * c_.epochs;
     return c_.max_steps > 0 ? std::min(total, c_.max_steps) : total;
   }
@@ -271,6 +268,14 @@ class Fit {
 };
 
 }  // namespace
+
+void check_steps_fit(const Session& s) {
+  const Config& c = s.config();
+  if (Loader(s.data().train, s.train_loader_options()).num_batches() < c.accumulation_steps)
+    throw usage_error(fmt::format("batch_size {} x accumulation_steps {} is more than the {} training samples",
+                                  c.batch_size, c.accumulation_steps, s.data().train->size()),
+                      "lower --batch_size or --accumulation_steps");
+}
 
 FitResult fit(Session& session, RunFolder& folder, const CheckpointMeta& start, const nlohmann::json& config_record,
               Clock::time_point run_start) {

@@ -22,6 +22,10 @@ struct FitResult {
   EvalResult last_eval, last_ema_eval;
 };
 
+// Throws a usage error when one optimizer step needs more samples than the training split
+// has: checked before the run folder is started, so such a run leaves nothing behind.
+void check_steps_fit(const Session& session);
+
 // Runs from `start` (a fresh CheckpointMeta, or the one a resume loaded) until the run is done
 // or must stop; every checkpoint holds `config_record`. `run_start` is when the process began
 // (the time limit counts from it). A stopped run has written its "stopped" record and said how

@@ -27,9 +27,10 @@ int pick_gpu(const std::string& device, const MachineInfo& m) {
       ->index;
 }
 
-}  // namespace
-
+// Whether a model has 2-D convolution weights, the only ones channels_last changes.
 bool uses_channels_last(const std::string& model) { return model_input_ranks(model) == std::vector<size_t>{3}; }
+
+}  // namespace
 
 Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   const Config c = rc.resolved;  // a copy: decisions below write into rc.resolved

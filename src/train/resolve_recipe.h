@@ -13,7 +13,4 @@ namespace gputrain {
 // the config asks for a device that is not there.
 Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& machine);
 
-// Whether a model has 2-D convolution weights, the only ones channels_last changes.
-bool uses_channels_last(const std::string& model);
-
 }  // namespace gputrain

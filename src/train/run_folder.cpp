@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -44,8 +46,8 @@ std::string read_text(const std::string& path) {
 // "pid 1234 on host node7": flock cannot say who holds a lock, so the holder writes it down.
 std::string holder_text() { return fmt::format("pid {} on host {}", ::getpid(), host_name()); }
 
-void write_holder(int fd) {
-  const std::string text = holder_text() + "\n";
+void write_note(int fd, const std::string& note) {
+  const std::string text = note.empty() ? "" : note + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0) {
     // The lock holds without the note; only the message a second run prints is poorer.
   }
@@ -67,15 +69,15 @@ std::string now_stamp() {
 
 // Whether `path` names a file inside `folder` (after resolving "..", links and relative paths).
 bool inside(const std::string& path, const fs::path& folder) {
-  std::error_code ec;
-  const fs::path p = fs::weakly_canonical(path, ec), f = fs::weakly_canonical(folder, ec);
+  std::error_code ep, ef;
+  const fs::path p = fs::weakly_canonical(path, ep), f = fs::weakly_canonical(folder, ef);
+  if (ep || ef || f.empty()) return false;
   auto [end, _] = std::mismatch(f.begin(), f.end(), p.begin(), p.end());
   return end == f.end();
 }
 
-// The checkpoint the folder can continue from: last.pt, else the newest epoch-N.pt, each read
-// and verified (CRC, extents); damaged ones are named and passed over.
-std::string newest_intact(const fs::path& checkpoints) {
+// The checkpoint files in `checkpoints`, newest first: last.pt, then epoch-N.pt by N.
+std::vector<fs::path> checkpoint_files(const fs::path& checkpoints) {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(checkpoints, ec)) {
@@ -86,16 +88,35 @@ std::string newest_intact(const fs::path& checkpoints) {
       found.emplace_back(std::atoll(name.c_str() + 6), e.path());
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [order, path] : found) {
+  std::vector<fs::path> out;
+  for (auto& [order, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
+// The checkpoint the folder can continue from: last.pt, else the newest epoch-N.pt, each read
+// and verified (CRC, extents); damaged ones are named and passed over. When there are
+// checkpoints and none is intact, the run is not started again from zero: that is an error
+// naming each file.
+std::string newest_intact(const fs::path& checkpoints) {
+  std::vector<std::string> problems;
+  for (const auto& path : checkpoint_files(checkpoints)) {
     try {
       read_checkpoint_meta(path.string());
       return path.string();
     } catch (const Error& e) {
       fmt::print("resume: passing over {}: {}\n", path.string(), e.problems.front());
+      problems.push_back(e.problems.front());
     }
   }
+  if (!problems.empty())
+    throw Error(problems, "restore a checkpoint from a backup, or start the run again in a new --output_dir",
+                kExitUsage);
   return "";
 }
+
+// The files a run writes at its start, before any checkpoint.
+const char* const kRunFiles[] = {"config.json", "metrics.jsonl", "monitor.csv",
+                                 "report.html", "tensorboard",   "checkpoints"};
 
 }  // namespace
 
@@ -113,11 +134,21 @@ RunFolder::RunFolder(const std::string& dir) : dir_(dir) {
 }
 
 RunFolder::~RunFolder() {
+  // The run's writers close before the lock goes: the next owner must find them finished.
+  monitor_.reset();
+  metrics_.reset();
+  tensorboard_.reset();
   const fs::path d(dir_);
   std::error_code ec;
-  // Ended before it began: the folder goes back to how this run found it (removals of folders
-  // succeed only while they are empty).
-  if (!started_ && created_lock_ && lock_fd_ >= 0) fs::remove(d / ".lock", ec);
+  // Ended before it began: the folder goes back to how this run found it (folders are removed
+  // only while empty). Removing .lock while holding it is safe: lock() checks that the file it
+  // locked is still the one named .lock.
+  if (!started_ && lock_fd_ >= 0) {
+    if (created_lock_)
+      fs::remove(d / ".lock", ec);
+    else
+      write_note(lock_fd_, old_note_);
+  }
   if (!started_ && created_checkpoints_) fs::remove(d / "checkpoints", ec);
   if (!lock_file_.empty()) fs::remove(lock_file_, ec);
   if (!started_ && created_dir_) fs::remove(d, ec);
@@ -126,32 +157,45 @@ RunFolder::~RunFolder() {
 
 void RunFolder::lock() {
   const std::string path = (fs::path(dir_) / ".lock").string();
-  created_lock_ = !fs::exists(path);
-  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(errno) + ")");
-  const int err = faults().no_flock >= 0 ? ENOLCK : ::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
-  if (err == 0) {
-    write_holder(lock_fd_);
-    return;
+  int err = 0;
+  for (int attempt = 0; attempt < 20 && lock_fd_ < 0; ++attempt) {
+    created_lock_ = !fs::exists(path);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(errno) + ")");
+    err = faults().no_flock > 0 ? ENOLCK : ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+    if (err == 0) {
+      // A run that gave the folder back may have removed .lock between our open and our flock:
+      // then we hold a file nobody else will look at, and must lock the one named .lock.
+      struct stat held {
+      }, named{};
+      if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+          held.st_dev == named.st_dev) {
+        lock_fd_ = fd;
+        old_note_ = read_text(path);
+        write_note(fd, holder_text());
+        return;
+      }
+      ::close(fd);
+      continue;
+    }
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      const std::string holder = read_text(path);
+      throw usage_error("output_dir '" + dir_ + "' is in use by another gputrain run (" +
+                            (holder.empty() ? "holder unknown" : holder) + ")",
+                        "wait for that run to end, or pass another --output_dir");
+    }
+    break;  // flock refused by the file system
   }
-  if (err == EWOULDBLOCK) {
-    const std::string holder = read_text(path);
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    throw usage_error("output_dir '" + dir_ + "' is in use by another gputrain run (" +
-                          (holder.empty() ? "holder unknown" : holder) + ")",
-                      "wait for that run to end, or pass another --output_dir");
-  }
+  if (err == 0) throw usage_error("cannot lock output_dir '" + dir_ + "' (it keeps changing)");
   // Some network file systems refuse flock: an exclusive-create lock file instead, which a crash
   // leaves behind (a later run on this host sees that its process is gone and takes it over).
-  ::close(lock_fd_);
-  lock_fd_ = -1;
   if (created_lock_) ::unlink(path.c_str());
   const std::string file = (fs::path(dir_) / ".lock-exclusive").string();
   for (int attempt = 0; attempt < 2; ++attempt) {
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      write_holder(fd);
+      write_note(fd, holder_text());
       ::close(fd);
       lock_file_ = file;
       fmt::print("run folder: {} refuses flock ({}); locked with {} instead\n", dir_, std::strerror(err), file);
@@ -159,8 +203,10 @@ void RunFolder::lock() {
     }
     if (errno != EEXIST) throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(errno) + ")");
     const std::string holder = read_text(file);
-    if (attempt == 0 && holder_gone(holder)) {
-      ::unlink(file.c_str());  // left by a crashed run of this host
+    // A crashed holder's file: renamed away first, so that of two runs taking it over only one can.
+    const std::string stale = file + fmt::format(".stale-{}", ::getpid());
+    if (attempt == 0 && holder_gone(holder) && ::rename(file.c_str(), stale.c_str()) == 0) {
+      ::unlink(stale.c_str());
       continue;
     }
     throw usage_error(
@@ -170,10 +216,7 @@ void RunFolder::lock() {
 }
 
 bool RunFolder::holds_run() const {
-  const fs::path d(dir_);
-  std::error_code ec;
-  return fs::exists(d / "metrics.jsonl") || fs::exists(d / "config.json") ||
-         (fs::is_directory(d / "checkpoints") && !fs::is_empty(d / "checkpoints", ec));
+  return fs::exists(fs::path(dir_) / "metrics.jsonl") || !checkpoint_files(fs::path(dir_) / "checkpoints").empty();
 }
 
 StartPoint RunFolder::plan_start(const std::string& resume) {
@@ -186,16 +229,16 @@ StartPoint RunFolder::plan_start(const std::string& resume) {
   } else if (resume == "auto") {
     start.checkpoint = newest_intact(checkpoints);
     if (start.checkpoint.empty() && holds_run()) {
-      // A start that never saved a checkpoint (killed, out of memory, a bad file): kept aside,
-      // not deleted, and the run begins again.
-      const fs::path aside = fs::path(dir_) / ("aborted-" + now_stamp());
-      fs::create_directories(aside);
-      for (const auto& e : fs::directory_iterator(dir_)) {
-        const std::string name = e.path().filename().string();
-        if (name == ".lock" || name == ".lock-exclusive" || name.rfind("aborted-", 0) == 0) continue;
-        fs::rename(e.path(), aside / name);
-      }
-      fmt::print("resume: no intact checkpoint in {}; moved the earlier start aside to {}; starting a new run\n", dir_,
+      // A start that never saved a checkpoint (killed, out of memory, a bad file): its files are
+      // kept aside, not deleted, and the run begins again. Nothing else in the folder moves.
+      const fs::path aside = fs::path(dir_) / fmt::format("aborted-{}-{}", now_stamp(), ::getpid());
+      std::error_code ec;
+      fs::create_directories(aside, ec);
+      for (const char* name : kRunFiles)
+        if (!ec && fs::exists(fs::path(dir_) / name)) fs::rename(fs::path(dir_) / name, aside / name, ec);
+      if (ec)
+        throw usage_error("cannot move the aborted start aside into '" + aside.string() + "' (" + ec.message() + ")");
+      fmt::print("resume: no checkpoint in {}; moved the earlier start aside to {}; starting a new run\n", dir_,
                  aside.string());
     } else if (start.checkpoint.empty()) {
       fmt::print("resume: no checkpoint in {} yet; starting a new run\n", dir_);
@@ -234,7 +277,7 @@ void RunFolder::start(const nlohmann::json& config_record, bool tensorboard, dou
 
 void RunFolder::write(const nlohmann::json& record) {
   metrics_->write(record);
-  const auto& event = record["event"];
+  const std::string event = record.value("event", "");
   if (tensorboard_ && (event == "step" || event == "eval")) tensorboard_->write(record);
 }
 

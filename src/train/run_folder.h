@@ -64,6 +64,7 @@ class RunFolder {
  private:
   std::string dir_;
   int lock_fd_ = -1;       // the flock'ed .lock file
+  std::string old_note_;   // what .lock said before this run took it (put back if the run never starts)
   std::string lock_file_;  // the exclusive-create lock file where flock is refused
   // What this process added, taken away again when the run ends before start().
   bool created_dir_ = false, created_lock_ = false, created_checkpoints_ = false, started_ = false;

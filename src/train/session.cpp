@@ -22,16 +22,16 @@ std::string check_task_options(const Config& c, const Dataset& train) {
   const std::string metric = c.monitor_metric == "auto" ? (regression ? "loss" : "accuracy") : c.monitor_metric;
   std::vector<std::string> problems;
   if (regression && (metric == "accuracy" || metric == "top5"))
-    problems.push_back("monitor_metric '" + metric +
-                       "' is for classification; this data is regression (use loss, mae or rmse)");
+    problems.push_back(fmt::format(
+        "monitor_metric '{}' is for classification; this data is regression (use loss, mae or rmse)", metric));
   if (!regression && (metric == "mae" || metric == "rmse"))
-    problems.push_back("monitor_metric '" + metric +
-                       "' is for regression; this data is classification (use loss or accuracy)");
+    problems.push_back(fmt::format(
+        "monitor_metric '{}' is for regression; this data is classification (use loss or accuracy)", metric));
   if (!regression && metric == "top5" && train.num_classes() < 5)
     problems.push_back(
         fmt::format("monitor_metric 'top5' needs 5 classes or more; this data has {}", train.num_classes()));
   if (!regression && c.loss != "auto")
-    problems.push_back("--loss " + c.loss + " is for regression; classification trains with cross-entropy");
+    problems.push_back(fmt::format("--loss {} is for regression; classification trains with cross-entropy", c.loss));
   if (regression && c.label_smoothing > 0)
     problems.push_back("--label_smoothing is for classification; this data is regression");
   if (!problems.empty()) throw Error(problems, "see --task to change how the targets are read", kExitUsage);
@@ -59,7 +59,7 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
   auto problems = model_option_problems(rc_.resolved);  // before any data is read
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
 
-  machine_ = probe_machine();
+  machine_ = probe_machine(rc_.resolved.device != "cpu");
   recipe_ = resolve_recipe(rc_, machine_);
   apply_global_switches(recipe_);
 

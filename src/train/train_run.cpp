@@ -1,7 +1,9 @@
 // `gputrain train`: configuration -> Session -> run folder -> fit -> summary.
 #include "train/train_run.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,8 @@
 #include "train/export.h"
 #include "train/fit.h"
 #include "train/run_summary.h"
+
+namespace fs = std::filesystem;
 
 namespace gputrain {
 namespace {
@@ -30,7 +34,16 @@ struct Continued {
 Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
   const auto record = nlohmann::json::parse(read_checkpoint_meta(checkpoint).config_json);
   StoredConfig saved = read_config_record(record);
-  return {resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", "")};
+  Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", "")};
+  auto given = [&](const char* name) {
+    return std::any_of(flags.begin(), flags.end(), [&](const FlagArg& f) { return f.name == name; });
+  };
+  // A checkpoint in <run>/checkpoints/ continues in <run>, wherever the run was started from.
+  const fs::path folder = fs::path(checkpoint).parent_path();
+  if (!given("output_dir") && folder.filename() == "checkpoints") run.requested.output_dir = folder.parent_path();
+  // A batch size given now wins over the one the run's first auto_batch_size search found.
+  if (given("batch_size") && run.pinned.is_object()) run.pinned.erase("batch_size");
+  return run;
 }
 
 void print_session(const Session& s) {
@@ -74,12 +87,13 @@ int run_training(const std::vector<FlagArg>& flags) {
   RunFolder folder(run.requested.output_dir);
   const StartPoint from = folder.plan_start(resume);
   if (resume == "auto" && !from.checkpoint.empty()) run = continue_from(from.checkpoint, flags);
-  if (from.branch) run.branched_from = from.checkpoint;  // another run's checkpoint, continued here
-  run.requested.resume.clear();                          // a run's record must not point at a checkpoint
+  if (from.branch) run.branched_from = fs::weakly_canonical(from.checkpoint).string();  // continued here
+  run.requested.resume.clear();  // a run's record must not point at a checkpoint
 
   Session s(run.requested, {.pinned = run.pinned});
   print_session(s);
   const Config& c = s.config();
+  check_steps_fit(s);
   if (!c.export_path.empty()) check_writable(c.export_path, "export file");  // now, not after the run
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
