@@ -11,7 +11,9 @@
 #include "models/registry.h"
 #include "test_errors.h"
 #include "test_util.h"
+#include "train/checkpoint.h"
 #include "train/export.h"
+#include "train/optim.h"
 #include "train/trainer.h"
 
 using namespace gputrain;
@@ -194,6 +196,27 @@ TEST_CASE("export: train --export and `gputrain export` write the run's final we
                                    (dir / "x.safetensors") + " --weights ema");
   CHECK(no_ema.exit_code == 2);
   CHECK_THAT(no_ema.err, Catch::Contains("holds no EMA") && Catch::Contains("--weights raw"));
+}
+
+TEST_CASE("export: non-finite weights are refused (exit 3) unless asked", "[export]") {
+  test::TempDir dir;
+  torch::manual_seed(1);
+  auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
+  Trainer t(model, make_optimizer(Config{}, *model), Recipe{}, TrainerOptions{});
+  {
+    torch::NoGradGuard no_grad;
+    t.model().parameters()[0].view(-1)[0] = NAN;
+  }
+  save_checkpoint(dir / "nan.pt", t, {});  // train never writes such a file; a hand-made one can exist
+  const std::string args = "export --checkpoint " + (dir / "nan.pt") + " --out " + (dir / "w.safetensors");
+  auto refused = test::run_gputrain(args);
+  CHECK(refused.exit_code == 3);
+  CHECK_THAT(refused.err, Catch::Contains("non-finite values in 1 tensor(s)") && Catch::Contains("--allow_non_finite"));
+  CHECK_FALSE(std::filesystem::exists(dir / "w.safetensors"));
+  auto forced = test::run_gputrain(args + " --allow_non_finite");
+  INFO(forced.err);
+  CHECK(forced.exit_code == 0);
+  CHECK(std::filesystem::exists(dir / "w.safetensors"));
 }
 
 TEST_CASE("export: --weights picks the EMA average (the default when there is one) or the raw weights", "[export]") {

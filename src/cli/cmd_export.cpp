@@ -9,7 +9,8 @@
 namespace gputrain {
 
 int cmd_export(const std::vector<std::string>& words) {
-  Args args = parse_command_line(words, {{"checkpoint", true}, {"out", true}, {"weights", true}}, false);
+  Args args = parse_command_line(
+      words, {{"checkpoint", true}, {"out", true}, {"weights", true}, {"allow_non_finite", false}}, false);
   if (args.take_switch("help")) {
     fmt::print(
         "usage: gputrain export --checkpoint CHECKPOINT --out model.safetensors [--weights auto|ema|raw]\n\n"
@@ -18,14 +19,16 @@ int cmd_export(const std::vector<std::string>& words) {
         "  safetensors.torch.load_file(path) -> model.load_state_dict(..., strict=True).\n"
         "--weights: ema = the run's exponential moving average (--ema_decay), raw = the\n"
         "trained weights themselves, auto (default) = the average when the run kept one, as\n"
-        "`infer` and `train --export` do. Needs neither the dataset nor a GPU.\n");
+        "`infer` and `train --export` do. Needs neither the dataset nor a GPU. Weights with NaN\n"
+        "or inf are refused (exit 3) unless --allow_non_finite.\n");
     return 0;
   }
   ExportRequest q;
   q.checkpoint = args.take_value("checkpoint").value_or("");
   q.out = args.take_value("out").value_or("");
   q.weights = args.take_value("weights").value_or("auto");
-  reject_leftover_flags(args, {"checkpoint", "out", "weights", "help"});
+  q.allow_non_finite = args.take_switch("allow_non_finite");
+  reject_leftover_flags(args, {"checkpoint", "out", "weights", "allow_non_finite", "help"});
   if (q.weights != "auto" && q.weights != "ema" && q.weights != "raw")
     throw usage_error("--weights '" + q.weights + "' is not one of auto, ema, raw",
                       "auto picks the EMA when the run kept one");

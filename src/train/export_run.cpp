@@ -18,6 +18,15 @@ int run_export(const ExportRequest& q) {
                       "the run had no --ema_decay; export its weights with --weights raw");
   const bool ema = q.weights != "raw" && !stored.ema.empty();
   const NamedTensors& weights = ema ? stored.ema : stored.raw;
+  if (!q.allow_non_finite) {
+    std::vector<std::string> bad;
+    for (const auto& [name, t] : weights)
+      if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>()) bad.push_back(name);
+    if (!bad.empty())
+      throw Error({fmt::format("checkpoint '{}' holds non-finite values in {} tensor(s), first '{}'; nothing written",
+                               q.checkpoint, bad.size(), bad.front())},
+                  "export an earlier checkpoint, or pass --allow_non_finite to write them anyway", kExitNonFinite);
+  }
   const CheckpointMeta& meta = stored.meta;
   Metadata info = {{"gputrain_config", meta.config_json},
                    {"gputrain_version", GPUTRAIN_VERSION},

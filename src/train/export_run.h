@@ -7,6 +7,7 @@ namespace gputrain {
 struct ExportRequest {
   std::string checkpoint, out;
   std::string weights = "auto";  // auto (the EMA when the run kept one) | ema | raw
+  bool allow_non_finite = false;  // write NaN or inf weights anyway (to inspect a diverged run)
 };
 
 // Returns the process exit code.
