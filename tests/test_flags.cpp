@@ -1,6 +1,8 @@
 // Flags and config merging: both spellings, booleans, precedence, and every error kind at once.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
@@ -136,6 +138,28 @@ TEST_CASE("JSON files: unknown keys, wrong types, bad syntax, missing files", "[
 
   CHECK(any_contains(problems_of({"--config", dir / "missing.json"}), "cannot read"));
   CHECK(any_contains(problems_of({"--preset", "quikstart"}), "did you mean 'quickstart'"));
+}
+
+TEST_CASE("JSON files: deep nesting, a key given twice and numbers that do not fit are exit 2", "[flags][errors]") {
+  test::TempDir dir;
+  // 100,000 levels once overflowed the stack while the error message printed the value.
+  test::write_file(dir / "deep.json", "{\"lr\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  test::write_file(dir / "twice.json", R"({"lr": 0.1, "lr": 0.2})");
+  test::write_file(dir / "huge.json", R"({"lr": 1e400})");
+  test::write_file(dir / "long_key.json", "{\"" + std::string(1 << 20, 'k') + "\": 1}");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"deep.json", "nests deeper than 32 levels"},
+      {"twice.json", "gives key 'lr' twice"},
+      {"huge.json", "is not valid JSON: number overflow"},
+      {"long_key.json", "unknown key 'kkkk"},
+  };
+  for (const auto& [file, message] : cases) {
+    auto r = test::run_gputrain("train --config " + (dir / file) + " --output_dir " + (dir / "run"));
+    INFO(file << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(dir / file) && Catch::Contains(message));
+    CHECK_FALSE(std::filesystem::exists(dir / "run"));
+  }
 }
 
 TEST_CASE("config JSON round-trips through the field table", "[flags]") {

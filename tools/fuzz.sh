@@ -30,7 +30,8 @@ build() {  # name sources... -- other compiler and linker arguments...
 }
 targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy)
 build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
-build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/core/text.cpp
+build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/config/json_text.cpp \
+  src/core/text.cpp
 build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp src/core/text.cpp
 build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp src/core/mapped_file.cpp src/core/zip.cpp -- -lz
 
@@ -97,10 +98,12 @@ for target in "${targets[@]}"; do
   mkdir -p "$corpus"
   # The checkpoint target may see torch fill a 4 GB string from a forged length (see above),
   # which takes seconds on a busy machine.
-  rss=2048 timeout=10
+  rss=2048 timeout=10 max_len=4096
   [ "$target" = fuzz_checkpoint ] && rss=6144 timeout=60
+  [ "$target" = fuzz_config ] && max_len=262144  # deep nesting needs long inputs
   echo "fuzz: $target for ${seconds}s"
-  if ! (cd "$out" && ./"$target" -max_total_time="$seconds" -timeout=$timeout -rss_limit_mb=$rss -print_final_stats=1 \
+  if ! (cd "$out" && ./"$target" -max_total_time="$seconds" -timeout=$timeout -rss_limit_mb=$rss -max_len=$max_len \
+        -print_final_stats=1 \
         "corpus_${target#fuzz_}" "seeds_${target#fuzz_}" 2>"$target.log"); then
     echo "fuzz: $target FAILED; see $out/$target.log and the crash-* file in $out"
     tail -n 30 "$out/$target.log"

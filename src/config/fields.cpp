@@ -158,7 +158,8 @@ std::vector<Field> make_fields() {
       {"save_checkpoints", &C::save_checkpoints, "output", "write a checkpoint every epoch"},
       {"tensorboard", &C::tensorboard, "output", "also write TensorBoard event files to <output_dir>/tensorboard"},
       {"export", &C::export_path, "output", "write the final weights here as safetensors (e.g. model.safetensors)"},
-      {"resume", &C::resume, "output", "continue a run: auto (the newest intact checkpoint in <output_dir>) or a checkpoint path"},
+      {"resume", &C::resume, "output",
+       "continue a run: auto (the newest intact checkpoint in <output_dir>) or a checkpoint path"},
       {"keep_checkpoints", &C::keep_checkpoints, "output", "epoch checkpoints kept (last and best always)", {}, 1, 1e6},
       {"time_limit", &C::time_limit, "output", "stop cleanly with a checkpoint before this much time, e.g. 8h45m"},
       {"max_bad_steps",
@@ -311,7 +312,9 @@ void apply_json(Config& c, const nlohmann::json& object, const std::string& wher
     if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
     const Field* f = find_field(key);
     if (!f || f->name != key) {  // JSON keys are exact snake_case
-      problems.push_back(where + ": unknown key '" + key + "'" +
+      // A key is quoted whole up to 64 characters: a 10 MB one must not become a 10 MB message.
+      const std::string shown = key.size() > 64 ? key.substr(0, 64) + "..." : key;
+      problems.push_back(where + ": unknown key '" + shown + "'" +
                          did_you_mean(normalize_flag_name(key), config_field_names()));
       continue;
     }

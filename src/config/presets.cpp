@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/json_text.h"
 #include "core/error.h"
 #include "core/text.h"
 
@@ -36,14 +37,7 @@ nlohmann::json load_json_file(const std::string& path) {
   if (!in) throw usage_error("cannot read '" + path + "' (no such file, or not readable)");
   std::stringstream ss;
   ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-    std::string what = e.what();
-    auto at = what.find("] ");
-    throw usage_error("'" + path + "' is not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
-  }
+  return parse_json_text(ss.str(), path);
 }
 
 std::vector<PresetInfo> list_presets() {

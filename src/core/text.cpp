@@ -39,6 +39,7 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 }
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  if (word.size() > 64) return "";  // no name is that long; and a 10 MB key would cost seconds
   std::string m = closest_match(word, candidates);
   return m.empty() ? "" : " (did you mean '" + m + "'?)";
 }

@@ -1,5 +1,5 @@
 // libFuzzer target: preset/config JSON on arbitrary bytes, through the same code as --config
-// (apply the keys, then every range and choice check).
+// (parse with its limits, apply the keys, then every range and choice check).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -8,10 +8,17 @@
 
 #include "config/config.h"
 #include "config/fields.h"
+#include "config/json_text.h"
+#include "core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto j = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return 0;
+  nlohmann::json j;
+  try {
+    j = gputrain::parse_json_text(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
+  } catch (const gputrain::Error& e) {
+    if (e.exit_code != gputrain::kExitUsage) __builtin_trap();
+    return 0;  // refused, as a user is told
+  }
   gputrain::Config c;
   std::vector<std::string> problems;
   gputrain::apply_json(c, j, "fuzz.json", problems, {"description"});
