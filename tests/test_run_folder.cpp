@@ -7,7 +7,10 @@
 
 #include <filesystem>
 #include <map>
+#include <sstream>
 
+#include "core/error.h"
+#include "monitor/metrics.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -154,4 +157,38 @@ TEST_CASE("run folder: where flock is refused, an exclusive lock file; a crashed
   auto held = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto", "GPUTRAIN_FAULT_NO_FLOCK=1");
   CHECK(held.exit_code == 2);
   CHECK_THAT(held.err, Catch::Contains("in use by another gputrain run (" + holder + ")"));
+}
+
+TEST_CASE("run folder: a record torn by a crash stays one skipped line; the records after it are whole",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  REQUIRE(run_gputrain(kSmoke + "--output_dir " + (dir / "run")).exit_code == 0);
+  const std::string metrics = dir / "run/metrics.jsonl";
+  gputrain::test::write_file(metrics, gputrain::test::read_file(metrics) + "{\"event\": \"st");  // torn
+  auto r = run_gputrain("train --output_dir " + (dir / "run") + " --resume auto --epochs 2");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  int torn = 0, summaries = 0;
+  std::istringstream lines(gputrain::test::read_file(metrics));
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded())
+      ++torn;
+    else if (j["event"] == "summary")
+      ++summaries;
+  }
+  CHECK(torn == 1);
+  CHECK(summaries == 2);  // the first session's and the resumed one's
+  CHECK(fs::exists(dir / "run/report.html"));
+}
+
+TEST_CASE("metrics: a full disk is one error naming the file", "[run_folder]") {
+  try {
+    gputrain::MetricsWriter full("/dev/full");
+    full.write({{"event", "step"}});
+    FAIL("expected an error");
+  } catch (const gputrain::Error& e) {
+    CHECK(e.exit_code == 1);
+    CHECK(e.problems.front() == "writing /dev/full: No space left on device");
+  }
 }

@@ -13,9 +13,12 @@ class MetricsWriter {
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
+  // One record per line; a write failure (a full disk) is a runtime error naming the file.
   void write(const nlohmann::json& record);
 
  private:
+  void write_text(const std::string& text);
+  std::string path_;
   std::FILE* f_ = nullptr;
 };
 
