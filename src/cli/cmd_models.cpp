@@ -37,9 +37,7 @@ int cmd_models(const std::vector<std::string>& words) {
   if (!args.positionals.empty())
     throw usage_error("unexpected argument '" + args.positionals[0] + "' to models",
                       "flags start with --, e.g. --input_shape 3x32x32 (gputrain models --help)");
-  auto given = [&](const std::string& name) {
-    return std::any_of(args.flags.begin(), args.flags.end(), [&](const FlagArg& f) { return f.name == name; });
-  };
+  auto given = [&](const std::string& name) { return has_flag(args.flags, name); };
   // The shape comes from --input_shape, as synthetic data takes it (no dataset is read here).
   if (!given("dataset"))
     args.flags.insert(args.flags.begin(), FlagArg{"dataset", "synthetic", false, "--dataset synthetic"});

@@ -88,12 +88,14 @@ Loader::Loader(DatasetPtr dataset, LoaderOptions options)
 
 Loader::~Loader() { stop_workers(); }
 
-int64_t Loader::num_batches() const {
-  const int64_t world = opt_.world_size, all = dataset_->size();
-  const int64_t n = world == 1 ? all : opt_.drop_last ? all / world : (all + world - 1) / world;
-  const int64_t b = opt_.batch_size;
-  return opt_.drop_last ? n / b : (n + b - 1) / b;
+int64_t batches_per_epoch(int64_t all, const LoaderOptions& o) {
+  const int64_t world = o.world_size;
+  const int64_t n = world == 1 ? all : o.drop_last ? all / world : (all + world - 1) / world;
+  const int64_t b = o.batch_size;
+  return o.drop_last ? n / b : (n + b - 1) / b;
 }
+
+int64_t Loader::num_batches() const { return batches_per_epoch(dataset_->size(), opt_); }
 
 std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
   const int64_t n = dataset_->size(), world = opt_.world_size;

@@ -32,6 +32,9 @@ struct LoaderOptions {
   int64_t rank = 0, world_size = 1;    // this process takes every world_size-th sample from rank
 };
 
+// Batches in one epoch of `samples` samples under `options` (this rank's share, drop_last).
+int64_t batches_per_epoch(int64_t samples, const LoaderOptions& options);
+
 class StagingPool;
 
 class Loader {

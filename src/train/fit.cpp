@@ -271,7 +271,7 @@ class Fit {
 
 void check_steps_fit(const Session& s) {
   const Config& c = s.config();
-  if (Loader(s.data().train, s.train_loader_options()).num_batches() < c.accumulation_steps)
+  if (batches_per_epoch(s.data().train->size(), s.train_loader_options()) < c.accumulation_steps)
     throw usage_error(fmt::format("batch_size {} x accumulation_steps {} is more than the {} training samples",
                                   c.batch_size, c.accumulation_steps, s.data().train->size()),
                       "lower --batch_size or --accumulation_steps");

@@ -14,8 +14,7 @@ Trained load_trained(const std::string& checkpoint, const std::vector<FlagArg>& 
   t.meta = read_checkpoint_meta(checkpoint);
   StoredConfig saved = read_config_record(nlohmann::json::parse(t.meta.config_json));
   // Other test data named on the command line replaces the run's held-out split.
-  if (std::any_of(flags.begin(), flags.end(), [](const FlagArg& f) { return f.name == "test_file"; }))
-    saved.requested["val_split"] = 0.0;
+  if (has_flag(flags, "test_file")) saved.requested["val_split"] = 0.0;
   Config c = resolve_resumed_config(saved.requested, flags);
   c.resume.clear();
   t.session = std::make_unique<Session>(c, SessionOptions{.pinned = saved.resolved, .search_batch_size = false});

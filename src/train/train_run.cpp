@@ -1,7 +1,6 @@
 // `gputrain train`: configuration -> Session -> run folder -> fit -> summary.
 #include "train/train_run.h"
 
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -35,14 +34,12 @@ Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg
   const auto record = nlohmann::json::parse(read_checkpoint_meta(checkpoint).config_json);
   StoredConfig saved = read_config_record(record);
   Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", "")};
-  auto given = [&](const char* name) {
-    return std::any_of(flags.begin(), flags.end(), [&](const FlagArg& f) { return f.name == name; });
-  };
   // A checkpoint in <run>/checkpoints/ continues in <run>, wherever the run was started from.
   const fs::path folder = fs::path(checkpoint).parent_path();
-  if (!given("output_dir") && folder.filename() == "checkpoints") run.requested.output_dir = folder.parent_path();
+  if (!has_flag(flags, "output_dir") && folder.filename() == "checkpoints")
+    run.requested.output_dir = folder.parent_path();
   // A batch size given now wins over the one the run's first auto_batch_size search found.
-  if (given("batch_size") && run.pinned.is_object()) run.pinned.erase("batch_size");
+  if (has_flag(flags, "batch_size") && run.pinned.is_object()) run.pinned.erase("batch_size");
   return run;
 }
 
