@@ -146,7 +146,13 @@ TEST_CASE("export: bad safetensors files are usage errors naming the file and th
 TEST_CASE("export: an unwritable output path is a usage error naming it", "[export]") {
   test::TempDir dir;
   const std::string out = dir / "no-such-folder/m.safetensors";
-  test::error_of(out, [&] { save_safetensors(out, {{"w", torch::ones({2})}}); });
+  try {  // checked before the work as below; a failure while writing is a write error (exit 1)
+    save_safetensors(out, {{"w", torch::ones({2})}});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.exit_code == 1);
+    CHECK(e.problems.at(0) == "writing " + out + ": No such file or directory");
+  }
   test::error_of(out, [&] { check_writable(out, "export file"); });
   test::error_of(dir.path.string(), [&] { check_writable(dir.path.string(), "export file"); });
 }

@@ -2,6 +2,7 @@
 // nothing, and --resume auto recovers from a crash at any point.
 #include <catch2/catch.hpp>
 
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +28,25 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
 }
 
 const std::string kSmoke = "train --preset smoke --epochs 1 ";
+
+// A small tmpfs at `dir`, for full-disk cases (needs root, as on the CI machine).
+struct SmallDisk {
+  std::string dir;
+  bool mounted;
+  SmallDisk(const std::string& at, const std::string& size) : dir(at) {
+    fs::create_directories(dir);
+    mounted = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+  }
+  ~SmallDisk() {
+    if (mounted) ::umount2(dir.c_str(), MNT_DETACH);
+  }
+  // Fills the disk with a file, leaving about `kib` KiB free.
+  void fill_leaving(size_t kib) {
+    const auto free = fs::space(dir).available;
+    std::string bytes(free > kib * 1024 ? free - kib * 1024 : 0, '\0');
+    gputrain::test::write_file(dir + "/filler", bytes);
+  }
+};
 
 }  // namespace
 
@@ -191,4 +211,37 @@ TEST_CASE("metrics: a full disk is one error naming the file", "[run_folder]") {
     CHECK(e.exit_code == 1);
     CHECK(e.problems.front() == "writing /dev/full: No space left on device");
   }
+}
+
+TEST_CASE("run folder: a full disk during a checkpoint save is one error line; the previous checkpoint stays",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  SmallDisk disk(dir / "disk", "8m");
+  if (!disk.mounted) {
+    WARN("cannot mount a tmpfs here (needs root): full-disk case not run");
+    return;
+  }
+  const std::string run = disk.dir + "/run";
+  REQUIRE(run_gputrain(kSmoke + "--output_dir " + run).exit_code == 0);
+  const auto last = gputrain::test::read_file(run + "/checkpoints/last.pt");
+  disk.fill_leaving(64);  // room for records, not for a checkpoint
+
+  auto full = run_gputrain("train --output_dir " + run + " --resume auto --epochs 3");
+  CHECK(full.exit_code == 1);
+  CHECK_THAT(full.err, Catch::Contains("gputrain: error: writing " + run + "/checkpoints/epoch-2.pt: No space left on device"));
+  CHECK_THAT(full.err, !Catch::Contains("frame #"));  // no library stack trace
+  CHECK(gputrain::test::read_file(run + "/checkpoints/last.pt") == last);
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints")) CHECK(e.path().extension() != ".tmp");
+
+  fs::remove(disk.dir + "/filler");  // space again: the run goes on from the intact checkpoint
+  auto resumed = run_gputrain("train --output_dir " + run + " --resume auto --epochs 3");
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("epoch 3/3"));
+
+  // A full disk at the start: the error, not an empty config.json.
+  disk.fill_leaving(0);
+  auto start = run_gputrain(kSmoke + "--output_dir " + disk.dir + "/second");
+  CHECK(start.exit_code == 1);
+  CHECK_THAT(start.err, Catch::Contains("No space left on device"));
+  CHECK(!fs::exists(disk.dir + "/second/config.json"));
 }

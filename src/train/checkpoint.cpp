@@ -48,14 +48,13 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   const auto& ctx = trainer.context();
   if (ctx.cuda) archive.write("rng.cuda", cuda_rng_state(ctx.device.index()));
 
-  const std::string tmp = path + ".tmp";
-  archive.save_to(tmp);
-  fsync_file(tmp);
+  AtomicFile file(path);
+  archive.save_to([&file](const void* data, size_t size) { return file.write(data, size); });
   // Test hook: GPUTRAIN_FAULT_KILL_IN_SAVE=N dies by SIGKILL inside the N-th save, between
   // writing the temporary file and renaming it: the worst moment for a crash.
   static int saves = 0;
   if (++saves == faults().kill_in_save) std::raise(SIGKILL);
-  rename_durably(tmp, path);
+  file.commit();
 }
 
 namespace {

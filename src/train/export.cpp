@@ -59,16 +59,6 @@ Error cannot_write(const std::string& what, const std::string& path, const std::
                      "check that the folder exists and is writable, or pass another path");
 }
 
-void write_all(int fd, const char* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw runtime_error("writing '" + path + "' failed (" + errno_text() + ")");
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 void check_writable(const std::string& path, const std::string& what) {
@@ -111,21 +101,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   text.append((8 - text.size() % 8) % 8, ' ');  // aligns the data buffer to 8 bytes
   uint64_t length = text.size();
 
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw cannot_write("export file", path, errno_text());
-  try {
-    write_all(fd, reinterpret_cast<const char*>(&length), sizeof length, path);
-    write_all(fd, text.data(), text.size(), path);
-    for (const auto& c : cpu) write_all(fd, static_cast<const char*>(c.data_ptr()), c.nbytes(), path);
-    if (::fsync(fd) != 0) throw runtime_error("writing '" + path + "' failed (" + errno_text() + ")");
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  rename_durably(tmp, path);
+  AtomicFile file(path);
+  file.write(&length, sizeof length);
+  file.write(text.data(), text.size());
+  for (const auto& c : cpu) file.write(c.data_ptr(), c.nbytes());
+  file.commit();
 }
 
 namespace {
