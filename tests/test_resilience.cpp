@@ -252,6 +252,18 @@ TEST_CASE("a loss that stays NaN exits 3 and leaves the last good checkpoint", "
   CHECK_THAT(resumed.out, Catch::Contains("epoch 2, batch 0, step 16"));
 }
 
+TEST_CASE("a learning rate that diverges is the NaN guard's exit 3; one beyond float32 is exit 2", "[resilience]") {
+  test::TempDir dir;
+  auto diverges = test::run_gputrain("train --preset smoke --epochs 1 --lr 1e30 --output_dir " + (dir / "a"));
+  CHECK(diverges.exit_code == 3);
+  CHECK_THAT(diverges.err, Catch::Contains("not finite"));
+  CHECK_THAT(diverges.err, Catch::Contains("hint: lower --lr"));
+  auto absurd = test::run_gputrain("train --preset smoke --epochs 1 --lr 1e308 --output_dir " + (dir / "b"));
+  CHECK(absurd.exit_code == 2);
+  CHECK_THAT(absurd.err, Catch::Contains("lr '1e+308' (expected a number in [0, 3.40282e+38])"));
+  CHECK_FALSE(fs::exists(dir / "b"));
+}
+
 TEST_CASE("only the newest epoch checkpoints are kept, plus last and best", "[resilience]") {
   test::TempDir dir;
   auto r = test::run_gputrain("train --preset smoke --epochs 3 --keep_checkpoints 1 --output_dir " + (dir / "run"));

@@ -84,7 +84,7 @@ std::string format_number(double x) { return fmt::format("{:g}", x); }
 std::string range_text(const Field& f) {
   bool integer = f.type_name() == "int";
   std::string kind = integer ? "an integer" : "a number";
-  bool has_max = std::isfinite(f.max) && f.max < 1e8;
+  bool has_max = std::isfinite(f.max);
   if (has_max && std::isfinite(f.min)) return kind + " in [" + format_number(f.min) + ", " + format_number(f.max) + "]";
   if (std::isfinite(f.min)) return kind + " >= " + format_number(f.min);
   return kind;

@@ -22,7 +22,9 @@ const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10",
                                             "image_folder",  "csv",   "npy",     "synthetic"};
 
 std::vector<Field> make_fields() {
-  const double inf = std::numeric_limits<double>::infinity();
+  // Hyperparameters meet float32 weights in the update: a larger value cannot be converted
+  // (LibTorch refuses it mid-step), so it is refused here, with the range.
+  const double float_max = std::numeric_limits<float>::max();
   return {
       {"preset", &C::preset, "source", "preset name (gputrain presets) or path to a .json file"},
       {"config", &C::config, "source", "JSON file applied after the preset"},
@@ -97,28 +99,28 @@ std::vector<Field> make_fields() {
        "recompute resnet blocks / transformer layers in backward: less activation memory, more compute"},
 
       {"optimizer", &C::optimizer, "optim", "optimizer", {"sgd", "adam", "adamw"}},
-      {"lr", &C::lr, "optim", "peak learning rate", {}, 0, inf},
+      {"lr", &C::lr, "optim", "peak learning rate", {}, 0, float_max},
       {"momentum", &C::momentum, "optim", "SGD momentum", {}, 0, 1},
       {"nesterov", &C::nesterov, "optim", "Nesterov momentum (SGD)"},
-      {"weight_decay", &C::weight_decay, "optim", "weight decay (not applied to biases and norms)", {}, 0, inf},
+      {"weight_decay", &C::weight_decay, "optim", "weight decay (not applied to biases and norms)", {}, 0, float_max},
       {"beta1", &C::beta1, "optim", "Adam beta1", {}, 0, 1},
       {"beta2", &C::beta2, "optim", "Adam beta2", {}, 0, 1},
       {"lr_schedule", &C::lr_schedule, "optim", "learning-rate schedule", {"constant", "step", "cosine", "onecycle"}},
       {"warmup_steps", &C::warmup_steps, "optim", "linear warm-up steps", {}, 0, 1e12},
       {"lr_step_size", &C::lr_step_size, "optim", "epochs between decays (step schedule)", {}, 1, 1e9},
       {"lr_gamma", &C::lr_gamma, "optim", "decay factor (step schedule)", {}, 0, 1},
-      {"min_lr", &C::min_lr, "optim", "final learning rate (cosine, onecycle)", {}, 0, inf},
+      {"min_lr", &C::min_lr, "optim", "final learning rate (cosine, onecycle)", {}, 0, float_max},
       {"epochs", &C::epochs, "optim", "passes over the training set", {}, 1, 1e9},
       {"max_steps", &C::max_steps, "optim", "stop after this many optimizer steps (0 = no limit)", {}, 0, 1e15},
       {"accumulation_steps", &C::accumulation_steps, "optim", "micro-batches per optimizer step", {}, 1, 65536},
-      {"clip_max_norm", &C::clip_max_norm, "optim", "clip the gradient norm after unscaling (0 = off)", {}, 0, inf},
+      {"clip_max_norm", &C::clip_max_norm, "optim", "clip the gradient norm after unscaling (0 = off)", {}, 0, float_max},
       {"label_smoothing", &C::label_smoothing, "optim", "cross-entropy label smoothing", {}, 0, 1},
       {"loss",
        &C::loss,
        "optim",
        "regression loss (auto: cross-entropy for classes, mse for values)",
        {"auto", "mse", "l1", "huber"}},
-      {"huber_delta", &C::huber_delta, "optim", "Huber loss threshold", {}, 1e-9, inf},
+      {"huber_delta", &C::huber_delta, "optim", "Huber loss threshold", {}, 1e-9, float_max},
       {"monitor_metric",
        &C::monitor_metric,
        "optim",

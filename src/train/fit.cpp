@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -115,9 +116,13 @@ class Fit {
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
   void save(const std::string& name, const CheckpointMeta& m) {
     if (!c_.save_checkpoints && name != "last.pt") return;
-    if (!all_finite(trainer_))
+    if (!all_finite(trainer_)) {
+      const std::string last = folder_.checkpoint_path("last.pt");
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
-                  "the last checkpoint in " + folder_.checkpoint_path("") + " is intact", kExitNonFinite);
+                  "lower --lr or set --clip_max_norm; " +
+                      (std::filesystem::exists(last) ? last + " (before this) is intact" : "no checkpoint was written before"),
+                  kExitNonFinite);
+    }
     last_save_seconds_ = folder_.save_checkpoint(name, trainer_, m);
   }
 
