@@ -13,6 +13,7 @@
 using namespace gputrain;
 using test::read_jsonl;
 using test::run_gputrain;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -61,6 +62,15 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
       bytes.append(buf, 4);
     }
   }
+  test::write_file(path, bytes);
+}
+
+// An unsigned-byte IDX file (MNIST's format): magic, big-endian dimensions, the bytes.
+void write_idx(const std::string& path, const std::vector<int32_t>& dims, const std::vector<uint8_t>& data) {
+  std::string bytes{'\0', '\0', '\x08', static_cast<char>(dims.size())};
+  for (int32_t d : dims)
+    for (int shift : {24, 16, 8, 0}) bytes += static_cast<char>((d >> shift) & 0xff);
+  bytes.append(data.begin(), data.end());
   test::write_file(path, bytes);
 }
 
@@ -210,4 +220,74 @@ TEST_CASE("data cli: bad data flags and missing files exit 2 with one clear line
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains(c.expect));
   }
+}
+
+TEST_CASE("data cli: labels and values are checked at load: exit 2 naming the file, no run folder", "[data_cli]") {
+  test::TempDir dir;
+  // An MNIST-family set (10 classes) with a label of 200.
+  fs::create_directories(dir / "idx");
+  std::vector<uint8_t> labels = {0, 1, 2, 3, 200, 5, 6, 7};
+  for (const char* split : {"train", "t10k"}) {
+    write_idx(dir / ("idx/" + std::string(split) + "-images-idx3-ubyte"), {8, 4, 4}, std::vector<uint8_t>(128, 7));
+    write_idx(dir / ("idx/" + std::string(split) + "-labels-idx1-ubyte"), {8}, labels);
+  }
+  // NumPy labels with a gap (no class 1), NaN features, and one-class CSV.
+  std::vector<double> x(8 * 3, 0.5), gap = {0, 2, 0, 2, 0, 2, 0, 2};
+  write_npy(dir / "x.npy", {8, 3}, x, false);
+  write_npy(dir / "gap.npy", {8}, gap, true);
+  x[7] = NAN;
+  write_npy(dir / "xnan.npy", {8, 3}, x, false);
+  test::write_file(dir / "one.csv", "a,y\n1,cat\n2,cat\n3,cat\n4,cat\n");
+  struct Case {
+    std::string args, expect;
+  };
+  const std::string npy = "--dataset npy --model mlp --train_file ";
+  std::vector<Case> cases = {
+      {"--dataset fashion-mnist --model mlp --data_dir " + (dir / "idx"),
+       "train-labels-idx1-ubyte: label 200 at index 4 is outside 0..9 (10 classes)"},
+      {npy + (dir / "x.npy") + " --train_targets " + (dir / "gap.npy"),
+       "gap.npy: labels run 0..2 but 1 of these 3 classes have no sample (first: 1)"},
+      {npy + (dir / "x.npy") + " --train_targets " + (dir / "gap.npy") + " --num_classes 2",
+       "label 2 at index 1 is outside 0..1 (2 classes)"},
+      {npy + (dir / "xnan.npy") + " --train_targets " + (dir / "gap.npy") + " --num_classes 3",
+       "xnan.npy: 1 feature value is NaN or infinite as float32 (first at flat index 7)"},
+      {"--dataset csv --model mlp --train_file " + (dir / "one.csv") + " --target y", "1 class only"},
+      {"--dataset csv --model mlp --train_file " + (dir / "one.csv") + " --target a --task regression --num_classes 3",
+       "--num_classes is for classification"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_gputrain("train " + c.args + " --epochs 1 --output_dir " + (dir / "run"));
+    INFO(c.args << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.expect));
+    CHECK_THAT(r.err, Catch::Contains("hint: "));
+    CHECK_FALSE(fs::exists(dir / "run"));
+  }
+  // Labels that lack a class train once --num_classes says how many there are.
+  auto given = run_gputrain("train " + npy + (dir / "x.npy") + " --train_targets " + (dir / "gap.npy") +
+                            " --num_classes 3 --epochs 1 --batch_size 2 --output_dir " + (dir / "ok"));
+  INFO(given.out << given.err);
+  CHECK(given.exit_code == 0);
+  CHECK(nlohmann::json::parse(test::read_file(dir / "ok/config.json"))["resolved"]["num_classes"] == 3);
+}
+
+TEST_CASE("data cli: a test loss that is not finite is the NaN guard's exit 3, never exit 0", "[data_cli]") {
+  test::TempDir dir;
+  // Finite values the model overflows on: the training data is ordinary, the test data huge.
+  std::vector<double> x, big(16 * 4, 3e38), y;
+  for (int i = 0; i < 64; ++i) {
+    for (int j = 0; j < 4; ++j) x.push_back(std::sin(i * 4.0 + j));
+    y.push_back(x[static_cast<size_t>(i) * 4] > 0);
+  }
+  write_npy(dir / "xtr.npy", {64, 4}, x, false);
+  write_npy(dir / "ytr.npy", {64}, y, true);
+  write_npy(dir / "xte.npy", {16, 4}, big, false);
+  write_npy(dir / "yte.npy", {16}, std::vector<double>(y.begin(), y.begin() + 16), true);
+  auto r = run_gputrain("train --dataset npy --model mlp --train_file " + (dir / "xtr.npy") + " --train_targets " +
+                        (dir / "ytr.npy") + " --test_file " + (dir / "xte.npy") + " --test_targets " +
+                        (dir / "yte.npy") + " --epochs 2 --batch_size 8 --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Catch::Contains("the epoch 1 test loss is not finite"));
+  CHECK_FALSE(fs::exists(dir / "run/checkpoints/last.pt"));
 }

@@ -219,11 +219,12 @@ TEST_CASE("npy dataset: rank-5 float32 x with int64 labels from two .npy files",
   std::vector<float> x(4 * 2 * 8 * 3 * 3);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
   test::write_file(dir / "x.npy", npy_bytes("<f4", "(4, 2, 8, 3, 3)", raw(x)));
-  test::write_file(dir / "y.npy", npy_bytes("<i8", "(4,)", raw<int64_t>({0, 4, 2, 1})));
+  test::write_file(dir / "y.npy", npy_bytes("<i8", "(4,)", raw<int64_t>({0, 3, 2, 1})));
   auto ds = load_npy_dataset(dir / "x.npy", dir / "y.npy", "train", "auto");
   CHECK(ds->size() == 4);
   CHECK(ds->sample_shape() == std::vector<int64_t>{2, 8, 3, 3});
-  CHECK(ds->num_classes() == 5);
+  CHECK(ds->num_classes() == 4);
+  CHECK(load_npy_dataset(dir / "x.npy", dir / "y.npy", "train", "auto", 7)->num_classes() == 7);  // --num_classes
   CHECK(!ds->is_regression());
   std::vector<float> sample(144);
   CHECK(ds->get(2, sample.data(), nullptr, 0) == 2);
@@ -231,7 +232,7 @@ TEST_CASE("npy dataset: rank-5 float32 x with int64 labels from two .npy files",
   CHECK(sample[143] == x[431]);
   // A rank-1 x is one feature per sample; float labels that are whole numbers classify.
   test::write_file(dir / "x1.npy", npy_bytes("<f8", "(3,)", raw<double>({1, 2, 3})));
-  test::write_file(dir / "y1.npy", npy_bytes("<f4", "(3,)", raw<float>({0, 0, 0})));
+  test::write_file(dir / "y1.npy", npy_bytes("<f4", "(3,)", raw<float>({0, 1, 0})));
   auto one = load_npy_dataset(dir / "x1.npy", dir / "y1.npy", "train", "classification");
   CHECK(one->sample_shape() == std::vector<int64_t>{1});
   CHECK(one->num_classes() == 2);
@@ -260,20 +261,20 @@ TEST_CASE("npz: Keras-style and x/y archives, stored, deflated and zip64", "[npy
     REQUIRE(all.size() == 4);
     CHECK(all.at("x_train").path == (dir / "mnist.npz") + ":x_train");
     CHECK(all.at("y_test").at(1) == 8.0);
-    auto train = load_npy_dataset(dir / "mnist.npz", "", "train", "auto");
+    auto train = load_npy_dataset(dir / "mnist.npz", "", "train", "auto", 10);  // labels 5..8 absent
     CHECK(train->size() == 6);
     CHECK(train->sample_shape() == std::vector<int64_t>{2, 2});
     CHECK(train->num_classes() == 10);
     float s[4];
     CHECK(train->get(5, s, nullptr, 0) == 9);
     CHECK(s[3] == static_cast<float>(img[23]));
-    auto test = load_npy_dataset(dir / "mnist.npz", "", "test", "auto");
+    auto test = load_npy_dataset(dir / "mnist.npz", "", "test", "auto", train->num_classes());
     CHECK(test->size() == 2);
-    CHECK(test->num_classes() == 9);
+    CHECK(test->num_classes() == 10);
   }
   test::write_file(dir / "xy.npz", zip_bytes({{"x.npy", xte, true}, {"y.npy", yte, false}}));
   CHECK(!npz_has_split(dir / "xy.npz", "train"));
-  CHECK(load_npy_dataset(dir / "xy.npz", "", "train", "auto")->size() == 2);
+  CHECK(load_npy_dataset(dir / "xy.npz", "", "train", "auto", 9)->size() == 2);
 }
 
 TEST_CASE("npy dataset: regression targets and task detection", "[npy]") {
@@ -294,7 +295,7 @@ TEST_CASE("npy dataset: regression targets and task detection", "[npy]") {
   auto yf = load_npy_dataset(dir / "x.npy", dir / "yf.npy", "train", "auto");
   CHECK(yf->is_regression());
   CHECK(yf->target_shape() == std::vector<int64_t>{1});
-  auto yi = load_npy_dataset(dir / "x.npy", dir / "yi.npy", "train", "auto");
+  auto yi = load_npy_dataset(dir / "x.npy", dir / "yi.npy", "train", "auto", 4);
   CHECK(yi->num_classes() == 4);
   CHECK(load_npy_dataset(dir / "x.npy", dir / "yi.npy", "train", "regression")->is_regression());
   CHECK(load_npy_dataset(dir / "x.npy", dir / "yi2.npy", "train", "auto")->target_shape() == std::vector<int64_t>{2});
@@ -401,12 +402,40 @@ TEST_CASE("npy dataset: arrays that do not fit give one clear error each", "[npy
   std::string msg = error_of(dir / "y2.npy", load("y2.npy"));
   CHECK_THAT(msg, Catch::Contains("x.npy has 3 samples but"));
   CHECK_THAT(msg, Catch::Contains("has 2"));
-  CHECK_THAT(error_of(dir / "neg.npy", load("neg.npy")), Catch::Contains("label 1 (-1) is negative"));
-  CHECK_THAT(error_of(dir / "frac.npy", load("frac.npy")), Catch::Contains("label 1 (1.5) is not a whole number"));
-  CHECK_THAT(error_of(dir / "big.npy", load("big.npy")), Catch::Contains("label 2 (5000000) is 1000000 or more"));
+  CHECK_THAT(error_of(dir / "neg.npy", load("neg.npy")), Catch::Contains("label -1 at index 1 is negative"));
+  CHECK_THAT(error_of(dir / "frac.npy", load("frac.npy")), Catch::Contains("label 1.5 at index 1 is not a whole number"));
+  CHECK_THAT(error_of(dir / "big.npy", load("big.npy")), Catch::Contains("label 5000000 at index 2 is 1000000 or more"));
   CHECK_THAT(error_of(dir / "y3x2.npy", load("y3x2.npy")), Catch::Contains("must be 1-D"));
   CHECK_THAT(error_of(dir / "y.npy", load("y.npy", "clustering")), Catch::Contains("unknown task 'clustering'"));
   CHECK_THAT(error_of(dir / "x.npy", load("")), Catch::Contains("needs a y file"));
   CHECK_THAT(error_of(dir / "x.csv", [&] { load_npy_dataset(dir / "x.csv", "", "train", "auto"); }),
              Catch::Contains("not a NumPy file"));
+}
+
+TEST_CASE("npy dataset: labels that cannot be a class count, and NaN or inf values, are named at load", "[npy]") {
+  test::TempDir dir;
+  test::write_file(dir / "x.npy", npy_bytes("<f4", "(3, 2)", raw<float>({1, 2, 3, 4, 5, 6})));
+  test::write_file(dir / "gap.npy", npy_bytes("<i8", "(3,)", raw<int64_t>({0, 2, 0})));
+  test::write_file(dir / "one.npy", npy_bytes("<i8", "(3,)", raw<int64_t>({0, 0, 0})));
+  test::write_file(dir / "wide.npy", npy_bytes("<u1", "(3,)", raw<uint8_t>({0, 200, 1})));
+  auto load = [&](const std::string& x, const std::string& y, int64_t classes = 0,
+                  const std::string& task = "auto") {
+    return [=, &dir] { load_npy_dataset(dir / x, dir / y, "train", task, classes); };
+  };
+  std::string gap = error_of(dir / "gap.npy", load("x.npy", "gap.npy"));
+  CHECK_THAT(gap, Catch::Contains("labels run 0..2 but 1 of these 3 classes have no sample (first: 1)"));
+  CHECK(load_npy_dataset(dir / "x.npy", dir / "gap.npy", "train", "auto", 3)->num_classes() == 3);  // given: fine
+  CHECK_THAT(error_of(dir / "one.npy", load("x.npy", "one.npy")), Catch::Contains("one class only"));
+  std::string wide = error_of(dir / "wide.npy", load("x.npy", "wide.npy", 10));
+  CHECK_THAT(wide, Catch::Contains("label 200 at index 1 is outside 0..9 (10 classes)"));
+
+  test::write_file(dir / "xnan.npy", npy_bytes("<f8", "(3, 2)", raw<double>({1, NAN, 3, INFINITY, 5, NAN})));
+  test::write_file(dir / "xbig.npy", npy_bytes("<f8", "(3, 2)", raw<double>({1, 2, 3, 4, 1e300, 6})));
+  test::write_file(dir / "y.npy", npy_bytes("<i8", "(3,)", raw<int64_t>({0, 1, 0})));
+  test::write_file(dir / "yinf.npy", npy_bytes("<f4", "(3,)", raw<float>({0.5f, -INFINITY, 1})));
+  CHECK_THAT(error_of(dir / "xnan.npy", load("xnan.npy", "y.npy")),
+             Catch::Contains("3 feature values are NaN or infinite as float32 (first at flat index 1)"));
+  CHECK_THAT(error_of(dir / "xbig.npy", load("xbig.npy", "y.npy")), Catch::Contains("1 feature value is"));
+  CHECK_THAT(error_of(dir / "yinf.npy", load("x.npy", "yinf.npy", 0, "regression")),
+             Catch::Contains("1 target value is NaN or infinite"));
 }

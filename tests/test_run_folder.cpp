@@ -213,7 +213,7 @@ TEST_CASE("metrics: a full disk is one error naming the file", "[run_folder]") {
   }
 }
 
-TEST_CASE("run folder: a full disk during a checkpoint save is one error line; the previous checkpoint stays",
+TEST_CASE("run folder: a full disk during a checkpoint save is one error line, the previous checkpoint stays",
           "[run_folder]") {
   gputrain::test::TempDir dir;
   SmallDisk disk(dir / "disk", "8m");

@@ -160,8 +160,10 @@ std::vector<std::string> config_problems(const Config& c) {
            "--train_targets and --test_targets are", "for --dataset npy");
   only_for(c.image_channels != defaults.image_channels || c.skip_bad_samples, c.dataset == "image_folder",
            "--image_channels and --skip_bad_samples are", "for --dataset image_folder");
-  only_for(c.input_shape != defaults.input_shape || c.num_classes != defaults.num_classes, c.dataset == "synthetic",
-           "--input_shape and --num_classes are", "for --dataset synthetic (other data brings its own)");
+  only_for(c.input_shape != defaults.input_shape, c.dataset == "synthetic", "--input_shape is",
+           "for --dataset synthetic (other data brings its own)");
+  if (c.num_classes == 1) problems.push_back("num_classes '1' (classification needs 2 classes or more)");
+  if (c.num_classes > 0 && c.task == "regression") problems.push_back("--num_classes is for classification (got --task regression)");
   if (c.lr >= 0 && c.min_lr > c.lr)
     problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " + format_number(c.lr) + ")");
   if (!c.time_limit.empty() && parse_duration(c.time_limit) <= 0)

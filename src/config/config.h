@@ -32,7 +32,7 @@ struct Config {
   bool skip_bad_samples = false;          // skip (and count) unreadable images instead of stopping
   bool cache = false;                     // keep decoded samples in memory
   std::string input_shape = "1x28x28";    // synthetic only: any shape, e.g. 3x32x32, 64x8, 20
-  int64_t num_classes = 10;               // synthetic only
+  int64_t num_classes = 0;                // 0 = from the data (synthetic: 10)
   int64_t synthetic_train_size = 8192;
   int64_t synthetic_test_size = 1024;
   bool normalize = true;

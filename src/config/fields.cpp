@@ -57,7 +57,7 @@ std::vector<Field> make_fields() {
       {"skip_bad_samples", &C::skip_bad_samples, "data", "skip and count unreadable images instead of stopping"},
       {"cache", &C::cache, "data", "keep decoded samples in memory after their first read"},
       {"input_shape", &C::input_shape, "data", "synthetic sample shape, e.g. 3x32x32, 64x8 (sequence), 20 (table)"},
-      {"num_classes", &C::num_classes, "data", "synthetic class count", {}, 2, 100000},
+      {"num_classes", &C::num_classes, "data", "classes: the model's outputs, every label below it (0 = from the labels; synthetic 10)", {}, 0, 100000},
       {"synthetic_train_size", &C::synthetic_train_size, "data", "synthetic train samples", {}, 1, 1e9},
       {"synthetic_test_size", &C::synthetic_test_size, "data", "synthetic test samples", {}, 1, 1e9},
       {"normalize", &C::normalize, "data", "normalize inputs per channel (image) or feature (table)"},

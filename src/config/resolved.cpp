@@ -44,9 +44,17 @@ nlohmann::json config_record(const ResolvedConfig& r) {
 }
 
 StoredConfig read_config_record(const nlohmann::json& record) {
-  if (record.is_object() && record.contains("requested") && record.contains("resolved"))
-    return {record["requested"], record["resolved"]};
-  return {record, record};
+  StoredConfig stored = record.is_object() && record.contains("requested") && record.contains("resolved")
+                            ? StoredConfig{record["requested"], record["resolved"]}
+                            : StoredConfig{record, record};
+  // Records from before --num_classes applied to every dataset hold its old default, 10, which
+  // only synthetic data used: for other data it was never a choice. (A classifier's count is
+  // pinned from the resolved half; a regression run has none.)
+  for (auto* half : {&stored.requested, &stored.resolved})
+    if (half->is_object() && half->value("dataset", "") != "synthetic" && half->value("num_classes", 0) == 10 &&
+        (half == &stored.requested || half->value("task", "") == "regression"))
+      (*half)["num_classes"] = 0;
+  return stored;
 }
 
 }  // namespace gputrain

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/labels.h"
 
 namespace gputrain {
 
@@ -70,7 +71,7 @@ void read_batch(const std::string& path, int classes, std::vector<uint8_t>& pixe
 
 }  // namespace
 
-std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int classes, bool train) {
+std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int classes, bool train, int64_t given) {
   if (classes != 10 && classes != 100) throw usage_error(fmt::format("CIFAR has 10 or 100 classes, not {}", classes));
   std::vector<std::string> files;
   if (classes == 10) {
@@ -98,7 +99,13 @@ std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int class
 
   std::vector<uint8_t> pixels, labels;
   for (const auto& file : files) read_batch((base / file).string(), classes, pixels, labels);
-  return std::make_shared<CifarDataset>(std::move(pixels), std::move(labels), classes);
+  // --num_classes may ask for a different output count: the labels must still index it.
+  const int64_t count = given > 0 ? check_class_indices(
+                                        (base / files[0]).string() + (files.size() > 1 ? " (and the next batches)" : ""),
+                                        static_cast<int64_t>(labels.size()),
+                                        [&labels](int64_t i) { return labels[static_cast<size_t>(i)]; }, given)
+                                  : classes;
+  return std::make_shared<CifarDataset>(std::move(pixels), std::move(labels), count);
 }
 
 }  // namespace gputrain

@@ -31,6 +31,7 @@ class CifarDataset : public Dataset {
 // CIFAR-10: data_batch_1..5.bin (train, all five required), test_batch.bin (test).
 // CIFAR-100: train.bin / test.bin, using the fine label.
 // Throws a usage error (exit 2) naming the file for missing, truncated or mislabelled files.
-std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int classes, bool train);
+// `given` (--num_classes, 0 = `classes`) sets the class count the labels must index.
+std::shared_ptr<CifarDataset> load_cifar_split(const std::string& dir, int classes, bool train, int64_t given = 0);
 
 }  // namespace gputrain

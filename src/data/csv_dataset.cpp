@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "data/labels.h"
 
 namespace gputrain {
 namespace {
@@ -194,6 +195,8 @@ CsvDataset::CsvDataset(const CsvTable& table, const CsvOptions& options, const s
         std::sort(classes_.begin(), classes_.end());
       }
     }
+    class_count_ = check_class_names(fmt::format("CSV file '{}', column '{}'", table.path, table.columns[static_cast<size_t>(col)]),
+                                     static_cast<int64_t>(classes_.size()), options.num_classes);
     std::unordered_map<std::string_view, int64_t> index;  // views of classes_, which stays put
     for (size_t k = 0; k < classes_.size(); ++k) index.emplace(classes_[k], static_cast<int64_t>(k));
     labels_.resize(static_cast<size_t>(rows_));

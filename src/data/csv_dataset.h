@@ -16,6 +16,7 @@ struct CsvOptions {
   int64_t window = 0;                 // 0 = one row per sample (tabular); >0 = windows of this many rows
   int64_t stride = 1;                 // rows between window starts
   int64_t horizon = 1;                // windows: predict the target this many rows after the last row
+  int64_t num_classes = 0;            // --num_classes (0 = the distinct labels)
 };
 
 class CsvDataset : public Dataset {
@@ -28,7 +29,7 @@ class CsvDataset : public Dataset {
 
   int64_t size() const override { return samples_; }
   std::vector<int64_t> sample_shape() const override;
-  int64_t num_classes() const override { return task_ == "classification" ? static_cast<int64_t>(classes_.size()) : 0; }
+  int64_t num_classes() const override { return class_count_; }
   std::vector<int64_t> target_shape() const override;
   int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
 
@@ -48,6 +49,7 @@ class CsvDataset : public Dataset {
 
   std::string task_;
   std::vector<std::string> classes_, feature_names_, target_names_;
+  int64_t class_count_ = 0;  // 0 for regression
   int64_t rows_ = 0, window_ = 0, stride_ = 1, horizon_ = 0, samples_ = 0;
   std::vector<float> features_;  // rows_ x feature_names_.size()
   std::vector<float> targets_;   // regression: rows_ x target_names_.size()

@@ -7,10 +7,11 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/labels.h"
 
 namespace gputrain {
 
-IdxDataset::IdxDataset(IdxArray images, IdxArray labels, const std::string& where)
+IdxDataset::IdxDataset(IdxArray images, IdxArray labels, const std::string& where, int64_t classes)
     : images_(std::move(images)), labels_(std::move(labels)) {
   const auto& d = images_.dims;
   if (d.size() != 3 && d.size() != 4)
@@ -24,8 +25,7 @@ IdxDataset::IdxDataset(IdxArray images, IdxArray labels, const std::string& wher
         fmt::format("{}: {} images but {} labels (the files do not belong together)", where, n_, labels_.dims[0]));
   shape_ = d.size() == 3 ? std::vector<int64_t>{1, d[1], d[2]} : std::vector<int64_t>{d[1], d[2], d[3]};
   numel_ = shape_[0] * shape_[1] * shape_[2];
-  classes_ = *std::max_element(labels_.data.begin(), labels_.data.end()) + 1;
-  classes_ = std::max<int64_t>(classes_, 10);  // MNIST-family: 10 classes even in a tiny subset
+  classes_ = check_class_indices(where, n_, [this](int64_t i) { return labels_.data[static_cast<size_t>(i)]; }, classes);
 }
 
 int64_t IdxDataset::get(int64_t index, float* out, float*, uint64_t) const {
@@ -35,7 +35,7 @@ int64_t IdxDataset::get(int64_t index, float* out, float*, uint64_t) const {
 }
 
 std::shared_ptr<IdxDataset> load_idx_split(const std::string& dir, const std::string& prefix,
-                                           const std::string& dataset_name) {
+                                           const std::string& dataset_name, int64_t classes) {
   namespace fs = std::filesystem;
   auto locate = [&](const std::string& stem) {
     for (const auto& name : {stem, stem + ".gz"}) {
@@ -51,7 +51,7 @@ std::shared_ptr<IdxDataset> load_idx_split(const std::string& dir, const std::st
   };
   std::string images = locate(prefix + "-images-idx3-ubyte");
   std::string labels = locate(prefix + "-labels-idx1-ubyte");
-  return std::make_shared<IdxDataset>(read_idx(images), read_idx(labels), images + " + " + labels);
+  return std::make_shared<IdxDataset>(read_idx(images), read_idx(labels), images + " + " + labels, classes);
 }
 
 }  // namespace gputrain

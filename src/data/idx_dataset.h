@@ -9,8 +9,9 @@ namespace gputrain {
 
 class IdxDataset : public Dataset {
  public:
-  // Checks that the two arrays belong together; `where` names the files for messages.
-  IdxDataset(IdxArray images, IdxArray labels, const std::string& where);
+  // Checks that the two arrays belong together (`where` names the files for messages) and that
+  // every label is below `classes` (the MNIST family's 10, or --num_classes).
+  IdxDataset(IdxArray images, IdxArray labels, const std::string& where, int64_t classes = 10);
 
   int64_t size() const override { return n_; }
   std::vector<int64_t> sample_shape() const override { return shape_; }
@@ -26,6 +27,6 @@ class IdxDataset : public Dataset {
 // Loads `<prefix>-images-idx3-ubyte[.gz]` and `<prefix>-labels-idx1-ubyte[.gz]` from `dir`
 // (prefix "train" or "t10k"). Throws a usage error with an install hint when files are missing.
 std::shared_ptr<IdxDataset> load_idx_split(const std::string& dir, const std::string& prefix,
-                                           const std::string& dataset_name);
+                                           const std::string& dataset_name, int64_t classes = 10);
 
 }  // namespace gputrain

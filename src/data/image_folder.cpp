@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "data/image_decode.h"
+#include "data/labels.h"
 
 namespace gputrain {
 namespace {
@@ -123,6 +124,8 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
       throw usage_error(fmt::format("image folder '{}': class folder '{}' is not one of the {} training classes", root,
                                     d, classes_.size()),
                         "the validation folder must use the training folder's class names");
+  class_count_ = check_class_names("image folder '" + root + "'", static_cast<int64_t>(classes_.size()),
+                                   opt_.num_classes);
 
   std::vector<std::string> all;
   std::vector<int64_t> all_labels;

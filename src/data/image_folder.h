@@ -19,6 +19,8 @@ struct ImageFolderOptions {
   // A validation folder passes the training folder's class_names() so that class indices
   // agree; empty = the folder's own sorted subfolder names.
   std::vector<std::string> classes;
+  // --num_classes: the model's class count when it must exceed the folders (0 = the folders).
+  int64_t num_classes = 0;
   // Threads for the header scan at construction (0 = up to 8, by the machine's cores).
   int scan_threads = 0;
 };
@@ -31,7 +33,7 @@ class ImageFolderDataset : public Dataset {
 
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   std::vector<int64_t> sample_shape() const override { return {opt_.channels, opt_.height, opt_.width}; }
-  int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
+  int64_t num_classes() const override { return class_count_; }
   int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
 
   const std::vector<std::string>& class_names() const { return classes_; }
@@ -49,6 +51,7 @@ class ImageFolderDataset : public Dataset {
   std::string root_;
   ImageFolderOptions opt_;
   std::vector<std::string> classes_;
+  int64_t class_count_ = 0;
   std::vector<std::string> files_;
   std::vector<int64_t> labels_;
   std::vector<std::string> scan_bad_;  // dropped while scanning

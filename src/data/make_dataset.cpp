@@ -2,6 +2,7 @@
 // resizing and the transforms.
 #include "data/make_dataset.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -47,6 +48,7 @@ Raw load_image_folders(const Config& c) {
   o.width = size[1];
   o.channels = static_cast<int>(c.image_channels);
   o.skip_bad = c.skip_bad_samples;
+  o.num_classes = c.num_classes;
   // DIR/train + DIR/val (or DIR/test), as ImageNet-style folders are laid out; else DIR alone.
   Raw r;
   if (fs::is_directory(fs::path(dir) / "train")) {
@@ -55,6 +57,7 @@ Raw load_image_folders(const Config& c) {
     for (const char* name : {"val", "test"})
       if (fs::is_directory(fs::path(dir) / name)) {
         o.classes = train->class_names();
+        o.num_classes = train->num_classes();
         r.test = load_image_folder((fs::path(dir) / name).string(), o);
         break;
       }
@@ -73,10 +76,12 @@ Raw load_csv(const Config& c) {
   o.window = c.window;
   o.stride = c.stride;
   o.horizon = c.horizon;
+  o.num_classes = c.num_classes;
   auto train = load_csv_dataset(c.train_file, o);
   Raw r{train, nullptr, "csv " + c.train_file};
   if (!c.test_file.empty()) {
     o.task = train->task();  // the test split must read its targets the way the train split did
+    o.num_classes = train->num_classes();
     r.test = load_csv_dataset(c.test_file, o, train->is_regression() ? nullptr : &train->class_names());
     r.what += " + " + c.test_file;
   }
@@ -86,13 +91,16 @@ Raw load_csv(const Config& c) {
 }
 
 Raw load_npy(const Config& c) {
-  Raw r{load_npy_dataset(c.train_file, c.train_targets, "train", c.task), nullptr, "npy " + c.train_file};
+  Raw r{load_npy_dataset(c.train_file, c.train_targets, "train", c.task, c.num_classes), nullptr,
+        "npy " + c.train_file};
+  // The test labels must index the classes the training labels gave the model.
   const std::string task = r.train->is_regression() ? "regression" : "classification";
+  const int64_t classes = r.train->num_classes();
   if (!c.test_file.empty()) {
-    r.test = load_npy_dataset(c.test_file, c.test_targets, "test", task);
+    r.test = load_npy_dataset(c.test_file, c.test_targets, "test", task, classes);
     r.what += " + " + c.test_file;
   } else if (fs::path(c.train_file).extension() == ".npz" && npz_has_split(c.train_file, "test")) {
-    r.test = load_npy_dataset(c.train_file, "", "test", task);  // keras-style x_test / y_test
+    r.test = load_npy_dataset(c.train_file, "", "test", task, classes);  // keras-style x_test / y_test
   }
   return r;
 }
@@ -100,22 +108,26 @@ Raw load_npy(const Config& c) {
 Raw load_raw(const Config& c) {
   if (c.dataset == "synthetic") {
     auto shape = parse_shape(c.input_shape);
+    const int64_t classes = c.num_classes > 0 ? c.num_classes : 10;
     // The test split shares the class patterns (same seed) but its samples come after the train's.
     return {
-        std::make_shared<SyntheticDataset>(c.synthetic_train_size, shape, c.num_classes, c.seed),
-        std::make_shared<SyntheticDataset>(c.synthetic_test_size, shape, c.num_classes, c.seed, c.synthetic_train_size),
+        std::make_shared<SyntheticDataset>(c.synthetic_train_size, shape, classes, c.seed),
+        std::make_shared<SyntheticDataset>(c.synthetic_test_size, shape, classes, c.seed, c.synthetic_train_size),
         "synthetic " + c.input_shape};
   }
   if (c.dataset == "cifar10" || c.dataset == "cifar100") {
     const int classes = c.dataset == "cifar10" ? 10 : 100;
     const std::string dir = dataset_dir(c);
-    return {load_cifar_split(dir, classes, true), load_cifar_split(dir, classes, false), c.dataset + " from " + dir};
+    return {load_cifar_split(dir, classes, true, c.num_classes), load_cifar_split(dir, classes, false, c.num_classes),
+            c.dataset + " from " + dir};
   }
   if (c.dataset == "image_folder") return load_image_folders(c);
   if (c.dataset == "csv") return load_csv(c);
   if (c.dataset == "npy") return load_npy(c);
   const std::string dir = dataset_dir(c);
-  return {load_idx_split(dir, "train", c.dataset), load_idx_split(dir, "t10k", c.dataset), c.dataset + " from " + dir};
+  const int64_t classes = c.num_classes > 0 ? c.num_classes : 10;  // the MNIST family's 10
+  return {load_idx_split(dir, "train", c.dataset, classes), load_idx_split(dir, "t10k", c.dataset, classes),
+          c.dataset + " from " + dir};
 }
 
 // Image-only transforms need C x H x W samples.
@@ -161,11 +173,8 @@ DataSplits make_datasets(const Config& c) {
     throw usage_error("the train and test targets have different shapes", "check --train_targets and --test_targets");
   if (train->sample_shape() != test->sample_shape())
     throw usage_error("the train and test samples have different shapes", "check --train_file and --test_file");
-  if (!train->is_regression() && train->num_classes() != test->num_classes()) {
-    int64_t k = std::max(train->num_classes(), test->num_classes());
-    train = std::make_shared<WithClasses>(train, k);
-    test = std::make_shared<WithClasses>(test, k);
-  }
+  if (train->num_classes() != test->num_classes())  // every loader numbers the test split's classes as train's
+    throw std::logic_error("make_datasets: the splits disagree on the class count");
 
   // The deterministic part of the pipeline: resizing and log scaling.
   if (!c.image_size.empty() && c.dataset != "image_folder") {
@@ -201,6 +210,13 @@ DataSplits make_datasets(const Config& c) {
     } else {
       st = compute_channel_stats(*train);
     }
+    for (const auto* v : {&st.mean, &st.std})
+      for (float f : *v)
+        if (!std::isfinite(f) || (v == &st.std && f <= 0))
+          throw usage_error(fmt::format("normalization statistics mean {} / std {} are not finite and positive",
+                                        numbers_text(st.mean), numbers_text(st.std)),
+                            "check the training data for NaN or infinite values, or pass --normalize_mean and "
+                            "--normalize_std");
     s.normalize_mean = numbers_text(st.mean);
     s.normalize_std = numbers_text(st.std);
     auto norm = std::make_shared<Normalize>(st.mean, st.std);

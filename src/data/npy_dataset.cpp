@@ -8,12 +8,10 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "data/labels.h"
 
 namespace gputrain {
 namespace {
-
-// More classes than this is almost certainly a regression target or ids, not labels.
-constexpr int64_t kMaxClasses = 1'000'000;
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("({}{})", fmt::join(shape, ", "), shape.size() == 1 ? "," : "");
@@ -25,7 +23,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std::move(x)), y_(std::move(y)) {
+NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task, int64_t classes)
+    : x_(std::move(x)), y_(std::move(y)) {
   if (task != "classification" && task != "regression" && task != "auto")
     throw usage_error("unknown task '" + task + "' for " + y_.path, "use classification, regression or auto");
   if (x_.shape.empty())
@@ -44,6 +43,8 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
   sample_shape_.assign(x_.shape.begin() + 1, x_.shape.end());
   if (sample_shape_.empty()) sample_shape_ = {1};  // a 1-D x is one feature per sample
   x_numel_ = numel(sample_shape_);
+  auto fill = [](const NpyArray& a) { return [&a](int64_t first, int64_t count, float* out) { a.to_float(first, count, out); }; };
+  if (!x_.is_integer()) check_finite(x_.path, "feature", x_.numel, fill(x_));
 
   bool classify = task == "classification" || (task == "auto" && y_.is_integer() && y_.shape.size() == 1);
   if (!classify) {
@@ -52,26 +53,14 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task) : x_(std
     y_numel_ = numel(target_shape_);
     if (y_numel_ == 0)
       throw usage_error(y_.path + ": regression targets are empty (shape " + shape_text(y_.shape) + ")", "");
+    if (!y_.is_integer()) check_finite(y_.path, "target", y_.numel, fill(y_));
     return;
   }
   if (y_.shape.size() != 1)
     throw usage_error(y_.path + ": classification labels must be 1-D (N,), got shape " + shape_text(y_.shape),
                       "pass --task regression for multi-valued targets, or save one class index per sample");
   // Checked once here, so get() can trust every label.
-  int64_t max_label = 0;
-  for (int64_t i = 0; i < n_; ++i) {
-    double v = y_.at(i);
-    if (!(v >= 0) || v != std::floor(v) || v >= static_cast<double>(kMaxClasses)) {
-      std::string why = !(v >= 0)            ? (std::isnan(v) ? "is NaN" : "is negative")
-                        : v != std::floor(v) ? "is not a whole number"
-                                             : "is 1000000 or more";
-      throw usage_error(fmt::format("{}: label {} ({:.9g}) {}; classification labels must be class indices 0..C-1",
-                                    y_.path, i, v, why),
-                        "map labels to indices (np.unique(y, return_inverse=True)) or pass --task regression");
-    }
-    max_label = std::max(max_label, static_cast<int64_t>(v));
-  }
-  classes_ = std::max<int64_t>(max_label + 1, 2);
+  classes_ = check_class_indices(y_.path, n_, [this](int64_t i) { return y_.at(i); }, classes);
 }
 
 int64_t NpyDataset::get(int64_t index, float* x, float* target, uint64_t) const {
@@ -84,7 +73,7 @@ int64_t NpyDataset::get(int64_t index, float* x, float* target, uint64_t) const 
 }
 
 std::shared_ptr<NpyDataset> load_npy_dataset(const std::string& x_path, const std::string& y_path,
-                                             const std::string& split, const std::string& task) {
+                                             const std::string& split, const std::string& task, int64_t classes) {
   if (ends_with(x_path, ".npz")) {
     if (!y_path.empty())
       throw usage_error(y_path + ": a y file is not used with an .npz archive (" + x_path + " holds both arrays)",
@@ -106,13 +95,13 @@ std::shared_ptr<NpyDataset> load_npy_dataset(const std::string& x_path, const st
       }
     }
     auto arrays = read_npz(x_path, {xk, yk});
-    return std::make_shared<NpyDataset>(arrays.at(xk), arrays.at(yk), task);
+    return std::make_shared<NpyDataset>(arrays.at(xk), arrays.at(yk), task, classes);
   }
   if (ends_with(x_path, ".npy")) {
     if (y_path.empty())
       throw usage_error(x_path + ": an .npy x file needs a y file (.npy) with the labels or targets",
                         "pass the y .npy path too, or put both arrays in one archive: np.savez(path, x=x, y=y)");
-    return std::make_shared<NpyDataset>(read_npy(x_path), read_npy(y_path), task);
+    return std::make_shared<NpyDataset>(read_npy(x_path), read_npy(y_path), task, classes);
   }
   throw usage_error(x_path + ": not a NumPy file (expected a name ending in .npy or .npz)",
                     "save arrays with numpy.save (.npy) or numpy.savez (.npz)");

@@ -13,10 +13,12 @@ namespace gputrain {
 // threads); only np.savez_compressed members are inflated into memory at load time.
 class NpyDataset : public Dataset {
  public:
-  // `task`: "classification" (y: 1-D whole numbers in [0, 1000000)), "regression" (y: (N) or
-  // (N, ...), any numeric dtype) or "auto" (rank-1 integer or bool y is classification,
-  // anything else regression). Throws a usage error naming the arrays when they do not fit.
-  NpyDataset(NpyArray x, NpyArray y, const std::string& task);
+  // `task`: "classification" (y: 1-D class indices, see check_class_indices; `classes` is
+  // --num_classes, 0 = inferred), "regression" (y: (N) or (N, ...), any numeric dtype) or
+  // "auto" (rank-1 integer or bool y is classification, anything else regression). Float
+  // features and targets must be finite. Throws a usage error naming the arrays when they do
+  // not fit.
+  NpyDataset(NpyArray x, NpyArray y, const std::string& task, int64_t classes = 0);
 
   int64_t size() const override { return n_; }
   std::vector<int64_t> sample_shape() const override { return sample_shape_; }
@@ -39,7 +41,7 @@ class NpyDataset : public Dataset {
 // - x_path ending in .npy: y_path (an .npy of the same length) is required.
 // Errors (usage, exit 2) name the file and list the keys an archive holds when one is missing.
 std::shared_ptr<NpyDataset> load_npy_dataset(const std::string& x_path, const std::string& y_path,
-                                             const std::string& split, const std::string& task);
+                                             const std::string& split, const std::string& task, int64_t classes = 0);
 
 // Whether the .npz archive holds both "x_<split>" and "y_<split>" (reads only its directory).
 bool npz_has_split(const std::string& path, const std::string& split);

@@ -24,15 +24,4 @@ class SubsetDataset : public DatasetWrapper {
 // Returns {train, validation}; both are empty-free (at least one sample each) or it throws.
 std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fraction, uint64_t seed);
 
-// Reports `num_classes` classes (at least the base's): train and test splits must agree on the
-// model's output size even when one split lacks the highest labels.
-class WithClasses : public DatasetWrapper {
- public:
-  WithClasses(DatasetPtr base, int64_t classes) : DatasetWrapper(std::move(base)), classes_(classes) {}
-  int64_t num_classes() const override { return classes_; }
-
- private:
-  int64_t classes_;
-};
-
 }  // namespace gputrain

@@ -26,12 +26,13 @@ std::string with_commas(int64_t n) {
 
 void print_model_table(const Config& c) {
   const auto shape = parse_shape(c.input_shape);  // validated with the config
-  fmt::print("models for samples of shape {} with {} outputs:\n", shape_text(shape), c.num_classes);
+  const int64_t outputs = c.num_classes > 0 ? c.num_classes : 10;
+  fmt::print("models for samples of shape {} with {} outputs:\n", shape_text(shape), outputs);
   fmt::print("  {:<12} {:<16} {}\n", "model", "input", "parameters");
   for (const auto& name : model_names()) {
     std::string count;
     try {
-      count = with_commas(parameter_count(*make_model(name, model_spec(c, shape, c.num_classes))));
+      count = with_commas(parameter_count(*make_model(name, model_spec(c, shape, outputs))));
     } catch (const Error& e) {
       count = "n/a: " + e.problems.front();
     } catch (const c10::Error& e) {

@@ -26,6 +26,9 @@ int run_eval(const EvalRequest& q) {
     average->swap(s.trainer().model());
     fmt::print("test (ema): {}\n", ema.summary_line());
   }
+  const std::string hint = "an fp16 overflow (try --amp_dtype bf16 or --no-use_amp) or a checkpoint of diverged weights";
+  r.require_finite("test", hint);
+  ema.require_finite("test (EMA)", hint);
   if (q.json_path) {
     nlohmann::json j = {{"checkpoint", q.checkpoint}, {"samples", r.samples}};
     r.add_to(j, "test_");

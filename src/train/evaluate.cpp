@@ -24,6 +24,11 @@ std::string EvalResult::resolve(const std::string& name) const {
   return regression ? "loss" : "accuracy";
 }
 
+void EvalResult::require_finite(const std::string& what, const std::string& hint) const {
+  if (!interrupted && !std::isfinite(loss))
+    throw Error({fmt::format("the {} loss is not finite ({})", what, loss)}, hint, kExitNonFinite);
+}
+
 bool EvalResult::higher_is_better(const std::string& name) { return name == "accuracy" || name == "top5"; }
 
 double EvalResult::metric(const std::string& name) const {

@@ -25,6 +25,9 @@ struct EvalResult {
   // The value of a metric (loss, accuracy, top5, mae, rmse) and whether higher is better.
   double metric(const std::string& name) const;
   static bool higher_is_better(const std::string& name);
+  // A NaN or infinite loss (an fp16 overflow, diverged weights): the NaN guard's error, exit 3,
+  // with `hint`.
+  void require_finite(const std::string& what, const std::string& hint) const;
   // "auto" -> accuracy for classification, loss for regression.
   std::string resolve(const std::string& name) const;
   // The metrics as JSON fields prefixed by `prefix` (e.g. "test_"), and as one printable line.

@@ -116,14 +116,15 @@ class Fit {
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
   void save(const std::string& name, const CheckpointMeta& m) {
     if (!c_.save_checkpoints && name != "last.pt") return;
-    if (!all_finite(trainer_)) {
-      const std::string last = folder_.checkpoint_path("last.pt");
+    if (!all_finite(trainer_))
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
-                  "lower --lr or set --clip_max_norm; " +
-                      (std::filesystem::exists(last) ? last + " (before this) is intact" : "no checkpoint was written before"),
-                  kExitNonFinite);
-    }
+                  "lower --lr or set --clip_max_norm; " + last_checkpoint_note(), kExitNonFinite);
     last_save_seconds_ = folder_.save_checkpoint(name, trainer_, m);
+  }
+
+  std::string last_checkpoint_note() const {
+    const std::string last = folder_.checkpoint_path("last.pt");
+    return std::filesystem::exists(last) ? last + " (before this) is intact" : "no checkpoint was written before";
   }
 
   void check_bad_steps() {
@@ -259,6 +260,11 @@ class Fit {
     r_.last_eval.add_to(rec, "test_");
     if (trainer_.ema()) r_.last_ema_eval.add_to(rec, "test_ema_");
     folder_.write(rec);
+    const std::string hint = "an fp16 overflow, diverged weights or test data far outside the training range: try --amp_dtype "
+                             "bf16, lower --lr or set --clip_max_norm; " +
+                             last_checkpoint_note();
+    r_.last_eval.require_finite(fmt::format("epoch {} test", epoch + 1), hint);
+    if (trainer_.ema()) r_.last_ema_eval.require_finite(fmt::format("epoch {} test (EMA)", epoch + 1), hint);
     if (c_.early_stopping > 0 && evals_since_best_ >= c_.early_stopping) {
       r_.early_stopped = true;
       progress_.line(fmt::format("early stopping: no better test {} for {} evaluations", monitored, evals_since_best_));

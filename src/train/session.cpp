@@ -32,6 +32,8 @@ std::string check_task_options(const Config& c, const Dataset& train) {
         fmt::format("monitor_metric 'top5' needs 5 classes or more; this data has {}", train.num_classes()));
   if (!regression && c.loss != "auto")
     problems.push_back(fmt::format("--loss {} is for regression; classification trains with cross-entropy", c.loss));
+  if (regression && c.num_classes > 0)
+    problems.push_back(fmt::format("--num_classes {} is for classification; this data is regression", c.num_classes));
   if (regression && c.label_smoothing > 0)
     problems.push_back("--label_smoothing is for classification; this data is regression");
   if (!problems.empty()) throw Error(problems, "see --task to change how the targets are read", kExitUsage);
@@ -76,6 +78,9 @@ void Session::pin(const nlohmann::json& pinned) {
   const Config& c = rc_.requested;
   if (c.auto_batch_size && pinned.contains("batch_size"))
     rc_.decide("batch_size", pinned["batch_size"], "auto_batch_size: kept from the run's first search");
+  // The model's outputs: a resume keeps them, and the data must still fit them.
+  if (c.num_classes == 0 && pinned.value("num_classes", 0) > 0)
+    rc_.decide("num_classes", pinned["num_classes"], "classes in the training data at the run's start");
   if (c.normalize && c.normalize_mean.empty() && pinned.value("normalize_mean", "") != "") {
     rc_.decide("normalize_mean", pinned["normalize_mean"], "computed from the training data at the run's start");
     rc_.decide("normalize_std", pinned["normalize_std"], "computed from the training data at the run's start");
@@ -91,8 +96,8 @@ void Session::resolve_from_data() {
   }
   const std::string task = train.is_regression() ? "regression" : "classification";
   if (c.task == "auto") rc_.decide("task", task, "from the training targets");
-  if (!train.is_regression() && c.dataset != "synthetic" && c.num_classes != train.num_classes())
-    rc_.decide("num_classes", train.num_classes(), "classes in the training data");
+  if (!train.is_regression() && c.num_classes != train.num_classes())
+    rc_.decide("num_classes", train.num_classes(), c.dataset == "synthetic" ? "synthetic default" : "classes in the training data");
   const std::string metric = check_task_options(c, train);
   if (c.monitor_metric == "auto")
     rc_.decide("monitor_metric", metric, train.is_regression() ? "regression: the loss" : "classification");
