@@ -105,8 +105,9 @@ std::string corrupt_jpeg() {
   return bad + "\xff\xd9";
 }
 
-Image decode(const std::string& bytes, int channels, const std::string& name = "x") {
-  return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), channels, name);
+Image decode(const std::string& bytes, int channels, const std::string& name = "x",
+             int64_t max_pixels = kDefaultMaxImagePixels) {
+  return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), channels, name, max_pixels);
 }
 
 }  // namespace
@@ -188,14 +189,23 @@ TEST_CASE("Images: broken data gives one clear error each", "[images]") {
 
   // 100000 x 100000 would be 30 GB; refused from the header alone.
   msg = error_of([] { decode(png_header_only(100000, 100000), 3, "huge.png"); });
-  CHECK_THAT(msg, Catch::Contains("huge.png: absurd image size 100000x100000"));
+  CHECK_THAT(msg, Catch::Contains("huge.png: image size 100000x100000 is beyond 32768 per side"));
+  // 10000 x 10000 is within the sides, beyond the pixel limit; raised, the 69-byte file still
+  // cannot hold it (deflate's best ratio is about 1032:1).
+  msg = error_of([] { decode(png_header_only(10000, 10000), 3, "bomb.png"); });
+  CHECK_THAT(msg, Catch::Contains("bomb.png: image size 10000x10000 is 100000000 pixels, beyond --max_image_pixels"));
+  msg = error_of([] { decode(png_header_only(10000, 10000), 3, "bomb.png", 200'000'000); });
+  CHECK_THAT(msg, Catch::Contains("bomb.png: corrupt PNG header: it claims 10000x10000 pixels, which a"));
+  // The best compression real data gets is well inside that bound.
+  auto black = png_bytes(std::vector<uint8_t>(1500 * 1500 * 3, 0), 1500, 1500, PNG_FORMAT_RGB);
+  CHECK(decode(black, 3).pixels.size() == 1500u * 1500 * 3);
   std::string big = jpg;
   size_t sof = big.find("\xff\xc0");
   REQUIRE(sof != std::string::npos);
   big[sof + 5] = big[sof + 7] = '\x9c';  // height and width 0x9c40 = 40000
   big[sof + 6] = big[sof + 8] = '\x40';
   msg = error_of([&] { decode(big, 3, "big.jpg"); });
-  CHECK_THAT(msg, Catch::Contains("big.jpg: absurd image size 40000x40000"));
+  CHECK_THAT(msg, Catch::Contains("big.jpg: image size 40000x40000 is beyond 32768 per side"));
   msg = error_of([] { decode(png_header_only(0, 5), 3, "zero.png"); });
   CHECK_THAT(msg, Catch::Contains("zero.png") && Catch::Contains("zero dimension"));
 }
@@ -353,7 +363,7 @@ TEST_CASE("ImageFolder: bad files are found while scanning", "[images]") {
   fs::remove(root + "/a/fake.jpg");
   test::write_file(root + "/b/huge.png", png_header_only(100000, 100000));
   msg = error_of([&] { ImageFolderDataset(root, opts(4)); });
-  CHECK_THAT(msg, Catch::Contains(root + "/b/huge.png") && Catch::Contains("absurd image size"));
+  CHECK_THAT(msg, Catch::Contains(root + "/b/huge.png") && Catch::Contains("beyond 32768 per side"));
 
   // A class left with no good image is an error even with skip_bad.
   fs::remove(root + "/b/2.png");
@@ -384,4 +394,25 @@ TEST_CASE("ImageFolder: a wrong layout explains the expected one", "[images]") {
   fs::create_directories(dir / "one/b");
   test::write_file(dir / "one/b/readme.txt", "no images here");
   CHECK_THAT(hint_of(dir / "one"), Catch::Contains("one/b") && Catch::Contains("no .jpg/.jpeg/.png images"));
+}
+
+TEST_CASE("ImageFolder: a decompression bomb is refused from its header, through the binary", "[images]") {
+  test::TempDir dir;
+  const std::string root = dir / "r";
+  for (int i = 0; i < 4; ++i) {
+    write_png(root + "/a/" + std::to_string(i) + ".png", 10);
+    write_png(root + "/b/" + std::to_string(i) + ".png", 200);
+  }
+  test::write_file(root + "/b/bomb.png", png_header_only(10000, 10000));  // 69 bytes
+  const std::string train = "train --dataset image_folder --image_size 4 --model mlp --epochs 1 --batch_size 2 "
+                            "--data_dir " + root + " --output_dir " + (dir / "run");
+  auto r = test::run_gputrain(train);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains(root + "/b/bomb.png: image size 10000x10000 is 100000000 pixels, beyond "
+                                           "--max_image_pixels 89478485"));
+  CHECK_FALSE(fs::exists(dir / "run"));
+  // Raised, the header still cannot be true of a 69-byte file.
+  auto raised = test::run_gputrain(train + " --max_image_pixels 200000000");
+  CHECK(raised.exit_code == 2);
+  CHECK_THAT(raised.err, Catch::Contains("bomb.png: corrupt PNG header"));
 }

@@ -28,12 +28,13 @@ build() {  # name sources... -- other compiler and linker arguments...
     clang++ "${flags[@]}" "${srcs[@]}" -o "$out/$name" "${args[@]}"
   fi
 }
-targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy)
+targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy fuzz_image)
 build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
 build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/config/json_text.cpp \
   src/core/text.cpp
 build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp src/data/labels.cpp src/core/text.cpp
 build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp src/core/mapped_file.cpp src/core/zip.cpp -- -lz
+build fuzz_image tests/fuzz/fuzz_image.cpp src/data/image_decode.cpp -- -lpng -lturbojpeg -lz
 
 # Checkpoints are read by LibTorch: the checkpoint code is compiled here (instrumented, so the
 # fuzzer sees its branches; FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION skips the CRC comparison
@@ -81,6 +82,9 @@ if command -v zip >/dev/null; then
   (cd "$out/seeds_npy" && rm -f stored.npz deflated.npz && zip -qX0 stored.npz tiny.npy && zip -qX9 deflated.npz tiny.npy)
 fi
 
+# Small PNGs (RGB, gray, RGBA) and JPEGs (4:4:4, 4:2:0, gray), written by the target itself.
+mkdir -p "$out/seeds_image"
+export GPUTRAIN_FUZZ_IMAGE_SEEDS=seeds_image
 # A real checkpoint (cnn, AdamW, grad scaler, EMA), written by the target itself.
 mkdir -p "$out/seeds_checkpoint"
 export GPUTRAIN_FUZZ_SEED=seeds_checkpoint/trained.pt

@@ -158,8 +158,10 @@ std::vector<std::string> config_problems(const Config& c) {
            "for --dataset csv or npy");
   only_for(!c.train_targets.empty() || !c.test_targets.empty(), c.dataset == "npy",
            "--train_targets and --test_targets are", "for --dataset npy");
-  only_for(c.image_channels != defaults.image_channels || c.skip_bad_samples, c.dataset == "image_folder",
-           "--image_channels and --skip_bad_samples are", "for --dataset image_folder");
+  only_for(c.image_channels != defaults.image_channels || c.skip_bad_samples ||
+               c.max_image_pixels != defaults.max_image_pixels,
+           c.dataset == "image_folder", "--image_channels, --max_image_pixels and --skip_bad_samples are",
+           "for --dataset image_folder");
   only_for(c.input_shape != defaults.input_shape, c.dataset == "synthetic", "--input_shape is",
            "for --dataset synthetic (other data brings its own)");
   if (c.num_classes == 1) problems.push_back("num_classes '1' (classification needs 2 classes or more)");

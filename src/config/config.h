@@ -29,6 +29,7 @@ struct Config {
   std::string image_size;                 // HxW or N: image_folder decode size, or a resize of image data
   int64_t image_channels = 3;             // image_folder: 3 (RGB) or 1 (grayscale)
   double val_split = 0;                   // fraction of the training data held out for evaluation
+  int64_t max_image_pixels = 89'478'485;  // image_folder: larger headers are refused (decompression bombs)
   bool skip_bad_samples = false;          // skip (and count) unreadable images instead of stopping
   bool cache = false;                     // keep decoded samples in memory
   std::string input_shape = "1x28x28";    // synthetic only: any shape, e.g. 3x32x32, 64x8, 20

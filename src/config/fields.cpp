@@ -54,6 +54,8 @@ std::vector<Field> make_fields() {
        {},
        0,
        0.9},
+      {"max_image_pixels", &C::max_image_pixels, "data",
+       "image_folder: refuse images with more pixels than this (a corrupt or hostile header)", {}, 1, 1e12},
       {"skip_bad_samples", &C::skip_bad_samples, "data", "skip and count unreadable images instead of stopping"},
       {"cache", &C::cache, "data", "keep decoded samples in memory after their first read"},
       {"input_shape", &C::input_shape, "data", "synthetic sample shape, e.g. 3x32x32, 64x8 (sequence), 20 (table)"},

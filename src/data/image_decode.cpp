@@ -28,12 +28,28 @@ uint32_t be32(const uint8_t* p) {
 }
 
 // Returns "" when h x w is acceptable, else the reason.
-std::string check_dims(int64_t h, int64_t w) {
+std::string check_dims(int64_t h, int64_t w, int64_t max_pixels) {
   if (h <= 0 || w <= 0) return fmt::format("image has a zero dimension ({}x{})", w, h);
-  if (h > kMaxImageSide || w > kMaxImageSide || h * w > kMaxImagePixels)
-    return fmt::format("absurd image size {}x{} (limit {} per side, 2^28 pixels; corrupt header?)", w, h,
-                       kMaxImageSide);
+  if (h > kMaxImageSide || w > kMaxImageSide)
+    return fmt::format("image size {}x{} is beyond {} per side (corrupt header?)", w, h, kMaxImageSide);
+  if (h * w > max_pixels)
+    return fmt::format("image size {}x{} is {} pixels, beyond --max_image_pixels {} (corrupt header, or raise the "
+                       "limit)",
+                       w, h, h * w, max_pixels);
   return "";
+}
+
+// Deflate cannot compress better than about 1032:1, so a PNG whose pixel rows (a filter byte
+// and the packed samples each) need more than 1100 times its size is lying about its size.
+std::string check_png_fits(const uint8_t* d, size_t n, int64_t h, int64_t w, uint64_t file_size) {
+  if (n < 26) return "";
+  static const int kSamples[7] = {1, 0, 3, 1, 2, 0, 4};  // per pixel, by color type
+  const int depth = d[24], type = d[25];
+  const int samples = type < 7 ? kSamples[type] : 0;
+  if (samples == 0 || depth == 0) return "";  // libpng names the bad field
+  const int64_t row = 1 + (w * samples * depth + 7) / 8;
+  if (static_cast<double>(row) * static_cast<double>(h) <= 1100.0 * static_cast<double>(file_size)) return "";
+  return fmt::format("corrupt PNG header: it claims {}x{} pixels, which a {}-byte file cannot hold", w, h, file_size);
 }
 
 // Walks JPEG marker segments up to the first frame header (SOFn), which holds the size.
@@ -102,12 +118,12 @@ bool damaging_warning(const std::string& msg, size_t file_size) {
   return false;
 }
 
-Image decode_jpeg(const uint8_t* data, size_t size, int channels, const std::string& path) {
+Image decode_jpeg(const uint8_t* data, size_t size, int channels, const std::string& path, int64_t max_pixels) {
   tjhandle tj = thread_decompressor();
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &w, &h, &subsamp, &colorspace) != 0)
     throw usage_error(path + ": corrupt JPEG header (" + tjGetErrorStr2(tj) + ")");
-  if (auto bad = check_dims(h, w); !bad.empty()) throw usage_error(path + ": " + bad);
+  if (auto bad = check_dims(h, w, max_pixels); !bad.empty()) throw usage_error(path + ": " + bad);
   // libjpeg cannot turn CMYK into RGB itself; decode CMYK and convert below.
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pf = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
@@ -155,7 +171,7 @@ std::string png_reason(const png_image& img) {
   return "corrupt PNG data (" + msg + ")";
 }
 
-Image decode_png(const uint8_t* data, size_t size, int channels, const std::string& path) {
+Image decode_png(const uint8_t* data, size_t size, int channels, const std::string& path, int64_t max_pixels) {
   PngImage p;
   if (!png_image_begin_read_from_memory(&p.img, data, size)) throw usage_error(path + ": " + png_reason(p.img));
   // 16-bit files without colour information are nearly always sRGB like 8-bit ones (PIL and
@@ -167,7 +183,7 @@ Image decode_png(const uint8_t* data, size_t size, int channels, const std::stri
   // PIL's convert("RGB") just discards alpha.
   p.img.format = (color ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY) | (alpha ? PNG_FORMAT_FLAG_ALPHA : 0);
   const int64_t h = p.img.height, w = p.img.width;
-  if (auto bad = check_dims(h, w); !bad.empty()) throw usage_error(path + ": " + bad);
+  if (auto bad = check_dims(h, w, max_pixels); !bad.empty()) throw usage_error(path + ": " + bad);
   const int src_c = (color ? 3 : 1) + (alpha ? 1 : 0);
   std::vector<uint8_t> buf(static_cast<size_t>(h * w * src_c));
   if (!png_image_finish_read(&p.img, nullptr, buf.data(), 0, nullptr))
@@ -192,7 +208,8 @@ Image decode_png(const uint8_t* data, size_t size, int channels, const std::stri
 
 }  // namespace
 
-bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w, std::string* why) {
+bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w, std::string* why,
+                       int64_t max_pixels, uint64_t file_size) {
   std::string local;
   if (!why) why = &local;
   bool ok;
@@ -203,21 +220,23 @@ bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w,
   else
     return *why = "not a JPEG or PNG file", false;
   if (!ok) return false;
-  *why = check_dims(*h, *w);
+  *why = check_dims(*h, *w, max_pixels);
+  if (why->empty() && is_png(data, size)) *why = check_png_fits(data, size, *h, *w, file_size ? file_size : size);
   return why->empty();
 }
 
-Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& path) {
+Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& path, int64_t max_pixels) {
   if (channels != 1 && channels != 3)
     throw usage_error(fmt::format("{}: can decode to 1 or 3 channels, not {}", path, channels));
   // Our own header walk checks the size before libjpeg/libpng see the data or we allocate.
   int64_t h = 0, w = 0;
   std::string why;
-  if (!read_image_header(data, size, &h, &w, &why)) {
+  if (!read_image_header(data, size, &h, &w, &why, max_pixels)) {
     if (why == "header not within the bytes read") why = is_png(data, size) ? "truncated PNG" : "truncated JPEG header";
     throw usage_error(path + ": " + why);
   }
-  return is_jpeg(data, size) ? decode_jpeg(data, size, channels, path) : decode_png(data, size, channels, path);
+  return is_jpeg(data, size) ? decode_jpeg(data, size, channels, path, max_pixels)
+                             : decode_png(data, size, channels, path, max_pixels);
 }
 
 void resize_to_chw_float(const Image& img, int64_t out_h, int64_t out_w, float* out) {

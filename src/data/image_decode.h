@@ -13,21 +13,26 @@ struct Image {
   std::vector<uint8_t> pixels;  // HWC
 };
 
-// Larger sides or pixel counts than these mean a corrupt or hostile header; they are refused
-// before anything is allocated.
+// Larger sides or pixel counts than these mean a corrupt or hostile header (a "decompression
+// bomb": a small file that claims a huge image); they are refused before anything is allocated.
+// The pixel limit is --max_image_pixels; its default is the one PIL users know.
 constexpr int64_t kMaxImageSide = 32768;
-constexpr int64_t kMaxImagePixels = int64_t{1} << 28;
+constexpr int64_t kDefaultMaxImagePixels = 89'478'485;
 
 // Decodes a JPEG or PNG (chosen by its magic bytes) into `channels` (1 = gray, 3 = RGB)
 // channels. Alpha is dropped; gray is 0.299 R + 0.587 G + 0.114 B, as in PIL. Safe to call
 // from several threads at once. Throws usage_error("<path_for_errors>: <reason>").
-Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& path_for_errors);
+Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& path_for_errors,
+                   int64_t max_pixels = kDefaultMaxImagePixels);
 
 // Reads only the header: true and the size when `data` starts like a JPEG or PNG whose header
 // is intact and whose size is within the limits above; otherwise false, with the reason in
-// `why` when given. `data` may be just the start of the file; a JPEG whose size marker lies
-// beyond it gives false with why = "header not within the bytes read".
-bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w, std::string* why = nullptr);
+// `why` when given. `data` may be just the start of the file, whose whole size is `file_size`
+// (0: `size`); a JPEG whose size marker lies beyond it gives false with why = "header not
+// within the bytes read". A PNG too small to hold the pixels its header claims, even at
+// deflate's best ratio, is refused as corrupt.
+bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w, std::string* why = nullptr,
+                       int64_t max_pixels = kDefaultMaxImagePixels, uint64_t file_size = 0);
 
 // Bilinear resize (align_corners=false, no antialias: torch's interpolate defaults) of `img`
 // to out_h x out_w, written as CHW floats in [0, 1] into `out` (channels * out_h * out_w).

@@ -76,16 +76,18 @@ std::vector<std::string> list_images(const fs::path& dir) {
 }
 
 // "" if the file's header is a readable JPEG/PNG of sane size, else the reason.
-std::string check_header(const std::string& path) {
+std::string check_header(const std::string& path, int64_t max_pixels) {
   std::vector<uint8_t> buf;
-  if (!read_bytes(path, buf, kHeaderBytes)) return "cannot read the file";
+  std::error_code ec;
+  const uint64_t file_size = fs::file_size(path, ec);
+  if (ec || !read_bytes(path, buf, kHeaderBytes)) return "cannot read the file";
   int64_t h = 0, w = 0;
   std::string why;
-  if (read_image_header(buf.data(), buf.size(), &h, &w, &why)) return "";
+  if (read_image_header(buf.data(), buf.size(), &h, &w, &why, max_pixels, file_size)) return "";
   // Rare: metadata pushes the JPEG size marker past the first 64 KiB. Read it all and retry.
   if (why == "header not within the bytes read" && buf.size() == kHeaderBytes) {
     if (!read_bytes(path, buf)) return "cannot read the file";
-    if (read_image_header(buf.data(), buf.size(), &h, &w, &why)) return "";
+    if (read_image_header(buf.data(), buf.size(), &h, &w, &why, max_pixels)) return "";
   }
   if (why == "header not within the bytes read") why = "truncated image header";
   return why;
@@ -145,7 +147,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
   threads = static_cast<int>(std::min<size_t>(threads, std::max<size_t>(1, all.size() / 64)));
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next++) < all.size();) reasons[i] = check_header(all[i]);
+    for (size_t i; (i = next++) < all.size();) reasons[i] = check_header(all[i], opt_.max_pixels);
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
@@ -180,7 +182,7 @@ std::string ImageFolderDataset::try_load(int64_t index, float* out) const {
   const std::string& p = files_[index];
   if (!read_bytes(p, buf)) return p + ": cannot read the file";
   try {
-    Image img = decode_image(buf.data(), buf.size(), opt_.channels, p);
+    Image img = decode_image(buf.data(), buf.size(), opt_.channels, p, opt_.max_pixels);
     resize_to_chw_float(img, opt_.height, opt_.width, out);
   } catch (const Error& e) {
     return e.problems.empty() ? p + ": cannot decode" : e.problems[0];

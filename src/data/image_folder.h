@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/image_decode.h"
 
 namespace gputrain {
 
@@ -21,6 +22,8 @@ struct ImageFolderOptions {
   std::vector<std::string> classes;
   // --num_classes: the model's class count when it must exceed the folders (0 = the folders).
   int64_t num_classes = 0;
+  // --max_image_pixels: larger images are refused from their header (see image_decode.h).
+  int64_t max_pixels = kDefaultMaxImagePixels;
   // Threads for the header scan at construction (0 = up to 8, by the machine's cores).
   int scan_threads = 0;
 };

@@ -49,6 +49,7 @@ Raw load_image_folders(const Config& c) {
   o.channels = static_cast<int>(c.image_channels);
   o.skip_bad = c.skip_bad_samples;
   o.num_classes = c.num_classes;
+  o.max_pixels = c.max_image_pixels;
   // DIR/train + DIR/val (or DIR/test), as ImageNet-style folders are laid out; else DIR alone.
   Raw r;
   if (fs::is_directory(fs::path(dir) / "train")) {
