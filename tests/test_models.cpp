@@ -355,3 +355,18 @@ TEST_CASE("cli: gputrain models lists every model with its parameter count", "[m
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("unknown flag '--bogus'"));
 }
+
+TEST_CASE("models: a sample shape a model cannot take is exit 2 naming the shape, before any run folder", "[models]") {
+  test::TempDir dir;
+  for (const std::string& args : {std::string("--model cnn --input_shape 1x3x3"),
+                                  std::string("--model transformer --input_shape 5x7 --heads 3")}) {
+    auto r = test::run_gputrain("train --dataset synthetic " + args + " --epochs 1 --output_dir " + (dir / "run"));
+    INFO(args << "\n" << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("hint: "));
+    CHECK_FALSE(std::filesystem::exists(dir / "run"));
+  }
+  auto small = test::run_gputrain("train --dataset synthetic --model cnn --input_shape 1x3x3 --output_dir " + (dir / "run"));
+  CHECK_THAT(small.err, Catch::Contains("model 'cnn' cannot take samples of shape 1x3x3: cnn needs inputs of at least 4x4"));
+  CHECK_THAT(small.err, Catch::Contains("--input_shape"));
+}

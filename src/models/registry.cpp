@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <torch/nn.h>
+
 #include "config/config.h"
 #include "core/error.h"
 #include "core/text.h"
@@ -78,7 +80,31 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
     throw usage_error("model '" + name + "' needs samples of shape " + e->input + ", the data gives samples of shape " +
                           shape_text(spec.input_shape),
                       rank_hint(spec.input_shape));
-  return e->make(spec);
+  // Shapes the rank check cannot see (an input too small for a model's pooling or stride) fail
+  // while building or in the first forward: both are tried here, on one sample, so the user gets
+  // one line about the sample shape instead of a kernel's message mid-run.
+  const std::string problem = "model '" + name + "' cannot take samples of shape " + shape_text(spec.input_shape);
+  const std::string hint =
+      "the sample shape comes from --input_shape (synthetic data) or from the data (--image_size for images, "
+      "--window for series); gputrain models lists what each model takes";
+  NetPtr net;
+  try {
+    net = e->make(spec);
+    torch::NoGradGuard no_grad;
+    net->eval();  // one sample: batch statistics would fail in training mode
+    std::vector<int64_t> dims = {1};
+    dims.insert(dims.end(), spec.input_shape.begin(), spec.input_shape.end());
+    auto y = net->forward(torch::zeros(dims));
+    net->train();
+    if (y.sizes() != torch::IntArrayRef({1, spec.num_classes}))
+      throw std::logic_error("model '" + name + "' returned shape " + shape_text(y.sizes().vec()));
+  } catch (const std::invalid_argument& ex) {
+    throw usage_error(problem + ": " + ex.what(), hint);
+  } catch (const c10::Error& ex) {
+    std::string what = ex.what_without_backtrace();
+    throw usage_error(problem + ": " + what.substr(0, what.find('\n')), hint);
+  }
+  return net;
 }
 
 int64_t parameter_count(const Net& net) {

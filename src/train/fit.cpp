@@ -118,7 +118,9 @@ class Fit {
     if (!c_.save_checkpoints && name != "last.pt") return;
     if (!all_finite(trainer_))
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
-                  "lower --lr or set --clip_max_norm; " + last_checkpoint_note(), kExitNonFinite);
+                  std::string(s_.recipe().amp ? "train without mixed precision (--no-use_amp), " : "") +
+                      "lower --lr or set --clip_max_norm; " + last_checkpoint_note(),
+                  kExitNonFinite);
     last_save_seconds_ = folder_.save_checkpoint(name, trainer_, m);
   }
 

@@ -26,12 +26,12 @@ void write_seeds(const std::string& dir) {
   const int w = 12, h = 9;
   std::vector<uint8_t> rgb(w * h * 3);
   for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 37);
-  for (int format : {PNG_FORMAT_RGB, PNG_FORMAT_GRAY, PNG_FORMAT_RGBA}) {
+  for (png_uint_32 format : std::vector<png_uint_32>{PNG_FORMAT_RGB, PNG_FORMAT_GRAY, PNG_FORMAT_RGBA}) {
     png_image img{};
     img.version = PNG_IMAGE_VERSION;
     img.width = w;
     img.height = h;
-    img.format = static_cast<png_uint_32>(format);
+    img.format = format;
     std::vector<uint8_t> px(PNG_IMAGE_SIZE(img), 128);
     std::copy(rgb.begin(), rgb.begin() + static_cast<std::ptrdiff_t>(std::min(px.size(), rgb.size())), px.begin());
     png_alloc_size_t size = 0;
