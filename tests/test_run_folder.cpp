@@ -245,3 +245,12 @@ TEST_CASE("run folder: a full disk during a checkpoint save is one error line, t
   CHECK_THAT(start.err, Catch::Contains("No space left on device"));
   CHECK(!fs::exists(disk.dir + "/second/config.json"));
 }
+
+TEST_CASE("run folder: a path too long for the file system is exit 2 in one short line", "[run_folder]") {
+  gputrain::test::TempDir dir;
+  gputrain::test::write_file(dir / "long.json", "{\"output_dir\": \"" + (dir / std::string(1'000'000, 'c')) + "\"}");
+  auto r = run_gputrain(kSmoke + "--config " + (dir / "long.json"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("path too long for the file system") && Catch::Contains("(1000"));
+  CHECK(r.err.size() < 1000);
+}

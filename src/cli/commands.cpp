@@ -1,6 +1,7 @@
 // The command table and the dispatcher: unknown commands get a "did you mean".
 #include "cli/commands.h"
 
+#include <filesystem>
 #include <fmt/format.h>
 
 #include "cli/args.h"
@@ -75,6 +76,17 @@ int run_cli(int argc, char** argv) {
   } catch (const Error& e) {
     print_error(e.problems, e.hint);
     return e.exit_code;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the file system refuses: one line, the path cut short (it may be megabytes long).
+    std::string path = e.path1().string();
+    if (path.size() > 100) path = fmt::format("{}... ({} characters)", path.substr(0, 60), path.size());
+    if (e.code() == std::errc::filename_too_long) {
+      print_error({"path too long for the file system: '" + path + "'"},
+                  "a path holds at most 4096 bytes, and each folder or file name in it 255");
+      return kExitUsage;
+    }
+    print_error({"'" + path + "': " + e.code().message()}, "");
+    return kExitRuntime;
   } catch (const std::exception& e) {
     print_error({e.what()}, "");
     return kExitRuntime;
