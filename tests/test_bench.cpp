@@ -1,6 +1,8 @@
 // gputrain benchmark: variant expansion and skip reasons, and a short real run on CPU.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -148,4 +150,27 @@ TEST_CASE("bench: bad benchmark flags exit 2 with every problem", "[bench][cli]"
   CHECK_THAT(r.err, Catch::Contains("stage 'gpu'"));
   CHECK_THAT(r.err, Catch::Contains("unknown variant 'fastest'"));
   CHECK_THAT(r.err, Catch::Contains("unknown flag '--bogus'"));
+}
+
+TEST_CASE("bench: outputs are rewritten after each variant; SIGINT keeps them and prints the partial table",
+          "[bench][cli]") {
+  test::TempDir dir;
+  // SIGINT once the first variant's figures are on disk.
+  const std::string json = dir / "b.json";
+  const std::string cmd = "sh -c '" + std::string(test::gputrain_exe()) +
+                          " benchmark --preset smoke --warmup_steps 1 --steps 150 --json " + json + " --markdown " +
+                          (dir / "b.md") + " >" + (dir / "out") + " 2>&1 & pid=$!; for i in $(seq 900); do [ -e " +
+                          json + " ] && break; sleep 0.1; done; kill -INT $pid; wait $pid'";
+  const int status = std::system(cmd.c_str());
+  const std::string out = test::read_file(dir / "out");
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  auto j = nlohmann::json::parse(test::read_file(json));
+  REQUIRE(j["variants"].size() >= 1);
+  CHECK(j["variants"].size() < 11);
+  CHECK(j["variants"][0]["name"] == "baseline");
+  CHECK_THAT(j["verdict"].get<std::string>(), Catch::StartsWith("partial: ") && Catch::EndsWith("(stopped by SIGINT)"));
+  CHECK_THAT(out, Catch::Contains("Optimization") && Catch::Contains("stopped by SIGINT"));
+  CHECK_THAT(test::read_file(dir / "b.md"), Catch::Contains("baseline"));
 }

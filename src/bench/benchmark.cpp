@@ -3,12 +3,15 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <fmt/format.h>
 
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "bench/variants.h"
 #include "core/atomic_file.h"
+#include "core/signals.h"
 #include "train/export.h"
 #include "train/resolve_recipe.h"
 #include "train/session.h"
@@ -27,8 +30,10 @@ std::string bottleneck(const std::vector<Variant>& variants, std::shared_ptr<con
   ds.stage = "data";
   cs.stage = "compute";
   auto quiet = [](int64_t, int64_t) {};
-  const double loader = run_variant(*best, data, ds, quiet).samples_per_sec;
-  const double compute = run_variant(*best, data, cs, quiet).samples_per_sec;
+  const auto loader_only = run_variant(*best, data, ds, quiet);
+  const auto compute_only = run_variant(*best, data, cs, quiet);
+  if (loader_only.interrupted || compute_only.interrupted) return "bottleneck: not measured (stopped)";
+  const double loader = loader_only.samples_per_sec, compute = compute_only.samples_per_sec;
   if (loader < compute)
     return fmt::format(
         "bottleneck ({}): input-bound: loader {:.0f} samples/s < compute {:.0f} samples/s (try --num_workers {})",
@@ -40,6 +45,7 @@ std::string bottleneck(const std::vector<Variant>& variants, std::shared_ptr<con
 }  // namespace
 
 int run_benchmark(const BenchRequest& q) {
+  install_stop_handlers();  // Ctrl-C or SIGTERM: the variants measured so far are kept
   // Unwritable output files are found now, not after every variant has run.
   for (const auto* p : {&q.json_path, &q.csv_path, &q.markdown_path})
     if (*p) check_writable(**p, "benchmark output");
@@ -73,28 +79,39 @@ int run_benchmark(const BenchRequest& q) {
   std::fflush(stdout);
 
   const bool tty = isatty(STDERR_FILENO);
-  BenchReport report{recipe, nullptr, s, {}, recipe.cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
+  nlohmann::json workload_json = to_json(q.workload);
+  BenchReport report{recipe, &workload_json, s, {}, recipe.cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
+  // Rewritten after every variant, so a kill or a crash keeps what was measured.
+  auto write_outputs = [&] {
+    if (q.json_path) write_file_atomically(*q.json_path, to_json(report).dump(2) + "\n");
+    if (q.csv_path) write_file_atomically(*q.csv_path, format_csv(report));
+    if (q.markdown_path) write_file_atomically(*q.markdown_path, format_markdown(report));
+  };
   for (size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
     const std::string label = fmt::format("benchmark: variant {}/{} {}", i + 1, variants.size(), v.name);
     if (!tty) fmt::print(stderr, "{}\n", label);
-    report.results.push_back(run_variant(v, data, s, [&](int64_t step, int64_t total) {
+    auto result = run_variant(v, data, s, [&](int64_t step, int64_t total) {
       if (tty) fmt::print(stderr, "\r\033[K{}: step {}/{}", label, step, total);
-    }));
+    });
+    if (result.interrupted) break;
+    report.results.push_back(std::move(result));
     if (!report.results.back().session.empty())
       fmt::print("  session ({}): {}\n", v.name, report.results.back().session);
+    compare_with_baseline(report.results);
+    report.verdict = fmt::format("partial: {} of {} variants measured so far", i + 1, variants.size());
+    write_outputs();
   }
   if (tty) fmt::print(stderr, "\r\033[K");
-  compare_with_baseline(report.results);
-  if (s.stage == "full") report.verdict = bottleneck(variants, data, s);
-
-  nlohmann::json workload_json = to_json(q.workload);
-  report.workload = &workload_json;
+  if (const int sig = stop_signal()) {
+    report.verdict = fmt::format("partial: {} of {} variants measured (stopped by {})", report.results.size(),
+                                 variants.size(), sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  } else {
+    report.verdict = s.stage == "full" ? bottleneck(variants, data, s) : "";
+  }
   fmt::print("\n{}", format_table(report));
-  if (q.json_path) write_file_atomically(*q.json_path, to_json(report).dump(2) + "\n");
-  if (q.csv_path) write_file_atomically(*q.csv_path, format_csv(report));
-  if (q.markdown_path) write_file_atomically(*q.markdown_path, format_markdown(report));
-  return 0;
+  write_outputs();
+  return stop_signal() ? exit_code_for_signal(stop_signal()) : 0;
 }
 
 }  // namespace gputrain

@@ -9,6 +9,7 @@
 
 #include "core/device_cuda.h"
 #include "core/host_info.h"
+#include "core/signals.h"
 #include "core/stats.h"
 #include "data/loader.h"
 #include "train/optim.h"
@@ -84,7 +85,9 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
 
   const int64_t total = s.warmup_steps + s.repeats * s.steps;
   int64_t done = 0;
+  auto stopped = [&] { return r.interrupted = stop_signal() != 0; };
   for (int64_t i = 0; i < s.warmup_steps; ++i, ++done) {
+    if (stopped()) return r;
     one_step();
     on_step(done + 1, total);
   }
@@ -104,6 +107,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
     auto t0 = Clock::now();
     if (recipe.cuda) gpu_timer.mark();
     for (int64_t i = 0; i < s.steps; ++i, ++done) {
+      if (stopped()) return r;
       one_step();
       if (recipe.cuda)
         gpu_timer.mark();

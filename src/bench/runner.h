@@ -24,12 +24,14 @@ struct VariantResult {
   double data_wait_fraction = 0;  // share of the timed wall time spent waiting for batches
   double loss = 0;                // mean loss of the last repeat's steps (NaN for --stage data)
   bool loss_drift = false;        // loss differs from the baseline's beyond tolerance
+  bool interrupted = false;       // a SIGINT/SIGTERM stopped it: no figures
 };
 
 // Called with (step, total steps) while a variant runs, for the progress line.
 using StepCallback = std::function<void(int64_t, int64_t)>;
 
-// `data` is shared by every variant (they differ in speed switches only).
+// `data` is shared by every variant (they differ in speed switches only). A stop signal ends it
+// at the next step, `interrupted`.
 VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
                           const StepCallback& on_step);
 
