@@ -1,7 +1,13 @@
 // What the host CPU is and how much memory this process has used, from /proc.
 #include "core/host_info.h"
 
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 namespace gputrain {
 
@@ -37,5 +43,22 @@ int64_t peak_rss_bytes() {
 }
 
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+double seconds_since_process_start() {
+  // Field 22 of /proc/self/stat is the start time in clock ticks since boot; the command name
+  // (field 2) may hold spaces, so counting starts after its closing parenthesis.
+  std::ifstream in("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 1));  // field 3 on
+  std::string field;
+  for (int i = 3; i <= 22; ++i)
+    if (!(fields >> field)) return 0;
+  timespec now{};
+  if (clock_gettime(CLOCK_BOOTTIME, &now) != 0) return 0;
+  const double started = std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return std::max(0.0, static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec) - started);
+}
 
 }  // namespace gputrain

@@ -16,4 +16,8 @@ int64_t peak_rss_bytes();
 // Resets that peak to the current RSS (Linux: "5" into /proc/self/clear_refs).
 void reset_peak_rss();
 
+// Seconds since this process started (loading LibTorch's libraries included), from
+// /proc/self/stat; 0 when it cannot be read.
+double seconds_since_process_start();
+
 }  // namespace gputrain

@@ -51,6 +51,10 @@ class Fit {
     auto device_long = torch::TensorOptions().dtype(torch::kLong).device(s.recipe().device);
     bad_run_ = torch::zeros({}, device_long);
     worst_bad_run_ = torch::zeros({}, device_long);
+    // Until a save is timed: weights and two optimizer moments at a slow disk's 100 MB/s.
+    int64_t bytes = 0;
+    for (const auto& p : trainer_.model().parameters()) bytes += p.nbytes();
+    last_save_seconds_ = 3.0 * static_cast<double>(bytes) / 1e8;
   }
 
   FitResult run() {
@@ -89,7 +93,7 @@ class Fit {
   int64_t first_epoch_, first_batch_;
   Progress progress_;
   double time_limit_;
-  double last_save_seconds_ = 1, last_eval_seconds_ = 0;
+  double last_save_seconds_ = 0, last_eval_seconds_ = 0, step_seconds_ = 0;
   int64_t evals_since_best_ = 0;
   torch::Tensor bad_run_, worst_bad_run_;  // consecutive non-finite losses, counted on the device
   FitResult r_;
@@ -101,10 +105,12 @@ class Fit {
   }
 
   // Why the run must stop now ("" when it need not): a signal, or the time limit coming within
-  // `reserve` seconds (what runs before the next check) plus a save and a little slack.
+  // `reserve` seconds (what runs before the next check) plus a save and a little slack (2 s, or
+  // a tenth of a short limit, so that a limit of a few seconds still trains until it is near).
   std::string stop_now(double reserve) const {
     if (stop_signal()) return stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
-    if (time_limit_ > 0 && seconds_since(run_start_) + reserve + 3 * last_save_seconds_ + 2 >= time_limit_)
+    const double slack = std::min(2.0, 0.1 * time_limit_);
+    if (time_limit_ > 0 && seconds_since(run_start_) + reserve + 3 * last_save_seconds_ + slack >= time_limit_)
       return "time limit " + c_.time_limit;
     return "";
   }
@@ -166,6 +172,7 @@ class Fit {
     int64_t window_steps = 0;
     auto window_start = Clock::now();
     while (r_.step < total_steps_) {
+      const auto step_start = Clock::now();
       micro.clear();
       while (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) {
         auto host = train_loader_.next();
@@ -219,10 +226,11 @@ class Fit {
       }
 
       // Stop between steps: on a signal, or when the next step, a save and an evaluation
-      // might not fit before the time limit.
-      const double step_seconds =
-          seconds_since(run_start_) / static_cast<double>(std::max<int64_t>(1, r_.step - r_.first_step));
-      r_.stop_reason = stop_now(2 * step_seconds + last_eval_seconds_);
+      // might not fit before the time limit. A step's time is a moving average of recent steps
+      // (data wait included), so neither set-up nor the first step's warm-up inflates it.
+      const double took = seconds_since(step_start);
+      step_seconds_ = step_seconds_ > 0 ? 0.7 * step_seconds_ + 0.3 * took : took;
+      r_.stop_reason = stop_now(2 * step_seconds_ + last_eval_seconds_);
       if (!r_.stop_reason.empty()) break;
     }
   }

@@ -73,7 +73,10 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
 }  // namespace
 
 int run_training(const std::vector<FlagArg>& flags) {
-  const auto run_start = Clock::now();
+  // The time limit counts from the process's start, as a job scheduler's does (loading LibTorch
+  // takes a noticeable part of a short limit).
+  const auto run_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(seconds_since_process_start()));
   install_stop_handlers();  // first: a signal during set-up stops after the first step
   Continued run{resolve_config(flags), nullptr, ""};
   const std::string resume = run.requested.resume;
