@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <sstream>
 
 #include "core/error.h"
 #include "monitor/metrics.h"
+#include "monitor/sampler.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -183,9 +185,10 @@ TEST_CASE("run folder: a record torn by a crash stays one skipped line; the reco
           "[run_folder]") {
   gputrain::test::TempDir dir;
   REQUIRE(run_gputrain(kSmoke + "--output_dir " + (dir / "run")).exit_code == 0);
-  const std::string metrics = dir / "run/metrics.jsonl";
+  const std::string metrics = dir / "run/metrics.jsonl", monitor = dir / "run/monitor.csv";
   gputrain::test::write_file(metrics, gputrain::test::read_file(metrics) + "{\"event\": \"st");  // torn
-  auto r = run_gputrain("train --output_dir " + (dir / "run") + " --resume auto --epochs 2");
+  gputrain::test::write_file(monitor, gputrain::test::read_file(monitor) + "0.51,9");             // torn
+  auto r = run_gputrain("train --output_dir " + (dir / "run") + " --resume auto --epochs 2 --monitor_interval 0.05");
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   int torn = 0, summaries = 0;
@@ -200,6 +203,21 @@ TEST_CASE("run folder: a record torn by a crash stays one skipped line; the reco
   CHECK(torn == 1);
   CHECK(summaries == 2);  // the first session's and the resumed one's
   CHECK(fs::exists(dir / "run/report.html"));
+  // monitor.csv: the torn row is a line of its own; the rows appended after it are whole.
+  std::istringstream rows(gputrain::test::read_file(monitor));
+  std::string header, row;
+  std::getline(rows, header);
+  int whole = 0, short_rows = 0;
+  while (std::getline(rows, row))
+    (std::count(row.begin(), row.end(), ',') == std::count(header.begin(), header.end(), ',') ? whole : short_rows)++;
+  CHECK(short_rows == 1);
+  CHECK(whole > 0);
+}
+
+TEST_CASE("monitor: a full disk is an error the run reports, not a crash of the sampler's thread", "[run_folder]") {
+  gputrain::Monitor full("/dev/full", 0.01, -1);
+  CHECK(full.write_error() == "writing /dev/full: No space left on device");
+  full.finish();
 }
 
 TEST_CASE("metrics: a full disk is one error naming the file", "[run_folder]") {

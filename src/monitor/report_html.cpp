@@ -118,7 +118,9 @@ std::map<std::string, Points> read_monitor(const fs::path& path) {
     return v;
   };
   if (std::getline(in, line)) header = split(line);
+  const auto columns = std::count(line.begin(), line.end(), ',');
   while (std::getline(in, line)) {
+    if (std::count(line.begin(), line.end(), ',') != columns) continue;  // a row torn by a crash
     auto cells = split(line);
     if (cells.empty() || cells[0].empty() || cells[0] == "time_s") continue;
     double t = std::atof(cells[0].c_str());

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -23,6 +25,9 @@ struct NvmlUtilization {
 struct NvmlMemory {
   unsigned long long total, free, used;
 };
+constexpr const char* kMonitorHeader =
+    "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,gpu_power_w,sm_clock_mhz,"
+    "throttle_reasons";
 constexpr int kNvmlTemperatureGpu = 0;
 constexpr int kNvmlClockSm = 1;
 
@@ -97,12 +102,16 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
       }
     }
   }
-  // Appends (a resumed run continues the file); the header goes into a new file only.
-  csv_ = std::fopen(csv_path.c_str(), "a");
-  if (csv_ && std::ftell(csv_) == 0)
-    fmt::print(csv_,
-               "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,"
-               "gpu_power_w,sm_clock_mhz,throttle_reasons\n");
+  // Appends (a resumed run continues the file); the header goes into a new file only, and a
+  // row torn by a crash is ended first, so that readers skip it and the rows after stay whole.
+  csv_path_ = csv_path;
+  csv_ = std::fopen(csv_path.c_str(), "a+");
+  if (!csv_)
+    write_error_ = "writing " + csv_path + ": " + std::strerror(errno);
+  else if (std::fseek(csv_, 0, SEEK_END) == 0 && std::ftell(csv_) == 0)
+    append(std::string(kMonitorHeader) + "\n");
+  else if (std::fseek(csv_, -1, SEEK_END) == 0 && std::fgetc(csv_) != '\n')
+    append("\n");
   start_ = last_wall_s_ = now_s();
   last_cpu_s_ = process_cpu_s();
   thread_ = std::thread([this] { loop(); });
@@ -143,16 +152,27 @@ void Monitor::loop() {
   while (!cv_.wait_for(lk, std::chrono::duration<double>(interval_), [&] { return stop_; })) {
     MonitorSample s = sample();
     samples_.push_back(s);
-    if (csv_) {
-      fmt::print(csv_, "{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
-      if (s.gpu)
-        fmt::print(csv_, "{:.0f},{:.0f},{},{:.0f},{:.1f},{:.0f},{}\n", s.gpu_util, s.gpu_mem_util, s.gpu_mem_used,
-                   s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz, s.throttle_reasons);
-      else
-        fmt::print(csv_, ",,,,,,\n");
-      std::fflush(csv_);
-    }
+    std::string row = fmt::format("{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
+    if (s.gpu)
+      row += fmt::format("{:.0f},{:.0f},{},{:.0f},{:.1f},{:.0f},{}\n", s.gpu_util, s.gpu_mem_util, s.gpu_mem_used,
+                         s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz, s.throttle_reasons);
+    else
+      row += ",,,,,,\n";
+    append(row);
   }
+}
+
+void Monitor::append(const std::string& text) {
+  if (!csv_) return;
+  if (std::fwrite(text.data(), 1, text.size(), csv_) == text.size() && std::fflush(csv_) == 0) return;
+  write_error_ = "writing " + csv_path_ + ": " + std::strerror(errno);
+  std::fclose(csv_);
+  csv_ = nullptr;
+}
+
+std::string Monitor::write_error() {
+  std::lock_guard<std::mutex> lk(m_);
+  return write_error_;
 }
 
 nlohmann::json Monitor::finish() {

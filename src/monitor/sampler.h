@@ -37,10 +37,14 @@ class Monitor {
   const std::string& status() const { return status_; }
   // Mean/max utilization, peak memory, mean power, mean CPU, peak RSS (stops the sampler).
   nlohmann::json finish();
+  // "writing <path>: <reason>" once a monitor.csv write failed (sampling goes on without the
+  // file), else "". The run reports it from its own thread: the sampler's cannot stop it.
+  std::string write_error();
 
  private:
   void loop();
   MonitorSample sample();
+  void append(const std::string& text);  // to monitor.csv, under m_ (or before the thread starts)
 
   std::string status_;
   double interval_;
@@ -50,6 +54,7 @@ class Monitor {
   struct Nvml;              // the NVML entry points (resolved with dlsym)
   std::unique_ptr<Nvml> fn_;
   std::FILE* csv_ = nullptr;
+  std::string csv_path_, write_error_;
   std::vector<MonitorSample> samples_;
   std::mutex m_;
   std::condition_variable cv_;

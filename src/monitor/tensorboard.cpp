@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -93,7 +94,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
            fmt::format("events.out.tfevents.{}.{}.{}.gputrain", static_cast<long long>(unix_seconds()), host, getpid()))
               .string();
   f_ = std::fopen(path_.c_str(), "ab");  // append: never clobber another writer's file
-  if (!f_) throw usage_error("cannot write '" + path_ + "'", "check that the output folder is writable");
+  if (!f_) throw runtime_error("writing " + path_ + ": " + std::strerror(errno));
   std::string first = event_header(unix_seconds(), 0);
   put_bytes(first, 3, "brain.Event:2");  // readers check this version record first
   write_event(first);
@@ -146,7 +147,7 @@ void TensorBoardWriter::write_event(const std::string& event) {
   put_fixed(footer, masked_crc32c(event.data(), event.size()), 4);
   std::string rec = header + event + footer;
   if (std::fwrite(rec.data(), 1, rec.size(), f_) != rec.size() || std::fflush(f_) != 0)
-    throw runtime_error("cannot write '" + path_ + "'", "check free disk space");
+    throw runtime_error("writing " + path_ + ": " + std::strerror(errno));
 }
 
 }  // namespace gputrain

@@ -279,6 +279,8 @@ void RunFolder::write(const nlohmann::json& record) {
   metrics_->write(record);
   const std::string event = record.value("event", "");
   if (tensorboard_ && (event == "step" || event == "eval")) tensorboard_->write(record);
+  if (monitor_)  // the sampler's thread cannot stop the run: its write failure is reported here
+    if (std::string error = monitor_->write_error(); !error.empty()) throw runtime_error(error);
 }
 
 double RunFolder::save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta) {
