@@ -84,7 +84,7 @@ TEST_CASE("bench: channels_last is skipped for models without 2-D convolutions",
   CHECK(find(vs, "channels_last").skipped == "n/a for lstm (no 2-D convolutions)");
 }
 
-TEST_CASE("bench: --variants picks a subset, always with the baseline; typos are errors", "[bench]") {
+TEST_CASE("bench: --variants picks a subset, always with the baseline, typos are errors", "[bench]") {
   auto vs = expand_variants(Config{}, {"channels_last", "all"}, test::cpu_machine());
   REQUIRE(vs.size() == 3);
   CHECK(vs[0].name == "baseline");
@@ -152,7 +152,7 @@ TEST_CASE("bench: bad benchmark flags exit 2 with every problem", "[bench][cli]"
   CHECK_THAT(r.err, Catch::Contains("unknown flag '--bogus'"));
 }
 
-TEST_CASE("bench: outputs are rewritten after each variant; SIGINT keeps them and prints the partial table",
+TEST_CASE("bench: outputs are rewritten after each variant, and SIGINT keeps them and prints the partial table",
           "[bench][cli]") {
   test::TempDir dir;
   // SIGINT once the first variant's figures are on disk.

@@ -157,7 +157,7 @@ TEST_CASE("data cli: NumPy volumes (N, 2, 4, 3, 3) with integer labels train", "
   CHECK(losses.back() < losses.front());
 }
 
-TEST_CASE("data cli: an image folder trains; a bad image stops it, or is skipped and counted", "[data_cli]") {
+TEST_CASE("data cli: an image folder trains, a bad image stops it, or is skipped and counted", "[data_cli]") {
   test::TempDir dir;
   for (const char* split : {"train", "val"})
     for (int c = 0; c < 2; ++c) {

@@ -161,7 +161,7 @@ TEST_CASE("weight decay skips biases and norm parameters", "[numerics]") {
   for (auto& p : opt->param_groups()[1].params()) CHECK(p.dim() == 1);
 }
 
-TEST_CASE("ema: update is a lerp toward the weights; swap exchanges without copying", "[numerics]") {
+TEST_CASE("ema: update is a lerp toward the weights, swap exchanges without copying", "[numerics]") {
   torch::nn::Linear lin(2, 1);
   {
     torch::NoGradGuard g;

@@ -157,7 +157,7 @@ TEST_CASE("run folder: --resume auto passes over a damaged last.pt for the newes
   CHECK(snapshot(dir / "run") == before);
 }
 
-TEST_CASE("run folder: where flock is refused, an exclusive lock file; a crashed holder's is taken over",
+TEST_CASE("run folder: where flock is refused, an exclusive lock file, a crashed holder's is taken over",
           "[run_folder]") {
   gputrain::test::TempDir dir;
   auto r = run_gputrain(kSmoke + "--output_dir " + (dir / "run"), "GPUTRAIN_FAULT_NO_FLOCK=1");
@@ -181,7 +181,7 @@ TEST_CASE("run folder: where flock is refused, an exclusive lock file; a crashed
   CHECK_THAT(held.err, Catch::Contains("in use by another gputrain run (" + holder + ")"));
 }
 
-TEST_CASE("run folder: a record torn by a crash stays one skipped line; the records after it are whole",
+TEST_CASE("run folder: a record torn by a crash stays one skipped line, the records after it are whole",
           "[run_folder]") {
   gputrain::test::TempDir dir;
   REQUIRE(run_gputrain(kSmoke + "--output_dir " + (dir / "run")).exit_code == 0);
@@ -271,4 +271,32 @@ TEST_CASE("run folder: a path too long for the file system is exit 2 in one shor
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("path too long for the file system") && Catch::Contains("(1000"));
   CHECK(r.err.size() < 1000);
+}
+
+TEST_CASE("outputs: on a full disk eval, infer and benchmark fail in one line and leave the old files as they were",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  REQUIRE(run_gputrain(kSmoke + "--output_dir " + (dir / "run")).exit_code == 0);
+  SmallDisk disk(dir / "disk", "1m");
+  if (!disk.mounted) {
+    WARN("cannot mount a tmpfs here (needs root): full-disk case not run");
+    return;
+  }
+  const std::string checkpoint = dir / "run/checkpoints/last.pt";
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"eval.json", "eval --checkpoint " + checkpoint + " --json "},
+      {"preds.csv", "infer --checkpoint " + checkpoint + " --out "},
+      {"bench.json", "benchmark --preset smoke --variants baseline --warmup_steps 1 --steps 2 --json "},
+  };
+  for (const auto& [name, args] : runs) gputrain::test::write_file(disk.dir + "/" + name, "the previous " + name);
+  disk.fill_leaving(0);
+  for (const auto& [name, args] : runs) {
+    const std::string out = disk.dir + "/" + name;
+    auto r = run_gputrain(args + out);
+    INFO(args << "\n" << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("gputrain: error: writing " + out + ": No space left on device"));
+    CHECK(gputrain::test::read_file(out) == "the previous " + name);
+    CHECK_FALSE(fs::exists(out + ".tmp"));
+  }
 }
