@@ -107,14 +107,14 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("Optimization") && Catch::Contains("Speedup") &&
                         Catch::Contains("skipped: n/a on cpu") && Catch::Contains("bottleneck (all): "));
-  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/11 baseline"));
+  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/12 baseline"));
 
   auto j = nlohmann::json::parse(test::read_file(dir / "b.json"));
   for (const char* key : {"device", "workload", "settings", "variants", "memory_kind", "verdict"})
     CHECK(j.contains(key));
   CHECK(j["workload"]["preset"] == "smoke");
   CHECK(j["settings"]["steps"] == 3);
-  REQUIRE(j["variants"].size() == 11);
+  REQUIRE(j["variants"].size() == 12);
   CHECK(j["variants"][0]["name"] == "baseline");
   CHECK(j["variants"][0]["speedup"].get<double>() == 1.0);
   int ran = 0;
@@ -168,7 +168,7 @@ TEST_CASE("bench: outputs are rewritten after each variant, and SIGINT keeps the
   CHECK(WEXITSTATUS(status) == 130);
   auto j = nlohmann::json::parse(test::read_file(json));
   REQUIRE(j["variants"].size() >= 1);
-  CHECK(j["variants"].size() < 11);
+  CHECK(j["variants"].size() < 12);
   CHECK(j["variants"][0]["name"] == "baseline");
   CHECK_THAT(j["verdict"].get<std::string>(), Catch::StartsWith("partial: ") && Catch::EndsWith("(stopped by SIGINT)"));
   CHECK_THAT(out, Catch::Contains("Optimization") && Catch::Contains("stopped by SIGINT"));

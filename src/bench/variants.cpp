@@ -25,7 +25,7 @@ bool always(const Recipe&) { return true; }
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> table = {
-      {"baseline", "fp32, no autotune, NCHW, main-thread loading, pageable blocking copies",
+      {"baseline", "fp32, no autotune, NCHW, unfused optimizer, main-thread loading, pageable blocking copies",
        [](Config&, const Config&) {}, always, ""},
       {"amp_fp16", "fp16 autocast + grad scaler",
        [](Config& c, const Config&) {
@@ -45,6 +45,8 @@ const std::vector<Row>& rows() {
        [](const Recipe& r) { return r.tf32; }, "TF32"},
       {"channels_last", "NHWC memory format", [](Config& c, const Config&) { c.channels_last = true; },
        [](const Recipe& r) { return r.channels_last; }, "channels_last"},
+      {"fused_optimizer", "optimizer update in one fused kernel", [](Config& c, const Config&) { c.fused_optimizer = "on"; },
+       [](const Recipe& r) { return r.fused_optimizer; }, "fused optimizer"},
       {"workers", "loader threads + prefetch",
        [](Config& c, const Config& w) {
          c.num_workers = std::max<int64_t>(w.num_workers, 2);
@@ -95,6 +97,7 @@ Config baseline_config(const Config& w) {
   c.cudnn_benchmark = false;
   c.tf32 = false;
   c.channels_last = false;
+  c.fused_optimizer = "off";
   c.num_workers = 0;
   c.pin_memory = false;
   c.non_blocking = false;

@@ -97,6 +97,7 @@ struct Config {
   bool cudnn_deterministic = false;
   bool tf32 = true;
   bool channels_last = true;
+  std::string fused_optimizer = "auto";  // auto | on | off
   int64_t threads = 0;  // intra-op CPU threads; 0 = torch's default
   int64_t seed = 42;
 

@@ -154,6 +154,11 @@ std::vector<Field> make_fields() {
       {"cudnn_deterministic", &C::cudnn_deterministic, "speed", "deterministic cuDNN kernels"},
       {"tf32", &C::tf32, "speed", "TF32 matmuls and convolutions (Ampere+)"},
       {"channels_last", &C::channels_last, "speed", "NHWC memory format for images"},
+      {"fused_optimizer",
+       &C::fused_optimizer,
+       "speed",
+       "optimizer update in one fused kernel over all tensors (auto: where the device has one)",
+       {"auto", "on", "off"}},
       {"threads", &C::threads, "speed", "intra-op CPU threads (0 = torch's default)", {}, 0, 4096},
       {"seed", &C::seed, "speed", "random seed for weights, shuffling and augmentation", {}, 0, 9.2e18},
 

@@ -21,6 +21,7 @@ struct Recipe {
   bool channels_last = false;
   bool pin_memory = false;
   bool non_blocking = false;
+  bool fused_optimizer = false;  // the optimizer update in ATen's fused kernels
 
   // Process-wide switches, set by apply_global_switches.
   int threads = 0;  // intra-op CPU threads

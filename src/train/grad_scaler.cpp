@@ -9,6 +9,8 @@
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
 
+#include "train/fused_optim.h"
+
 namespace gputrain {
 
 GradScaler::GradScaler(bool enabled, torch::Device device, GradScalerOptions options)
@@ -24,7 +26,9 @@ torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
   return loss * scale_.to(loss.device(), /*non_blocking=*/true);
 }
 
-void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
+void GradScaler::unscale_(torch::optim::Optimizer& optimizer) { check_(optimizer, true); }
+
+void GradScaler::check_(torch::optim::Optimizer& optimizer, bool unscale) {
   if (!enabled_ || unscaled_) return;
   // The kernel wants the gradients grouped by device and dtype, with found_inf per group.
   std::map<std::string, std::vector<torch::Tensor>> groups;
@@ -32,7 +36,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     for (auto& p : group.params())
       if (p.grad().defined())
         groups[p.grad().device().str() + "/" + c10::toString(p.grad().scalar_type())].push_back(p.grad());
-  auto inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+  auto inv_scale = unscale ? scale_.to(torch::kDouble).reciprocal().to(torch::kFloat) : torch::ones_like(scale_);
   found_inf_.zero_();
   for (auto& [key, grads] : groups) {
     auto device = grads[0].device();
@@ -40,13 +44,23 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv_scale.to(device));
     found_inf_ += found.to(found_inf_.device());
   }
-  unscaled_ = true;
+  unscaled_ = unscale;
 }
 
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   if (!enabled_) {
     optimizer.step();
     return true;
+  }
+  if (auto* fused = dynamic_cast<FusedOptimizer*>(&optimizer)) {
+    // The fused update divides by the scale itself and skips an overflow step on the device:
+    // only the overflow check runs here (inverse scale 1), unless the gradients were unscaled
+    // for clipping already.
+    const bool scaled = !unscaled_;
+    check_(optimizer, false);
+    fused->set_amp(scaled ? scale_ : torch::Tensor(), found_inf_);
+    optimizer.step();
+    return found_inf_.item<float>() == 0.0f;  // the caller's skip counter and EMA gate read it
   }
   unscale_(optimizer);
   bool ok = found_inf_.item<float>() == 0.0f;

@@ -27,7 +27,8 @@ class GradScaler {
   // Divides the gradients by the scale and records whether any was non-finite.
   void unscale_(torch::optim::Optimizer& optimizer);
   // Runs optimizer.step() unless the unscaled gradients had an inf/NaN. Returns whether it
-  // stepped. Reading the flag syncs with the device once per step (as in PyTorch).
+  // stepped. Reading the flag syncs with the device once per step (as in PyTorch). A fused
+  // optimizer gets the scale and the flag instead, and skips an overflow step on the device.
   bool step(torch::optim::Optimizer& optimizer);
   // Backs off after an overflow, grows after growth_interval clean steps.
   void update();
@@ -43,6 +44,9 @@ class GradScaler {
   torch::Tensor growth_tracker_;  // int32 [1]
   torch::Tensor found_inf_;       // float32 [1], sum over devices/dtypes of this step
   bool unscaled_ = false;
+
+  // Sets found_inf_ from the gradients, dividing them by the scale when `unscale`.
+  void check_(torch::optim::Optimizer& optimizer, bool unscale);
 };
 
 }  // namespace gputrain

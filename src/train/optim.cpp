@@ -4,9 +4,11 @@
 
 #include <torch/optim.h>
 
+#include "train/fused_optim.h"
+
 namespace gputrain {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& c, Net& model) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& c, Net& model, bool fused) {
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
 
@@ -20,14 +22,17 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& c, Net& mo
   };
   if (c.optimizer == "sgd") {
     auto o = torch::optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(c.nesterov).weight_decay(c.weight_decay);
+    if (fused) return std::make_unique<FusedSGD>(groups(o), o);
     return std::make_unique<torch::optim::SGD>(groups(o), o);
   }
   auto betas = std::make_tuple(c.beta1, c.beta2);
   if (c.optimizer == "adam") {
     auto o = torch::optim::AdamOptions(c.lr).betas(betas).weight_decay(c.weight_decay);
+    if (fused) return std::make_unique<FusedAdam>(groups(o), o);
     return std::make_unique<torch::optim::Adam>(groups(o), o);
   }
   auto o = torch::optim::AdamWOptions(c.lr).betas(betas).weight_decay(c.weight_decay);
+  if (fused) return std::make_unique<FusedAdamW>(groups(o), o);
   return std::make_unique<torch::optim::AdamW>(groups(o), o);
 }
 

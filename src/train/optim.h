@@ -9,7 +9,8 @@
 
 namespace gputrain {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& c, Net& model);
+// `fused`: the update in ATen's fused kernels (fused_optim.h), with the same state and records.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& c, Net& model, bool fused = false);
 
 // Sets the learning rate of every parameter group.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);

@@ -142,6 +142,14 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   if (!r.cuda && c.pin_memory) rc.decide("pin_memory", false, "n/a on cpu (no host-to-device copy)");
   if (!r.cuda && c.non_blocking) rc.decide("non_blocking", false, "n/a on cpu (no host-to-device copy)");
 
+  // --- the optimizer update: LibTorch has fused CPU and CUDA kernels for every optimizer
+  // gputrain offers (SGD, Adam, AdamW), so "auto" means on.
+  r.fused_optimizer = c.fused_optimizer != "off";
+  report.push_back({"fused optimizer", r.fused_optimizer ? "on (one kernel per device for all tensors)"
+                                                         : "off (--fused_optimizer off)"});
+  if (c.fused_optimizer == "auto")
+    rc.decide("fused_optimizer", "on", c.optimizer + " has a fused kernel on " + r.device.str());
+
   // --- loop-level switches (applied by the loader and the trainer)
   report.push_back({"loader", c.num_workers == 0
                                   ? std::string("main thread (--num_workers 0)")

@@ -46,7 +46,7 @@ std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, co
   NetPtr model = make_model(c.model, model_spec(c, train.sample_shape(), outputs));
   model->to(recipe.device);
   if (recipe.channels_last) to_channels_last(*model);
-  auto optimizer = make_optimizer(c, *model);  // after the moves: it must hold the final tensors
+  auto optimizer = make_optimizer(c, *model, recipe.fused_optimizer);  // after the moves: it must hold the final tensors
   return std::make_unique<Trainer>(
       model, std::move(optimizer), recipe,
       TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});

@@ -126,8 +126,12 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   updating_ = true;
   if (steps_ + 1 == faults().oom_update)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
-  scaler_.unscale_(*optimizer_);
-  if (opt_.clip_max_norm > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
+  // Clipping needs the true gradient norm: unscale first. Otherwise the scaler's step unscales
+  // (or hands the scale to a fused optimizer, which divides inside its update).
+  if (opt_.clip_max_norm > 0) {
+    scaler_.unscale_(*optimizer_);
+    r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
+  }
   r.stepped = scaler_.step(*optimizer_);
   if (r.stepped && ema_) ema_->update(*model_);
   scaler_.update();

@@ -1,0 +1,143 @@
+// The fused optimizer steps: tensors grouped by device and dtype (the kernels' requirement), the
+// scaler's scale and overflow flag moved to each group's device, and the step counts kept as
+// device tensors (PyTorch's fused path does the same: +1 before the kernel, -found_inf after).
+#include "train/fused_optim.h"
+
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_sub.h>
+#include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_fused_sgd.h>
+
+#include <map>
+#include <optional>
+#include <type_traits>
+
+namespace gputrain {
+namespace {
+
+std::string group_key(const torch::Tensor& p) { return p.device().str() + "/" + c10::toString(p.scalar_type()); }
+
+std::optional<torch::Tensor> on(const torch::Tensor& t, const torch::Device& device) {
+  if (!t.defined()) return std::nullopt;
+  return t.to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
+
+template <class Base, class Options, class State>
+torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer::LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode grad(true);
+    loss = closure();
+  }
+  for (auto& group : this->param_groups()) {
+    const auto& o = static_cast<const Options&>(group.options());
+    struct Lists {
+      std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    };
+    std::map<std::string, Lists> by_device;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      void* key = p.unsafeGetTensorImpl();
+      auto& slot = this->state()[key];
+      if (!slot) {
+        auto s = std::make_unique<State>();
+        s->step(0);
+        s->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        s->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        slot = std::move(s);
+      }
+      auto& s = static_cast<State&>(*slot);
+      auto& step = steps_[key];
+      if (!step.defined()) step = torch::full({}, static_cast<double>(s.step()), p.options().dtype(torch::kFloat));
+      auto& l = by_device[group_key(p)];
+      l.params.push_back(p);
+      l.grads.push_back(p.grad());
+      l.exp_avgs.push_back(s.exp_avg());
+      l.exp_avg_sqs.push_back(s.exp_avg_sq());
+      l.steps.push_back(step);
+    }
+    const auto [beta1, beta2] = o.betas();
+    for (auto& [device_key, l] : by_device) {
+      const auto device = l.params.front().device();
+      const auto scale = on(grad_scale_, device), found = on(found_inf_, device);
+      at::_foreach_add_(l.steps, 1);
+      if constexpr (std::is_same_v<Options, torch::optim::AdamWOptions>)
+        at::_fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, l.steps, o.lr(), beta1, beta2,
+                          o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, scale, found);
+      else
+        at::_fused_adam_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, l.steps, o.lr(), beta1, beta2,
+                         o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, scale, found);
+      if (found) at::_foreach_sub_(l.steps, std::vector<torch::Tensor>(l.steps.size(), found->reshape({})));
+    }
+  }
+  grad_scale_ = found_inf_ = torch::Tensor();
+  return loss;
+}
+
+template <class Base, class Options, class State>
+void FusedAdamBase<Base, Options, State>::save(torch::serialize::OutputArchive& archive) const {
+  // The state objects are not const through the map's pointers: the counts are copied in here
+  // (a device read, once per checkpoint).
+  for (const auto& [key, count] : steps_)
+    if (auto it = this->state().find(key); it != this->state().end())
+      static_cast<State&>(*it->second).step(static_cast<int64_t>(count.template item<double>()));
+  Base::save(archive);
+}
+
+template <class Base, class Options, class State>
+void FusedAdamBase<Base, Options, State>::load(torch::serialize::InputArchive& archive) {
+  Base::load(archive);
+  steps_.clear();  // rebuilt from the loaded integer steps
+}
+
+template class FusedAdamBase<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState>;
+template class FusedAdamBase<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState>;
+
+torch::Tensor FusedSGD::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups()) {
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+    struct Lists {
+      std::vector<torch::Tensor> params, grads, buffers;
+      bool first = true;
+    };
+    std::map<std::string, Lists> by_device;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& l = by_device[group_key(p)];
+      l.params.push_back(p);
+      l.grads.push_back(p.grad());
+      if (o.momentum() == 0) continue;
+      auto& slot = state()[p.unsafeGetTensorImpl()];
+      if (!slot) {
+        // Zeros, not PyTorch's empty buffers: a first step skipped for an overflow then leaves
+        // a buffer that the next step reads as the first one would (buf = grad, no dampening).
+        auto s = std::make_unique<torch::optim::SGDParamState>();
+        s->momentum_buffer(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        slot = std::move(s);
+      } else {
+        l.first = false;
+      }
+      l.buffers.push_back(static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer());
+    }
+    for (auto& [device_key, l] : by_device) {
+      const auto device = l.params.front().device();
+      at::_fused_sgd_(l.params, l.grads, l.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
+                      o.nesterov(), /*maximize=*/false, /*is_first_step=*/o.momentum() != 0 && l.first,
+                      on(grad_scale_, device), on(found_inf_, device));
+    }
+  }
+  grad_scale_ = found_inf_ = torch::Tensor();
+  return loss;
+}
+
+}  // namespace gputrain

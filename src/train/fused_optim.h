@@ -1,0 +1,52 @@
+// AdamW, Adam and SGD whose update runs in ATen's fused kernels (_fused_adamw_, _fused_adam_,
+// _fused_sgd_): one kernel per device and dtype over every tensor, where torch::optim launches
+// several per tensor. They keep torch::optim's parameter state (the same checkpoint records),
+// so a run may switch between fused and unfused on resume.
+#pragma once
+#include <unordered_map>
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+namespace gputrain {
+
+// What a grad scaler hands a fused optimizer for its next step: gradients are divided by
+// `grad_scale` inside the update (undefined: they are already unscaled), and the whole step,
+// step counts included, is skipped on the device where `found_inf` is non-zero. No host sync.
+class FusedOptimizer {
+ public:
+  virtual ~FusedOptimizer() = default;
+  void set_amp(torch::Tensor grad_scale, torch::Tensor found_inf) {
+    grad_scale_ = std::move(grad_scale);
+    found_inf_ = std::move(found_inf);
+  }
+
+ protected:
+  torch::Tensor grad_scale_, found_inf_;  // used by one step, then cleared
+};
+
+// Adam and AdamW: the kernels count steps in float tensors on the device; the state's integer
+// step is brought up to date from them when the optimizer is saved.
+template <class Base, class Options, class State>
+class FusedAdamBase : public Base, public FusedOptimizer {
+ public:
+  using Base::Base;
+  torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  std::unordered_map<void*, torch::Tensor> steps_;  // by parameter, as the state is keyed
+};
+
+using FusedAdamW = FusedAdamBase<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState>;
+using FusedAdam = FusedAdamBase<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState>;
+
+class FusedSGD : public torch::optim::SGD, public FusedOptimizer {
+ public:
+  using torch::optim::SGD::SGD;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+};
+
+}  // namespace gputrain

@@ -1,0 +1,133 @@
+// Fused optimizers: the same numbers as torch::optim, an overflow step skipped on the device,
+// unscaling folded into the update, and checkpoints that either kind resumes.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "config/config.h"
+#include "train/fused_optim.h"
+#include "train/grad_scaler.h"
+#include "train/optim.h"
+#include "test_util.h"
+
+using namespace gputrain;
+
+namespace {
+
+struct Setup {
+  NetPtr model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+
+Config optimizer_config(const std::string& name) {
+  Config c;
+  c.optimizer = name;
+  c.lr = 0.05;
+  c.weight_decay = 0.01;
+  c.momentum = 0.9;
+  c.nesterov = name == "sgd";
+  return c;
+}
+
+Setup make(const std::string& name, bool fused) {
+  torch::manual_seed(11);  // the same initial weights for both kinds
+  auto model = make_model("mlp", ModelSpec{{1, 4, 4}, 3, 8});
+  auto optimizer = make_optimizer(optimizer_config(name), *model, fused);
+  return {model, std::move(optimizer)};
+}
+
+// The same made-up gradients for step k, times `scale`.
+void set_grads(Net& model, int k, double scale = 1.0) {
+  torch::manual_seed(100 + k);
+  for (auto& p : model.parameters()) p.mutable_grad() = torch::randn_like(p) * scale;
+}
+
+torch::Tensor flat(Net& model) {
+  std::vector<torch::Tensor> v;
+  for (auto& p : model.parameters()) v.push_back(p.detach().flatten().clone());
+  return torch::cat(v);
+}
+
+}  // namespace
+
+TEST_CASE("fused optimizers: the same weights as torch::optim after several steps", "[fused]") {
+  for (const std::string name : {"adamw", "adam", "sgd"}) {
+    INFO(name);
+    auto plain = make(name, false), fused = make(name, true);
+    REQUIRE(dynamic_cast<FusedOptimizer*>(fused.optimizer.get()) != nullptr);
+    for (int k = 0; k < 6; ++k) {
+      set_grads(*plain.model, k);
+      set_grads(*fused.model, k);
+      plain.optimizer->step();
+      fused.optimizer->step();
+    }
+    auto a = flat(*plain.model), b = flat(*fused.model);
+    CHECK(torch::allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-6));
+    CHECK((a - flat(*make(name, false).model)).abs().max().item<double>() > 1e-3);  // they did move
+  }
+}
+
+TEST_CASE("fused optimizers: found_inf skips the step on the device, grad_scale unscales inside it", "[fused]") {
+  for (const std::string name : {"adamw", "sgd"}) {
+    INFO(name);
+    auto reference = make(name, true), scaled = make(name, true);
+    auto* f = dynamic_cast<FusedOptimizer*>(scaled.optimizer.get());
+    set_grads(*reference.model, 0);
+    reference.optimizer->step();
+    // An overflow step first: nothing moves, and the step count does not advance.
+    set_grads(*scaled.model, 0, 1000.0);
+    const auto before = flat(*scaled.model);
+    f->set_amp(torch::full({1}, 1000.0), torch::ones({1}));
+    scaled.optimizer->step();
+    CHECK(torch::equal(flat(*scaled.model), before));
+    // Then the same gradients scaled by 1000, with the scale handed over: as the reference.
+    set_grads(*scaled.model, 0, 1000.0);
+    f->set_amp(torch::full({1}, 1000.0), torch::zeros({1}));
+    scaled.optimizer->step();
+    CHECK(torch::allclose(flat(*scaled.model), flat(*reference.model), 1e-5, 1e-6));
+  }
+}
+
+TEST_CASE("fused optimizers: the grad scaler skips an overflow and the count stays right", "[fused]") {
+  auto s = make("adamw", true);
+  GradScaler scaler(true, torch::kCPU);
+  set_grads(*s.model, 0);
+  s.model->parameters()[0].mutable_grad()[0] = std::numeric_limits<float>::infinity();
+  const auto before = flat(*s.model);
+  CHECK_FALSE(scaler.step(*s.optimizer));
+  scaler.update();
+  CHECK(torch::equal(flat(*s.model), before));
+  CHECK(scaler.get_scale() == 32768.0);
+  set_grads(*s.model, 1, scaler.get_scale());
+  CHECK(scaler.step(*s.optimizer));
+  scaler.update();
+  CHECK_FALSE(torch::equal(flat(*s.model), before));
+  // Saved, the state counts one step (the skipped one does not count), as torch::optim would.
+  test::TempDir dir;
+  torch::serialize::OutputArchive out;
+  s.optimizer->save(out);
+  out.save_to(dir / "opt.pt");
+  auto plain = make("adamw", false);
+  torch::serialize::InputArchive in;
+  in.load_from(dir / "opt.pt");
+  plain.optimizer->load(in);
+  for (const auto& [key, state] : plain.optimizer->state())
+    CHECK(static_cast<torch::optim::AdamWParamState&>(*state).step() == 1);
+}
+
+TEST_CASE("fused optimizers: a checkpoint of either kind resumes in the other", "[fused]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  auto first = test::run_gputrain("train --preset smoke --epochs 1 --fused_optimizer off --output_dir " + run);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.out, Catch::Contains("fused optimizer") && Catch::Contains("off (--fused_optimizer off)"));
+  auto second = test::run_gputrain("train --output_dir " + run + " --resume auto --epochs 2 --fused_optimizer auto");
+  INFO(second.out << second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK_THAT(second.out, Catch::Contains("on (one kernel per device for all tensors)"));
+  auto config = nlohmann::json::parse(test::read_file(run + "/config.json"));
+  CHECK(config["resolved"]["fused_optimizer"] == "on");
+  CHECK_THAT(config["reasons"]["fused_optimizer"].get<std::string>(), Catch::Contains("fused kernel on cpu"));
+  auto third = test::run_gputrain("train --output_dir " + run + " --resume auto --epochs 3 --fused_optimizer off");
+  CHECK(third.exit_code == 0);
+}
