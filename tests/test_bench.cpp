@@ -133,13 +133,13 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
     CHECK(v["loss"].get<double>() > 0);
     CHECK(v["data_wait_fraction"].get<double>() >= 0);
   }
-  CHECK(ran == 6);  // baseline, amp_bf16, channels_last, workers, batch_x2, all
+  CHECK(ran == 7);  // baseline, amp_bf16, channels_last, fused_optimizer, workers, batch_x2, all
 
   std::istringstream csv(test::read_file(dir / "b.csv"));
   std::string line;
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
-  CHECK(lines == 12);
+  CHECK(lines == 13);
   CHECK_THAT(test::read_file(dir / "b.md"), Catch::Contains("| Optimization | samples/s |"));
 }
 
