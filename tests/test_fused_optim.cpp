@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include "config/config.h"
+#include "core/device_cuda.h"
+#include "train/trainer.h"
 #include "train/fused_optim.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
@@ -94,12 +96,12 @@ TEST_CASE("fused optimizers: the grad scaler skips an overflow and the count sta
   set_grads(*s.model, 0);
   s.model->parameters()[0].mutable_grad()[0] = std::numeric_limits<float>::infinity();
   const auto before = flat(*s.model);
-  CHECK_FALSE(scaler.step(*s.optimizer));
+  CHECK(scaler.step(*s.optimizer).item<float>() == 1);
   scaler.update();
   CHECK(torch::equal(flat(*s.model), before));
   CHECK(scaler.get_scale() == 32768.0);
   set_grads(*s.model, 1, scaler.get_scale());
-  CHECK(scaler.step(*s.optimizer));
+  CHECK(scaler.step(*s.optimizer).item<float>() == 0);
   scaler.update();
   CHECK_FALSE(torch::equal(flat(*s.model), before));
   // Saved, the state counts one step (the skipped one does not count), as torch::optim would.
@@ -130,4 +132,32 @@ TEST_CASE("fused optimizers: a checkpoint of either kind resumes in the other", 
   CHECK_THAT(config["reasons"]["fused_optimizer"].get<std::string>(), Catch::Contains("fused kernel on cpu"));
   auto third = test::run_gputrain("train --output_dir " + run + " --resume auto --epochs 3 --fused_optimizer off");
   CHECK(third.exit_code == 0);
+}
+
+TEST_CASE("cuda: 20 fp16 steps with the fused optimizer, clipping and EMA never wait for the device", "[cuda]") {
+  for (double clip : {0.0, 1.0}) {
+    INFO("clip " << clip);
+    torch::manual_seed(5);
+    const torch::Device gpu(torch::kCUDA, 0);
+    auto model = make_model("mlp", ModelSpec{{1, 8, 8}, 10, 64});
+    model->to(gpu);
+    Recipe ctx;
+    ctx.device = gpu;
+    ctx.cuda = ctx.amp = ctx.grad_scaler = ctx.fused_optimizer = true;
+    ctx.amp_dtype = torch::kHalf;
+    Trainer t(model, make_optimizer(optimizer_config("adamw"), *model, true), ctx,
+              TrainerOptions{1, clip, LossSpec{"cross_entropy"}, 0.99});
+    const Batch b{torch::randn({32, 1, 8, 8}, gpu), torch::randint(0, 10, {32}, torch::TensorOptions(gpu).dtype(torch::kLong))};
+    for (int i = 0; i < 3; ++i) t.step({b});  // warm-up: allocations, the first step's state
+    torch::Tensor loss;
+    cuda_set_sync_debug_error(true);
+    try {
+      for (int i = 0; i < 20; ++i) loss = t.step({b}).loss;
+    } catch (...) {
+      cuda_set_sync_debug_error(false);
+      throw;
+    }
+    cuda_set_sync_debug_error(false);
+    CHECK(std::isfinite(loss.item<double>()));
+  }
 }

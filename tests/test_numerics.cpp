@@ -180,4 +180,12 @@ TEST_CASE("ema: update is a lerp toward the weights, swap exchanges without copy
   CHECK(lin->bias[0].item<float>() == Approx(1.0));
   ema.swap(*lin);
   CHECK(lin->weight[0][0].item<float>() == Approx(5.0));
+  // The device-side gate: a step the scaler skipped leaves the average; a taken one is the lerp.
+  ema.update(*lin, torch::ones({1}));
+  ema.swap(*lin);
+  CHECK(lin->weight[0][0].item<float>() == Approx(2.0));
+  ema.swap(*lin);
+  ema.update(*lin, torch::zeros({1}));  // 0.75 * 2 + 0.25 * 5 = 2.75
+  ema.swap(*lin);
+  CHECK(lin->weight[0][0].item<float>() == Approx(2.75));
 }

@@ -6,6 +6,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 #include <torch/csrc/cuda/nccl.h>
@@ -118,6 +119,11 @@ std::vector<double> CudaEventTimer::intervals_ms() {
     out.push_back(as_event(events_[i - 1]).elapsed_time(as_event(events_[i])));
   events_.clear();
   return out;
+}
+
+void cuda_set_sync_debug_error(bool error) {
+  c10::cuda::warning_state().set_sync_debug_mode(error ? c10::cuda::SyncDebugMode::L_ERROR
+                                                       : c10::cuda::SyncDebugMode::L_DISABLED);
 }
 
 }  // namespace gputrain

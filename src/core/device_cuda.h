@@ -31,6 +31,9 @@ void cuda_reset_peak(int device);
 void cuda_synchronize(int device);
 // Returns cached, unused blocks to the driver (after an out-of-memory error).
 void cuda_empty_cache();
+// CUDA's sync debug mode: with `error` on, any call that waits for the device throws (PyTorch's
+// torch.cuda.set_sync_debug_mode("error")). For proving a loop free of host syncs.
+void cuda_set_sync_debug_error(bool error);
 
 // Times GPU work without syncing in the loop: mark() records an event on the current stream;
 // intervals_ms() syncs once and returns the times between consecutive marks.

@@ -4,7 +4,10 @@
 #include <stdexcept>
 #include <string>
 
+#include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_lerp.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_sub.h>
 
 namespace gputrain {
 
@@ -21,13 +24,23 @@ Ema::Ema(torch::nn::Module& module, double decay) : decay_(decay) {
   }
 }
 
-void Ema::update(torch::nn::Module& module) {
+void Ema::update(torch::nn::Module& module, const torch::Tensor& skipped) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> weights;
+  std::vector<torch::Tensor> weights, buffers;
   for (const auto& p : module.parameters()) weights.push_back(p.detach());
-  at::_foreach_lerp_(params_, weights, 1.0 - decay_);  // one fused kernel over all tensors
-  size_t i = 0;
-  for (const auto& b : module.buffers()) buffers_[i++].copy_(b);
+  for (const auto& b : module.buffers()) buffers.push_back(b.detach());
+  if (!skipped.defined()) {
+    at::_foreach_lerp_(params_, weights, 1.0 - decay_);  // one fused kernel over all tensors
+    for (size_t i = 0; i < buffers.size(); ++i) buffers_[i].copy_(buffers[i]);
+    return;
+  }
+  // ema += (1 - decay) * (1 - skipped) * (weights - ema): a zero step where skipped.
+  const auto keep = (1.0 - skipped.reshape({})) * (1.0 - decay_);
+  auto diff = at::_foreach_sub(weights, params_);
+  at::_foreach_mul_(diff, keep.to(params_.empty() ? keep.device() : params_[0].device()));
+  at::_foreach_add_(params_, diff);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    buffers_[i].copy_(torch::where(skipped.reshape({}) > 0, buffers_[i], buffers[i]));
 }
 
 void Ema::swap(torch::nn::Module& module) {

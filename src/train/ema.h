@@ -13,8 +13,9 @@ class Ema {
   // Starts as a copy of the module's parameters and buffers.
   Ema(torch::nn::Module& module, double decay);
   // ema = decay * ema + (1 - decay) * weights, on the device (no host sync); buffers (BatchNorm
-  // statistics) are copied as they are.
-  void update(torch::nn::Module& module);
+  // statistics) are copied as they are. Where `skipped` (a device flag, may be undefined) is 1,
+  // nothing changes: the gate is applied on the device too.
+  void update(torch::nn::Module& module, const torch::Tensor& skipped = {});
   // Exchanges the module's weights with the averaged ones without copying (set_data); call it
   // again to swap back. For evaluating the average with the same model.
   void swap(torch::nn::Module& module);

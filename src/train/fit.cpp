@@ -66,6 +66,7 @@ class Fit {
       r_.last_epoch = epoch;
       if (!run_epoch(epoch)) break;
     }
+    read_skipped();
     if (!r_.stop_reason.empty()) {
       folder_.write({{"event", "stopped"},
                      {"step", r_.step},
@@ -95,7 +96,8 @@ class Fit {
   double time_limit_;
   double last_save_seconds_ = 0, last_eval_seconds_ = 0, step_seconds_ = 0;
   int64_t evals_since_best_ = 0;
-  torch::Tensor bad_run_, worst_bad_run_;  // consecutive non-finite losses, counted on the device
+  torch::Tensor bad_run_, worst_bad_run_;
+  torch::Tensor skipped_total_;  // overflow steps the scaler skipped, on the device  // consecutive non-finite losses, counted on the device
   FitResult r_;
 
   int64_t total_steps() const {
@@ -128,6 +130,10 @@ class Fit {
                       "lower --lr or set --clip_max_norm; " + last_checkpoint_note(),
                   kExitNonFinite);
     last_save_seconds_ = folder_.save_checkpoint(name, trainer_, m);
+  }
+
+  void read_skipped() {
+    if (skipped_total_.defined()) r_.skipped_steps = std::llround(skipped_total_.item<double>());
   }
 
   std::string last_checkpoint_note() const {
@@ -194,7 +200,8 @@ class Fit {
                        {"micro_batch", c_.batch_size / trainer_.split()},
                        {"accumulation", c_.accumulation_steps * trainer_.split()},
                        {"effective_batch", samples_per_step}});
-      r_.skipped_steps += sr.stepped ? 0 : 1;
+      if (sr.skipped.defined())  // counted on the device, read with the loss at log steps
+        skipped_total_ = skipped_total_.defined() ? skipped_total_ + sr.skipped : sr.skipped.clone();
       bad_run_ = torch::where(torch::isfinite(sr.loss), torch::zeros_like(bad_run_), bad_run_ + 1);
       worst_bad_run_ = torch::maximum(worst_bad_run_, bad_run_);
       loss_sum = loss_sum.defined() ? loss_sum + sr.loss : sr.loss;
@@ -203,7 +210,7 @@ class Fit {
 
       if (r_.step % c_.log_every == 0 || r_.step == total_steps_) {
         // Reading the loss to print it syncs the host with the device: only at log steps.
-        // (The fp16 grad scaler still reads its overflow flag every step; see grad_scaler.cpp.)
+        // (With an unfused optimizer the fp16 grad scaler also reads its overflow flag every step.)
         const double loss = loss_sum.item<double>() / static_cast<double>(window_steps);
         const double secs = seconds_since(window_start);
         const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
@@ -217,6 +224,7 @@ class Fit {
                               {"step_ms", step_ms}, {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
         if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
         if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
+        read_skipped();
         if (r_.skipped_steps) rec["skipped_steps"] = r_.skipped_steps;
         folder_.write(rec);
         loss_sum = torch::Tensor();

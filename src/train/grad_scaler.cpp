@@ -47,10 +47,10 @@ void GradScaler::check_(torch::optim::Optimizer& optimizer, bool unscale) {
   unscaled_ = unscale;
 }
 
-bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+torch::Tensor GradScaler::step(torch::optim::Optimizer& optimizer) {
   if (!enabled_) {
     optimizer.step();
-    return true;
+    return {};
   }
   if (auto* fused = dynamic_cast<FusedOptimizer*>(&optimizer)) {
     // The fused update divides by the scale itself and skips an overflow step on the device:
@@ -60,12 +60,11 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
     check_(optimizer, false);
     fused->set_amp(scaled ? scale_ : torch::Tensor(), found_inf_);
     optimizer.step();
-    return found_inf_.item<float>() == 0.0f;  // the caller's skip counter and EMA gate read it
+    return found_inf_;
   }
   unscale_(optimizer);
-  bool ok = found_inf_.item<float>() == 0.0f;
-  if (ok) optimizer.step();
-  return ok;
+  if (found_inf_.item<float>() == 0.0f) optimizer.step();
+  return found_inf_;
 }
 
 void GradScaler::update() {

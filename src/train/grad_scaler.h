@@ -26,10 +26,12 @@ class GradScaler {
   torch::Tensor scale(const torch::Tensor& loss) const;
   // Divides the gradients by the scale and records whether any was non-finite.
   void unscale_(torch::optim::Optimizer& optimizer);
-  // Runs optimizer.step() unless the unscaled gradients had an inf/NaN. Returns whether it
-  // stepped. Reading the flag syncs with the device once per step (as in PyTorch). A fused
-  // optimizer gets the scale and the flag instead, and skips an overflow step on the device.
-  bool step(torch::optim::Optimizer& optimizer);
+  // Runs optimizer.step() unless the unscaled gradients had an inf/NaN. Returns the overflow
+  // flag on the device (1: the step was skipped; valid until the next step), undefined when
+  // disabled. A fused optimizer gets the scale and the flag and skips an overflow step on the
+  // device: no host sync. An unfused one needs the flag on the host to decide (one sync per
+  // step, as in PyTorch).
+  torch::Tensor step(torch::optim::Optimizer& optimizer);
   // Backs off after an overflow, grows after growth_interval clean steps.
   void update();
   double get_scale() const;

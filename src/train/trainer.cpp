@@ -132,8 +132,8 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
     scaler_.unscale_(*optimizer_);
     r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
   }
-  r.stepped = scaler_.step(*optimizer_);
-  if (r.stepped && ema_) ema_->update(*model_);
+  r.skipped = scaler_.step(*optimizer_);
+  if (ema_) ema_->update(*model_, r.skipped);  // a skipped step leaves the average as it is
   scaler_.update();
   optimizer_->zero_grad(/*set_to_none=*/true);
   return r;

@@ -24,7 +24,7 @@ struct TrainerOptions {
 struct StepResult {
   torch::Tensor loss;       // mean loss over the micro-batches, on the device (no host sync)
   torch::Tensor grad_norm;  // total norm before clipping (defined when clipping is on)
-  bool stepped = true;      // false when the scaler skipped an inf/NaN step
+  torch::Tensor skipped;    // 1 when the scaler skipped an inf/NaN step, on the device; undefined without a scaler
 };
 
 class Trainer {
