@@ -87,7 +87,7 @@ int run_benchmark(const BenchRequest& q) {
     if (q.csv_path) write_file_atomically(*q.csv_path, format_csv(report));
     if (q.markdown_path) write_file_atomically(*q.markdown_path, format_markdown(report));
   };
-  for (size_t i = 0; i < variants.size(); ++i) {
+  for (size_t i = 0; i < variants.size() && !stop_signal(); ++i) {
     const auto& v = variants[i];
     const std::string label = fmt::format("benchmark: variant {}/{} {}", i + 1, variants.size(), v.name);
     if (!tty) fmt::print(stderr, "{}\n", label);

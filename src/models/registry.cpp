@@ -98,6 +98,8 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
     net->train();
     if (y.sizes() != torch::IntArrayRef({1, spec.num_classes}))
       throw std::logic_error("model '" + name + "' returned shape " + shape_text(y.sizes().vec()));
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // not a shape problem
   } catch (const std::invalid_argument& ex) {
     throw usage_error(problem + ": " + ex.what(), hint);
   } catch (const c10::Error& ex) {

@@ -110,8 +110,8 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
     write_error_ = "writing " + csv_path + ": " + std::strerror(errno);
   else if (std::fseek(csv_, 0, SEEK_END) == 0 && std::ftell(csv_) == 0)
     append(std::string(kMonitorHeader) + "\n");
-  else if (std::fseek(csv_, -1, SEEK_END) == 0 && std::fgetc(csv_) != '\n')
-    append("\n");
+  else if (std::fseek(csv_, -1, SEEK_END) == 0 && std::fgetc(csv_) != '\n' && std::fseek(csv_, 0, SEEK_END) == 0)
+    append("\n");  // (a seek between reading and writing, as C requires)
   start_ = last_wall_s_ = now_s();
   last_cpu_s_ = process_cpu_s();
   thread_ = std::thread([this] { loop(); });
@@ -150,6 +150,9 @@ MonitorSample Monitor::sample() {
 void Monitor::loop() {
   std::unique_lock<std::mutex> lk(m_);
   while (!cv_.wait_for(lk, std::chrono::duration<double>(interval_), [&] { return stop_; })) {
+    // Sampling and writing without the lock: a slow NVML call or a stalled file system must
+    // not hold up finish() or the run's write_error() checks.
+    lk.unlock();
     MonitorSample s = sample();
     samples_.push_back(s);
     std::string row = fmt::format("{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
@@ -159,19 +162,22 @@ void Monitor::loop() {
     else
       row += ",,,,,,\n";
     append(row);
+    lk.lock();
   }
 }
 
 void Monitor::append(const std::string& text) {
   if (!csv_) return;
   if (std::fwrite(text.data(), 1, text.size(), csv_) == text.size() && std::fflush(csv_) == 0) return;
-  write_error_ = "writing " + csv_path_ + ": " + std::strerror(errno);
+  std::string error = "writing " + csv_path_ + ": " + std::strerror(errno);
   std::fclose(csv_);
   csv_ = nullptr;
+  std::lock_guard<std::mutex> lk(error_m_);
+  write_error_ = error;
 }
 
 std::string Monitor::write_error() {
-  std::lock_guard<std::mutex> lk(m_);
+  std::lock_guard<std::mutex> lk(error_m_);
   return write_error_;
 }
 

@@ -44,7 +44,7 @@ class Monitor {
  private:
   void loop();
   MonitorSample sample();
-  void append(const std::string& text);  // to monitor.csv, under m_ (or before the thread starts)
+  void append(const std::string& text);  // to monitor.csv: by the sampler's thread (or before it starts)
 
   std::string status_;
   double interval_;
@@ -54,7 +54,9 @@ class Monitor {
   struct Nvml;              // the NVML entry points (resolved with dlsym)
   std::unique_ptr<Nvml> fn_;
   std::FILE* csv_ = nullptr;
-  std::string csv_path_, write_error_;
+  std::string csv_path_;
+  std::mutex error_m_;
+  std::string write_error_;  // under error_m_
   std::vector<MonitorSample> samples_;
   std::mutex m_;
   std::condition_variable cv_;

@@ -4,10 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_lerp.h>
-#include <ATen/ops/_foreach_mul.h>
-#include <ATen/ops/_foreach_sub.h>
 
 namespace gputrain {
 
@@ -34,11 +31,10 @@ void Ema::update(torch::nn::Module& module, const torch::Tensor& skipped) {
     for (size_t i = 0; i < buffers.size(); ++i) buffers_[i].copy_(buffers[i]);
     return;
   }
-  // ema += (1 - decay) * (1 - skipped) * (weights - ema): a zero step where skipped.
-  const auto keep = (1.0 - skipped.reshape({})) * (1.0 - decay_);
-  auto diff = at::_foreach_sub(weights, params_);
-  at::_foreach_mul_(diff, keep.to(params_.empty() ? keep.device() : params_[0].device()));
-  at::_foreach_add_(params_, diff);
+  // The lerp weight (1 - decay) * (1 - skipped), a device scalar: zero where the step was skipped.
+  if (params_.empty()) return;
+  const auto weight = ((1.0 - skipped.reshape({})) * (1.0 - decay_)).to(params_[0].device());
+  at::_foreach_lerp_(params_, weights, std::vector<torch::Tensor>(params_.size(), weight));
   for (size_t i = 0; i < buffers.size(); ++i)
     buffers_[i].copy_(torch::where(skipped.reshape({}) > 0, buffers_[i], buffers[i]));
 }

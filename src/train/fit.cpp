@@ -95,6 +95,7 @@ class Fit {
   Progress progress_;
   double time_limit_;
   double last_save_seconds_ = 0, last_eval_seconds_ = 0, step_seconds_ = 0;
+  int64_t steps_timed_ = 0;
   int64_t evals_since_best_ = 0;
   torch::Tensor bad_run_, worst_bad_run_;
   torch::Tensor skipped_total_;  // overflow steps the scaler skipped, on the device  // consecutive non-finite losses, counted on the device
@@ -236,8 +237,9 @@ class Fit {
       // Stop between steps: on a signal, or when the next step, a save and an evaluation
       // might not fit before the time limit. A step's time is a moving average of recent steps
       // (data wait included), so neither set-up nor the first step's warm-up inflates it.
+      // The session's first step (allocations, autotuning) is replaced by the second, not averaged in.
       const double took = seconds_since(step_start);
-      step_seconds_ = step_seconds_ > 0 ? 0.7 * step_seconds_ + 0.3 * took : took;
+      step_seconds_ = steps_timed_++ < 2 ? took : 0.7 * step_seconds_ + 0.3 * took;
       r_.stop_reason = stop_now(2 * step_seconds_ + last_eval_seconds_);
       if (!r_.stop_reason.empty()) break;
     }

@@ -119,8 +119,9 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
       if (o.momentum() == 0) continue;
       auto& slot = state()[p.unsafeGetTensorImpl()];
       if (!slot) {
-        // Zeros, not PyTorch's empty buffers: a first step skipped for an overflow then leaves
-        // a buffer that the next step reads as the first one would (buf = grad, no dampening).
+        // Zeros, not PyTorch's empty buffers: a first step skipped for an overflow then leaves a
+        // buffer from which the next step computes what a first step would (buf = grad with
+        // gputrain's dampening of 0).
         auto s = std::make_unique<torch::optim::SGDParamState>();
         s->momentum_buffer(torch::zeros_like(p, torch::MemoryFormat::Preserve));
         slot = std::move(s);

@@ -44,6 +44,7 @@ void GradScaler::check_(torch::optim::Optimizer& optimizer, bool unscale) {
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv_scale.to(device));
     found_inf_ += found.to(found_inf_.device());
   }
+  found_inf_.clamp_max_(1.0);  // a flag: the fused kernels skip only where it is exactly 1
   unscaled_ = unscale;
 }
 

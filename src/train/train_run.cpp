@@ -1,6 +1,7 @@
 // `gputrain train`: configuration -> Session -> run folder -> fit -> summary.
 #include "train/train_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -74,9 +75,11 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
 
 int run_training(const std::vector<FlagArg>& flags) {
   // The time limit counts from the process's start, as a job scheduler's does (loading LibTorch
-  // takes a noticeable part of a short limit).
-  const auto run_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(seconds_since_process_start()));
+  // takes a noticeable part of a short limit). Capped: a shell that ran something else before
+  // exec-ing gputrain started the process earlier, and that time is not ours.
+  const double loading = std::min(10.0, seconds_since_process_start());
+  const auto run_start =
+      Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loading));
   install_stop_handlers();  // first: a signal during set-up stops after the first step
   Continued run{resolve_config(flags), nullptr, ""};
   const std::string resume = run.requested.resume;
