@@ -21,6 +21,11 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Float features or targets: every value must be finite (callers skip integer arrays).
+void check_finite_array(const NpyArray& a, const std::string& what) {
+  check_finite(a.path, what, a.numel, [&a](int64_t first, int64_t count, float* out) { a.to_float(first, count, out); });
+}
+
 }  // namespace
 
 NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task, int64_t classes)
@@ -43,8 +48,7 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task, int64_t 
   sample_shape_.assign(x_.shape.begin() + 1, x_.shape.end());
   if (sample_shape_.empty()) sample_shape_ = {1};  // a 1-D x is one feature per sample
   x_numel_ = numel(sample_shape_);
-  auto fill = [](const NpyArray& a) { return [&a](int64_t first, int64_t count, float* out) { a.to_float(first, count, out); }; };
-  if (!x_.is_integer()) check_finite(x_.path, "feature", x_.numel, fill(x_));
+  if (!x_.is_integer()) check_finite_array(x_, "feature");
 
   bool classify = task == "classification" || (task == "auto" && y_.is_integer() && y_.shape.size() == 1);
   if (!classify) {
@@ -53,7 +57,7 @@ NpyDataset::NpyDataset(NpyArray x, NpyArray y, const std::string& task, int64_t 
     y_numel_ = numel(target_shape_);
     if (y_numel_ == 0)
       throw usage_error(y_.path + ": regression targets are empty (shape " + shape_text(y_.shape) + ")", "");
-    if (!y_.is_integer()) check_finite(y_.path, "target", y_.numel, fill(y_));
+    if (!y_.is_integer()) check_finite_array(y_, "target");
     return;
   }
   if (y_.shape.size() != 1)

@@ -9,14 +9,26 @@
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
 
-#include <map>
 #include <optional>
 #include <type_traits>
 
 namespace gputrain {
 namespace {
 
-std::string group_key(const torch::Tensor& p) { return p.device().str() + "/" + c10::toString(p.scalar_type()); }
+// The kernels take tensors of one device and dtype: the bucket for `p` (almost always the only
+// one), found by comparison, so that a step allocates no key strings.
+template <class Lists>
+Lists& bucket(std::vector<Lists>& buckets, const torch::Tensor& p) {
+  for (auto& b : buckets)
+    if (b.params.front().device() == p.device() && b.params.front().scalar_type() == p.scalar_type()) return b;
+  return buckets.emplace_back();
+}
+
+torch::Tensor run_closure(const torch::optim::Optimizer::LossClosure& closure) {
+  if (!closure) return {};
+  at::AutoGradMode grad(true);
+  return closure();
+}
 
 std::optional<torch::Tensor> on(const torch::Tensor& t, const torch::Device& device) {
   if (!t.defined()) return std::nullopt;
@@ -28,17 +40,13 @@ std::optional<torch::Tensor> on(const torch::Tensor& t, const torch::Device& dev
 template <class Base, class Options, class State>
 torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer::LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = run_closure(closure);
   for (auto& group : this->param_groups()) {
     const auto& o = static_cast<const Options&>(group.options());
     struct Lists {
       std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
     };
-    std::map<std::string, Lists> by_device;
+    std::vector<Lists> by_device;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       void* key = p.unsafeGetTensorImpl();
@@ -53,7 +61,7 @@ torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer:
       auto& s = static_cast<State&>(*slot);
       auto& step = steps_[key];
       if (!step.defined()) step = torch::full({}, static_cast<double>(s.step()), p.options().dtype(torch::kFloat));
-      auto& l = by_device[group_key(p)];
+      auto& l = bucket(by_device, p);
       l.params.push_back(p);
       l.grads.push_back(p.grad());
       l.exp_avgs.push_back(s.exp_avg());
@@ -61,7 +69,7 @@ torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer:
       l.steps.push_back(step);
     }
     const auto [beta1, beta2] = o.betas();
-    for (auto& [device_key, l] : by_device) {
+    for (auto& l : by_device) {
       const auto device = l.params.front().device();
       const auto scale = on(grad_scale_, device), found = on(found_inf_, device);
       at::_foreach_add_(l.steps, 1);
@@ -99,21 +107,17 @@ template class FusedAdamBase<torch::optim::Adam, torch::optim::AdamOptions, torc
 
 torch::Tensor FusedSGD::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = run_closure(closure);
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     struct Lists {
       std::vector<torch::Tensor> params, grads, buffers;
       bool first = true;
     };
-    std::map<std::string, Lists> by_device;
+    std::vector<Lists> by_device;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      auto& l = by_device[group_key(p)];
+      auto& l = bucket(by_device, p);
       l.params.push_back(p);
       l.grads.push_back(p.grad());
       if (o.momentum() == 0) continue;
@@ -130,7 +134,7 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
       }
       l.buffers.push_back(static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer());
     }
-    for (auto& [device_key, l] : by_device) {
+    for (auto& l : by_device) {
       const auto device = l.params.front().device();
       at::_fused_sgd_(l.params, l.grads, l.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
                       o.nesterov(), /*maximize=*/false, /*is_first_step=*/o.momentum() != 0 && l.first,
