@@ -20,14 +20,15 @@ Recipe cpu_context(bool grad_scaler = false) {
   return ctx;
 }
 
-std::unique_ptr<Trainer> make_trainer(const Recipe& ctx, TrainerOptions opts, const std::string& optimizer = "sgd") {
+std::unique_ptr<Trainer> make_trainer(const Recipe& ctx, TrainerOptions opts, const std::string& optimizer = "sgd",
+                                      bool fused = false) {
   torch::manual_seed(3);
   auto model = make_model("mlp", ModelSpec{{1, 6, 6}, 5, 16});
   Config c;
   c.optimizer = optimizer;
   c.lr = 0.05;
   c.weight_decay = 0.01;
-  return std::make_unique<Trainer>(model, make_optimizer(c, *model), ctx, opts);
+  return std::make_unique<Trainer>(model, make_optimizer(c, *model, fused), ctx, opts);
 }
 
 torch::Tensor flat_params(Trainer& t) {
@@ -76,6 +77,23 @@ TEST_CASE("clipping after unscale equals clipping the fp32 gradients", "[numeric
     CHECK(a.grad_norm.item<double>() == Approx(c.grad_norm.item<double>()).epsilon(1e-5));
   }
   CHECK(torch::allclose(flat_params(*plain), flat_params(*scaled), 1e-5, 1e-6));
+}
+
+TEST_CASE("clipping folded into a fused update equals clipping, then the unfused update", "[numerics]") {
+  for (const std::string optimizer : {"adamw", "adam", "sgd"})
+    for (bool scaler : {false, true}) {
+      INFO(optimizer << (scaler ? " with the grad scaler" : ""));
+      auto plain = make_trainer(cpu_context(false), {.clip_max_norm = 0.05}, optimizer);
+      auto fused = make_trainer(cpu_context(scaler), {.clip_max_norm = 0.05}, optimizer, /*fused=*/true);
+      for (int s = 0; s < 8; ++s) {
+        Batch b = batch_of(16, 300 + s);
+        auto a = plain->step({b});
+        auto c = fused->step({b});
+        CHECK(a.grad_norm.item<double>() > 0.05);  // clipping really happened
+        CHECK(a.grad_norm.item<double>() == Approx(c.grad_norm.item<double>()).epsilon(1e-5));
+      }
+      CHECK(torch::allclose(flat_params(*plain), flat_params(*fused), 1e-5, 1e-6));
+    }
 }
 
 TEST_CASE("clip_grad_norm matches torch's clip_grad_norm_", "[numerics]") {

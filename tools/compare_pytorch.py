@@ -1,20 +1,35 @@
 #!/usr/bin/env python3
-"""Runs the same workloads in gputrain and in a plain PyTorch script, side by side.
+"""Times gputrain against the best plain PyTorch training loop for the same workload.
 
-For each workload it runs `gputrain benchmark --json`, then replays every variant that
-gputrain ran in Python PyTorch (the venv's torch): the same model, batch, optimizer, thread
-count and switches (AMP dtype, channels_last, DataLoader workers, pinned memory), with the
-usual torch.utils.data.DataLoader over a per-sample Dataset. It prints samples/s for both
-and the gputrain/PyTorch ratio per variant. Shared machines are noisy: each side runs
---rounds times, alternating, and the best samples/s of each is kept (as timeit keeps the
-fastest run).
+gputrain side: `gputrain benchmark --variants all` (the recipe `train` runs by default: fused
+optimizer, loader threads, channels_last where it applies), its samples/s over the timed steps.
 
-Usage: .venv/bin/python tools/compare_pytorch.py [--workloads cnn,mlp] [--steps 60]
+PyTorch side, the loop a skilled user would write for speed:
+  - the whole dataset already in memory as one normalized tensor (no DataLoader, no per-sample
+    Python): a batch is one index into it, so PyTorch pays nothing for data;
+  - AdamW(fused=True) with the same two parameter groups (weights decay, biases and norm scales
+    do not), clip_grad_norm_(foreach=True) when the workload clips;
+  - zero_grad(set_to_none=True), the loss kept on the device and read once at the end (as
+    gputrain's benchmark does), a constant learning rate (gputrain's benchmark holds it too);
+  - "eager", and "compile" (the model wrapped in torch.compile) where torch.compile works here.
+
+One protocol for both: the same intra-op thread count (gputrain's, from its report), the same
+precision (fp32 against fp32; bf16 autocast against bf16 autocast where the CPU has native
+bf16, or on a GPU), the same memory format, at least --steps timed steps after --warmup, and
+--rounds alternating rounds (gputrain, eager, compile, gputrain, ...). The figure is the median
+of the rounds; every round's figure is printed too, since shared machines are noisy.
+
+--profile also prints, for one eager PyTorch run, where a step's time goes per operator
+(torch.profiler, self CPU time); `gputrain benchmark --profile` gives gputrain's own table.
+
+Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn] [--precisions fp32,bf16]
+       [--rounds 3] [--markdown out.md] [--no-compile] [--profile]
 """
 import argparse
 import gzip
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,13 +42,15 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Workloads: gputrain flags. The MLP is small on purpose: per-op overhead dominates it.
+# name: (gputrain flags, timed steps). The MLP is small on purpose: per-operator overhead is
+# its cost, not arithmetic. The CNN is the quickstart run, timed over one epoch.
 WORKLOADS = {
-    "cnn": ["--preset", "quickstart"],
-    "mlp": ["--preset", "quickstart", "--model", "mlp", "--width", "128", "--batch_size", "32"],
+    "mlp": (["--dataset", "synthetic", "--input_shape", "64", "--model", "mlp", "--width", "256",
+             "--batch_size", "64", "--optimizer", "adamw", "--clip_max_norm", "1"], 2000),
+    "cnn": (["--preset", "quickstart"], 468),  # 60000 / 128: one epoch of Fashion-MNIST
 }
 
-# Same statistics gputrain normalizes with (src/data/make_dataset.cpp).
+# The statistics gputrain normalizes with (src/data/make_dataset.cpp).
 STATS = {"fashion-mnist": (0.2860, 0.3530), "mnist": (0.1307, 0.3081)}
 
 
@@ -52,25 +69,19 @@ def find_idx(folder, stem):
     sys.exit(f"compare_pytorch: no {stem}[.gz] in {folder}")
 
 
-class IdxDataset(torch.utils.data.Dataset):
-    """The usual per-sample Dataset: uint8 image -> normalized float tensor."""
-
-    def __init__(self, images, labels, mean, std):
-        self.images, self.labels, self.mean, self.std = images, labels, mean, std
-
-    def __len__(self):
-        return len(self.labels)
-
-    def __getitem__(self, i):
-        x = torch.from_numpy(self.images[i].astype(np.float32) / 255.0).unsqueeze(0)
-        return (x - self.mean) / self.std, int(self.labels[i])
-
-
-def endless(loader):
-    """Batches across epochs, restarting the loader as gputrain's benchmark does, so a run of
-    --steps may exceed one epoch."""
-    while True:
-        yield from loader
+def load_tensors(wl):
+    """The training set as two in-memory tensors: normalized float inputs and labels."""
+    if wl["dataset"] == "synthetic":
+        shape = [int(d) for d in wl["input_shape"].split("x")]
+        g = torch.Generator().manual_seed(wl["seed"])
+        n = wl["synthetic_train_size"]
+        return torch.randn([n, *shape], generator=g), torch.randint(0, 10, (n,), generator=g)
+    folder = wl["data_dir"] or "/usr/share/datasets/" + wl["dataset"]
+    mean, std = STATS[wl["dataset"]]
+    images = read_idx(find_idx(folder, "train-images-idx3-ubyte"))
+    labels = read_idx(find_idx(folder, "train-labels-idx1-ubyte"))
+    x = (torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1) - mean) / std
+    return x.contiguous(), torch.from_numpy(labels.astype(np.int64))
 
 
 class Cnn(nn.Module):
@@ -93,130 +104,204 @@ class Cnn(nn.Module):
 class Mlp(nn.Module):
     """Mirror of src/models/mlp.cpp."""
 
-    def __init__(self, c, h, w, classes, width):
+    def __init__(self, features, classes, width):
         super().__init__()
         width = width or 512
-        self.fc1, self.fc2, self.fc3 = nn.Linear(c * h * w, width), nn.Linear(width, width), nn.Linear(width, classes)
+        self.fc1, self.fc2, self.fc3 = nn.Linear(features, width), nn.Linear(width, width), nn.Linear(width, classes)
 
     def forward(self, x):
-        x = x.flatten(1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x.flatten(1))))))
 
 
-def make_optimizer(model, wl):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": wl["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
-    betas = (wl["beta1"], wl["beta2"])
-    if wl["optimizer"] == "sgd":
-        return torch.optim.SGD(groups, lr=wl["lr"], momentum=wl["momentum"], nesterov=wl["nesterov"])
-    cls = torch.optim.Adam if wl["optimizer"] == "adam" else torch.optim.AdamW
-    return cls(groups, lr=wl["lr"], betas=betas)
+class PyTorchLoop:
+    """The best plain loop for workload `wl` with gputrain's switches `sw` (precision, memory format)."""
+
+    def __init__(self, wl, sw, data, device, compiled):
+        torch.manual_seed(wl["seed"])
+        self.x, self.y = data[0].to(device), data[1].to(device)
+        self.batch, self.device, self.clip = sw["batch_size"], device, wl["clip_max_norm"]
+        shape = self.x.shape[1:]
+        if wl["model"] == "cnn":
+            model = Cnn(shape[0], shape[1], shape[2], 10, wl["width"])
+        else:
+            model = Mlp(int(np.prod(shape)), 10, wl["width"])
+        model = model.to(device)
+        self.channels_last = sw["channels_last"] and self.x.dim() == 4
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            self.x = self.x.contiguous(memory_format=torch.channels_last)
+        params = list(model.parameters())
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wl["weight_decay"]},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        self.opt = torch.optim.AdamW(groups, lr=wl["lr"], betas=(wl["beta1"], wl["beta2"]), fused=True)
+        self.params = params
+        self.amp = sw["use_amp"]
+        self.amp_dtype = torch.bfloat16 if sw["amp_dtype"] == "bf16" else torch.float16
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp and self.amp_dtype == torch.float16)
+        self.model = torch.compile(model) if compiled else model
+        self.perm, self.at = torch.randperm(len(self.y), device=device), 0
+        self.loss_sum = torch.zeros((), device=device)
+
+    def step(self):
+        if self.at + self.batch > len(self.y):
+            self.perm, self.at = torch.randperm(len(self.y), device=self.device), 0
+        idx = self.perm[self.at:self.at + self.batch]
+        self.at += self.batch
+        x, y = self.x[idx], self.y[idx]
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
+            loss = F.cross_entropy(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        if self.clip > 0:
+            self.scaler.unscale_(self.opt)
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        self.opt.zero_grad(set_to_none=True)
+        self.loss_sum += loss.detach()
+
+    def sync(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def time(self, warmup, steps):
+        for _ in range(warmup):
+            self.step()
+        self.sync()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            self.step()
+        self.loss_sum.item()
+        return self.batch * steps / (time.perf_counter() - t0)
 
 
-def run_pytorch(wl, sw, dataset, device, warmup, steps):
-    torch.manual_seed(wl["seed"])
-    c, h, w = dataset[0][0].shape
-    model = (Cnn if wl["model"] == "cnn" else Mlp)(c, h, w, 10, wl["width"]).to(device)
-    if sw["channels_last"]:
-        model = model.to(memory_format=torch.channels_last)
-    opt = make_optimizer(model, wl)
-    workers = sw["num_workers"]
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=sw["batch_size"], shuffle=True, drop_last=True, num_workers=workers,
-        prefetch_factor=sw["prefetch_factor"] if workers else None, persistent_workers=workers > 0,
-        pin_memory=sw["pin_memory"] and device.type == "cuda")
-    amp_dtype = torch.bfloat16 if sw["amp_dtype"] == "bf16" or (sw["amp_dtype"] == "auto" and device.type == "cpu") \
-        else torch.float16
-    scaler = torch.amp.GradScaler(device.type, enabled=sw["use_amp"] and amp_dtype == torch.float16)
-    torch.backends.cudnn.benchmark = sw["cudnn_benchmark"]
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = sw["tf32"]
-    batches = endless(loader)
+def gputrain_run(binary, flags, precision, warmup, steps, profile=None):
+    """One `gputrain benchmark --variants all` run: (its JSON report, the 'all' row)."""
+    amp = ["--no-use_amp"] if precision == "fp32" else ["--use_amp", "--amp_dtype", precision]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "bench.json")
+        cmd = [binary, "benchmark", *flags, *amp, "--variants", "all", "--warmup_steps", str(warmup),
+               "--steps", str(steps), "--json", report]
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            sys.exit(f"compare_pytorch: {' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()}")
+        with open(report) as f:
+            bench = json.load(f)
+    row = next(v for v in bench["variants"] if v["name"] == "all")
+    if row["status"] != "ok":
+        sys.exit(f"compare_pytorch: gputrain's 'all' variant did not run: {row.get('skipped', row['status'])}")
+    return bench, row
 
-    def step():
-        x, y = next(batches)
-        x, y = x.to(device, non_blocking=sw["non_blocking"]), y.to(device, non_blocking=sw["non_blocking"])
-        if sw["channels_last"]:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=sw["use_amp"]):
-            loss = F.cross_entropy(model(x).float(), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
 
-    for _ in range(warmup):
-        step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return sw["batch_size"] * steps / (time.perf_counter() - t0)
+def native_bf16():
+    """Whether this CPU runs bf16 natively (AVX512-BF16 or AMX), as gputrain's auto AMP asks."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+    except OSError:
+        return False
+
+
+def profile_pytorch(loop, steps=200):
+    """Prints the operators that take a PyTorch step's time (self CPU time, per step)."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(20):
+        loop.step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            loop.step()
+        loop.loss_sum.item()
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in rows)
+    print(f"PyTorch eager, {steps} steps: {total / steps:.0f} us of operator self time per step")
+    print(f"{'operator':<45} {'us/step':>8} {'calls/step':>10}")
+    for e in rows[:20]:
+        print(f"{e.key[:45]:<45} {e.self_cpu_time_total / steps:>8.1f} {e.count / steps:>10.1f}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default="cnn,mlp", help="comma list of: " + ", ".join(WORKLOADS))
-    ap.add_argument("--variants", default="baseline,amp_bf16,channels_last,workers,batch_x2,all")
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--workloads", default="mlp,cnn", help="comma list of: " + ", ".join(WORKLOADS))
+    ap.add_argument("--precisions", default="fp32,bf16", help="comma list of fp32, bf16, fp16")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=0, help="timed steps (0 = the workload's: 2000, or one epoch)")
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile side")
+    ap.add_argument("--profile", action="store_true", help="print a per-operator profile of the PyTorch step")
     ap.add_argument("--gputrain", default=os.path.join(ROOT, "build", "gputrain"))
+    ap.add_argument("--gputrain_flags", default="", help="extra gputrain flags, e.g. '--fused_optimizer off'")
     ap.add_argument("--markdown", help="also write the tables to this file")
     args = ap.parse_args()
+    if args.rounds < 1:
+        sys.exit("compare_pytorch: --rounds must be at least 1")
 
     out_md = []
     for name in args.workloads.split(","):
         if name not in WORKLOADS:
             sys.exit(f"compare_pytorch: unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")
-        def gputrain_round():
-            with tempfile.TemporaryDirectory() as tmp:
-                report = os.path.join(tmp, "bench.json")
-                cmd = [args.gputrain, "benchmark", *WORKLOADS[name], "--variants", args.variants,
-                       "--warmup_steps", str(args.warmup), "--steps", str(args.steps), "--json", report]
-                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                with open(report) as f:
-                    return json.load(f)
+        flags, default_steps = WORKLOADS[name]
+        flags = flags + args.gputrain_flags.split()
+        steps = args.steps or default_steps
+        for precision in args.precisions.split(","):
+            if precision not in ("fp32", "bf16", "fp16"):
+                sys.exit(f"compare_pytorch: unknown precision '{precision}' (expected fp32, bf16 or fp16)")
+            bench, row = gputrain_run(args.gputrain, flags, precision, 5, 5)
+            device = torch.device("cuda" if bench["device"]["device"].startswith("cuda") else "cpu")
+            if device.type == "cpu" and precision != "fp32" and not (precision == "bf16" and native_bf16()):
+                print(f"{name} {precision}: skipped: this CPU has no native {precision}")
+                continue
+            wl, sw = bench["workload"], row["switches"]
+            threads = int(bench["device"].get("intra-op threads", torch.get_num_threads()))
+            torch.set_num_threads(threads)
+            data = load_tensors(wl)
 
-        bench = gputrain_round()
-        wl = bench["workload"]
-        threads = int(bench["device"].get("intra-op threads", torch.get_num_threads()))
-        torch.set_num_threads(threads)
-        device = torch.device("cuda" if bench["device"]["device"].startswith("cuda") else "cpu")
-        folder = wl["data_dir"] or "/usr/share/datasets/" + wl["dataset"]
-        mean, std = STATS[wl["dataset"]]
-        dataset = IdxDataset(read_idx(find_idx(folder, "train-images-idx3-ubyte")),
-                             read_idx(find_idx(folder, "train-labels-idx1-ubyte")), mean, std)
+            sides = {"gputrain": [], "eager": []}
+            compile_note = "off (--no-compile)" if args.no_compile else ""
+            if not args.no_compile:
+                try:
+                    compiled = PyTorchLoop(wl, sw, data, device, compiled=True)
+                    compiled.time(args.warmup, 5)  # compiles forward and backward
+                    sides["compile"] = []
+                except Exception as e:  # torch.compile fails in many ways; say which and go on
+                    compile_note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            for _ in range(args.rounds):
+                sides["gputrain"].append(gputrain_run(args.gputrain, flags, precision, args.warmup, steps)[1]
+                                         ["samples_per_sec"])
+                sides["eager"].append(PyTorchLoop(wl, sw, data, device, False).time(args.warmup, steps))
+                if "compile" in sides:
+                    sides["compile"].append(compiled.time(args.warmup, steps))
+            if args.profile:
+                profile_pytorch(PyTorchLoop(wl, sw, data, device, False))
 
-        ran = [v for v in bench["variants"] if v["status"] == "ok"]
-        ours = {v["name"]: v["samples_per_sec"] for v in ran}
-        theirs = {v["name"]: 0.0 for v in ran}
-        for r in range(args.rounds):
-            if r > 0:
-                for v in gputrain_round()["variants"]:
-                    if v["status"] == "ok":
-                        ours[v["name"]] = max(ours[v["name"]], v["samples_per_sec"])
-            for v in ran:
-                sps = run_pytorch(wl, v["switches"], dataset, device, args.warmup, args.steps)
-                theirs[v["name"]] = max(theirs[v["name"]], sps)
-        rows = [(v["name"], ours[v["name"]], theirs[v["name"]]) for v in ran]
-        title = f"{name}: {' '.join(WORKLOADS[name])} | {bench['device']['device']} | {threads} threads | " \
-                f"torch {torch.__version__} | best of {args.rounds} x {args.steps} timed steps"
-        print(title)
-        print(f"{'variant':<15} {'gputrain':>10} {'PyTorch':>10} {'ratio':>7}")
-        out_md += [f"**{title}**", "", "| variant | gputrain samples/s | PyTorch samples/s | gputrain / PyTorch |",
-                   "|---|---:|---:|---:|"]
-        for vname, ours, theirs in rows:
-            print(f"{vname:<15} {ours:>10.0f} {theirs:>10.0f} {ours / theirs:>6.2f}x")
-            out_md.append(f"| {vname} | {ours:.0f} | {theirs:.0f} | {ours / theirs:.2f}x |")
-        print()
-        out_md.append("")
+            med = {k: statistics.median(v) for k, v in sides.items()}
+            switches = f"channels_last {'on' if sw['channels_last'] else 'off'}, loader threads {sw['num_workers']}"
+            title = (f"{name} {precision}: {' '.join(flags)} | {bench['device']['device']} | {threads} threads | "
+                     f"torch {torch.__version__} | gputrain: {switches} | median of {args.rounds} alternating "
+                     f"rounds x {steps} timed steps after {args.warmup} warm-up")
+            print(title)
+            # Two ratios: of the medians, and the median of each round's ratio (rounds are adjacent
+            # in time, so the second is less moved by load that comes and goes on a shared host).
+            out_md += [f"**{title}**", "", "| side | samples/s (median) | gputrain / side | median of round ratios | "
+                       "every round |", "|---|---:|---:|---:|---|"]
+            for side, runs in sides.items():
+                each = ", ".join(f"{r:.0f}" for r in runs)
+                if side == "gputrain":
+                    print(f"  {side:<9} {med[side]:>9.0f} samples/s  [{each}]")
+                    out_md.append(f"| {side} | {med[side]:.0f} | | | {each} |")
+                    continue
+                ratio = med["gputrain"] / med[side]
+                paired = statistics.median(g / t for g, t in zip(sides["gputrain"], runs))
+                print(f"  {side:<9} {med[side]:>9.0f} samples/s  gputrain/{side} {ratio:5.2f}x "
+                      f"(round by round {paired:4.2f}x)  [{each}]")
+                out_md.append(f"| {side} | {med[side]:.0f} | {ratio:.2f}x | {paired:.2f}x | {each} |")
+            if compile_note:
+                print(f"  torch.compile: {compile_note}")
+                out_md.append(f"| compile | {compile_note} | | |")
+            print()
+            out_md.append("")
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write("\n".join(out_md))
+            f.write("\n".join(out_md) + "\n")
 
 
 if __name__ == "__main__":

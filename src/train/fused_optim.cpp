@@ -37,10 +37,16 @@ std::optional<torch::Tensor> on(const torch::Tensor& t, const torch::Device& dev
 
 }  // namespace
 
+torch::Tensor FusedOptimizer::divisor() const {
+  if (grad_scale_.defined() && clip_divisor_.defined()) return grad_scale_ * clip_divisor_.to(grad_scale_.device());
+  return grad_scale_.defined() ? grad_scale_ : clip_divisor_;
+}
+
 template <class Base, class Options, class State>
 torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer::LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss = run_closure(closure);
+  const torch::Tensor div = this->divisor();
   for (auto& group : this->param_groups()) {
     const auto& o = static_cast<const Options&>(group.options());
     struct Lists {
@@ -71,7 +77,7 @@ torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer:
     const auto [beta1, beta2] = o.betas();
     for (auto& l : by_device) {
       const auto device = l.params.front().device();
-      const auto scale = on(grad_scale_, device), found = on(found_inf_, device);
+      const auto scale = on(div, device), found = on(found_inf_, device);
       at::_foreach_add_(l.steps, 1);
       if constexpr (std::is_same_v<Options, torch::optim::AdamWOptions>)
         at::_fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, l.steps, o.lr(), beta1, beta2,
@@ -82,7 +88,7 @@ torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer:
       if (found) at::_foreach_sub_(l.steps, std::vector<torch::Tensor>(l.steps.size(), found->reshape({})));
     }
   }
-  grad_scale_ = found_inf_ = torch::Tensor();
+  clear_inputs();
   return loss;
 }
 
@@ -108,6 +114,7 @@ template class FusedAdamBase<torch::optim::Adam, torch::optim::AdamOptions, torc
 torch::Tensor FusedSGD::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss = run_closure(closure);
+  const torch::Tensor div = divisor();
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     struct Lists {
@@ -138,10 +145,10 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
       const auto device = l.params.front().device();
       at::_fused_sgd_(l.params, l.grads, l.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
                       o.nesterov(), /*maximize=*/false, /*is_first_step=*/o.momentum() != 0 && l.first,
-                      on(grad_scale_, device), on(found_inf_, device));
+                      on(div, device), on(found_inf_, device));
     }
   }
-  grad_scale_ = found_inf_ = torch::Tensor();
+  clear_inputs();
   return loss;
 }
 

@@ -11,9 +11,11 @@
 
 namespace gputrain {
 
-// What a grad scaler hands a fused optimizer for its next step: gradients are divided by
-// `grad_scale` inside the update (undefined: they are already unscaled), and the whole step,
-// step counts included, is skipped on the device where `found_inf` is non-zero. No host sync.
+// What the step hands a fused optimizer for its next update: gradients are divided by
+// `grad_scale` (the grad scaler's) and by `clip_divisor` (1 / the clip coefficient) inside the
+// update, either undefined when it does not apply, and the whole step, step counts included,
+// is skipped on the device where `found_inf` is non-zero. No host sync, and no pass over the
+// gradients to unscale or clip them.
 class FusedOptimizer {
  public:
   virtual ~FusedOptimizer() = default;
@@ -21,9 +23,13 @@ class FusedOptimizer {
     grad_scale_ = std::move(grad_scale);
     found_inf_ = std::move(found_inf);
   }
+  void set_clip_divisor(torch::Tensor divisor) { clip_divisor_ = std::move(divisor); }
 
  protected:
-  torch::Tensor grad_scale_, found_inf_;  // used by one step, then cleared
+  torch::Tensor grad_scale_, found_inf_, clip_divisor_;  // used by one step, then cleared
+  // The one divisor the kernels take: grad_scale_ x clip_divisor_ (undefined: neither).
+  torch::Tensor divisor() const;
+  void clear_inputs() { grad_scale_ = found_inf_ = clip_divisor_ = torch::Tensor(); }
 };
 
 // Adam and AdamW: the kernels count steps in float tensors on the device; the state's integer

@@ -35,6 +35,8 @@ class GradScaler {
   // Backs off after an overflow, grows after growth_interval clean steps.
   void update();
   double get_scale() const;
+  // The scale as a device tensor (float32 [1]), without a host read; undefined when disabled.
+  torch::Tensor scale_tensor() const { return enabled_ ? scale_ : torch::Tensor(); }
 
   void save(torch::serialize::OutputArchive& archive) const;
   void load(torch::serialize::InputArchive& archive);

@@ -13,16 +13,30 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "train/autocast.h"
+#include "train/fused_optim.h"
 
 namespace gputrain {
 
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+namespace {
+
+std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
   if (grads.empty()) return torch::zeros({});
-  auto norms = at::_foreach_norm(grads, 2, torch::kFloat);
-  auto total = torch::stack(norms).norm();
+  return torch::stack(at::_foreach_norm(grads, 2, torch::kFloat)).norm();
+}
+
+}  // namespace
+
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  auto grads = grads_of(params);
+  auto total = total_norm(grads);
+  if (grads.empty()) return total;
   // min(1, max_norm / norm): scaling by a device tensor avoids reading the norm on the host.
   auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
   at::_foreach_mul_(grads, coef.to(grads[0].scalar_type()));
@@ -115,7 +129,8 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
       {
         AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
         auto logits = model_->forward(xs[i]);
-        loss = task_loss(logits, ys[i], opt_.loss) * (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
+        loss = task_loss(logits, ys[i], opt_.loss);
+        if (ys[i].size(0) != total) loss = loss * (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
       }
       scaler_.scale(loss).backward();  // backward runs outside autocast, as in PyTorch
       auto detached = loss.detach();
@@ -126,11 +141,21 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   updating_ = true;
   if (steps_ + 1 == faults().oom_update)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
-  // Clipping needs the true gradient norm: unscale first. Otherwise the scaler's step unscales
-  // (or hands the scale to a fused optimizer, which divides inside its update).
+  // Clipping needs the true gradient norm. A fused update divides every gradient by a device
+  // scalar anyway (the grad scaler's scale): the clip coefficient joins that divisor, and the
+  // norm of the still-scaled gradients is divided by the scale. That saves two passes over the
+  // gradients (unscale, clip) and equals clipping after unscale (tests/test_numerics.cpp).
+  // Unfused: unscale first, then clip; the scaler's step unscales otherwise.
   if (opt_.clip_max_norm > 0) {
-    scaler_.unscale_(*optimizer_);
-    r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
+    if (auto* fused = dynamic_cast<FusedOptimizer*>(optimizer_.get())) {
+      auto norm = total_norm(grads_of(model_->parameters()));
+      if (scaler_.enabled()) norm = (norm / scaler_.scale_tensor().to(norm.device())).reshape({});
+      fused->set_clip_divisor(((norm + 1e-6) / opt_.clip_max_norm).clamp_min(1.0));
+      r.grad_norm = norm;
+    } else {
+      scaler_.unscale_(*optimizer_);
+      r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
+    }
   }
   r.skipped = scaler_.step(*optimizer_);
   if (ema_) ema_->update(*model_, r.skipped);  // a skipped step leaves the average as it is
