@@ -48,6 +48,7 @@ TEST_CASE("bench: variants on a CPU say why they are skipped", "[bench]") {
   CHECK_THAT(find(vs, "cudnn_benchmark").skipped, Catch::Contains("n/a on cpu"));
   CHECK(find(vs, "tf32").skipped == "n/a on cpu");
   CHECK_THAT(find(vs, "pinned_non_blocking").skipped, Catch::Contains("n/a on cpu"));
+  CHECK(find(vs, "cuda_graphs").skipped == "n/a on cpu");
   CHECK(find(vs, "amp_bf16").skipped.empty());
   CHECK(find(vs, "workers").config.num_workers >= 2);
   CHECK(find(vs, "batch_x2").config.batch_size == 2 * w.batch_size);
@@ -74,6 +75,9 @@ TEST_CASE("bench: GPU capabilities decide AMP dtype and TF32", "[bench]") {
   CHECK(find(hv, "all").resolved.amp_dtype == "bf16");
   CHECK(find(hv, "all").resolved.tf32);
   for (const auto& v : hv) CHECK((v.skipped.empty() || v.name == "grad_checkpointing"));
+  CHECK(find(hv, "cuda_graphs").resolved.cuda_graphs);
+  CHECK(find(hv, "cuda_graphs").resolved.fused_optimizer == "on");
+  CHECK_FALSE(find(hv, "all").resolved.cuda_graphs);  // not a default until a GPU run has proven it
   CHECK(find(hv, "grad_checkpointing").skipped == "n/a for cnn (no residual blocks or encoder layers)");
 }
 
@@ -107,14 +111,14 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("Optimization") && Catch::Contains("Speedup") &&
                         Catch::Contains("skipped: n/a on cpu") && Catch::Contains("bottleneck (all): "));
-  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/12 baseline"));
+  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/13 baseline"));
 
   auto j = nlohmann::json::parse(test::read_file(dir / "b.json"));
   for (const char* key : {"device", "workload", "settings", "variants", "memory_kind", "verdict"})
     CHECK(j.contains(key));
   CHECK(j["workload"]["preset"] == "smoke");
   CHECK(j["settings"]["steps"] == 3);
-  REQUIRE(j["variants"].size() == 12);
+  REQUIRE(j["variants"].size() == 13);
   CHECK(j["variants"][0]["name"] == "baseline");
   CHECK(j["variants"][0]["speedup"].get<double>() == 1.0);
   int ran = 0;
@@ -139,7 +143,7 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
   std::string line;
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
-  CHECK(lines == 13);
+  CHECK(lines == 14);  // a header and one row per variant
   CHECK_THAT(test::read_file(dir / "b.md"), Catch::Contains("| Optimization | samples/s |"));
 }
 
@@ -168,7 +172,7 @@ TEST_CASE("bench: outputs are rewritten after each variant, and SIGINT keeps the
   CHECK(WEXITSTATUS(status) == 130);
   auto j = nlohmann::json::parse(test::read_file(json));
   REQUIRE(j["variants"].size() >= 1);
-  CHECK(j["variants"].size() < 12);
+  CHECK(j["variants"].size() < 13);
   CHECK(j["variants"][0]["name"] == "baseline");
   CHECK_THAT(j["verdict"].get<std::string>(), Catch::StartsWith("partial: ") && Catch::EndsWith("(stopped by SIGINT)"));
   CHECK_THAT(out, Catch::Contains("Optimization") && Catch::Contains("stopped by SIGINT"));

@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/peak_flops.h"
 #include "models/registry.h"
 #include "test_errors.h"
 #include "test_util.h"
@@ -369,4 +370,36 @@ TEST_CASE("models: a sample shape a model cannot take is exit 2 naming the shape
   auto small = test::run_gputrain("train --dataset synthetic --model cnn --input_shape 1x3x3 --output_dir " + (dir / "run"));
   CHECK_THAT(small.err, Catch::Contains("model 'cnn' cannot take samples of shape 1x3x3: cnn needs inputs of at least 4x4"));
   CHECK_THAT(small.err, Catch::Contains("--input_shape"));
+}
+
+TEST_CASE("models: forward FLOPs are counted from the matrix products and convolutions", "[models]") {
+  // mlp 64-256-256-10: three products of 2 x in x out.
+  CHECK(make_model("mlp", spec_of({64}, 10, 256, 0))->flops_per_sample == 2.0 * (64 * 256 + 256 * 256 + 256 * 10));
+  // cnn width 16 on 1x28x28: conv 1->16 at 28x28, conv 16->32 at 14x14 (3x3 kernels), then
+  // 32*7*7 -> 128 -> 10.
+  const double cnn = 2.0 * (16 * 28 * 28 * 1 * 9 + 32 * 14 * 14 * 16 * 9 + 32 * 7 * 7 * 128 + 128 * 10);
+  CHECK(make_model("cnn", spec_of({1, 28, 28}, 10, 16, 0))->flops_per_sample == cnn);
+  // resnet50 at 224x224: about 4.1 GMACs, the figure usually quoted (8.2 GFLOPs).
+  CHECK(make_model("resnet50", spec_of({3, 224, 224}, 1000, 0, 0))->flops_per_sample == Approx(8.2e9).epsilon(0.02));
+  // Every family counts something, recurrent and attention ones included.
+  for (const char* r : {"lstm", "gru", "transformer"}) {
+    INFO(r);
+    CHECK(make_model(r, spec_of({6, 3}, 4, 8, 0))->flops_per_sample > 0);
+  }
+  CHECK(make_model("cnn3d", spec_of({2, 9, 5, 5}, 3, 4, 0))->flops_per_sample > 0);
+}
+
+TEST_CASE("models: peak rates for MFU come from the GPU table or the CPU's clock and vectors", "[models]") {
+  CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", "bf16").flops == 989.5e12);
+  CHECK(gpu_peak_flops("NVIDIA H100 PCIe", "fp16").flops == 756e12);
+  CHECK(gpu_peak_flops("NVIDIA A100-SXM4-40GB", "tf32").flops == 156e12);
+  auto t4 = gpu_peak_flops("Tesla T4", "bf16");
+  CHECK(t4.flops == 0);
+  CHECK_THAT(t4.basis, Catch::Contains("no bf16 tensor cores"));
+  CHECK_THAT(gpu_peak_flops("Imaginary GPU 9000", "fp32").basis, Catch::Contains("not in gputrain's table"));
+  // This machine: threads x clock x 2 FMA units x lanes x 2, at least 4 lanes at 1 GHz per thread.
+  auto cpu = cpu_peak_flops(2, "fp32");
+  CHECK(cpu.flops >= 2 * 1e9 * 2 * 4 * 2);
+  CHECK_THAT(cpu.basis, Catch::Contains("2 threads x"));
+  CHECK(cpu_peak_flops(4, "fp32").flops == Approx(2 * cpu.flops));
 }

@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 
@@ -22,9 +25,23 @@ TEST_CASE("a run writes monitor.csv and a self-contained report.html", "[report]
   std::string csv = test::read_file(run + "/monitor.csv");
   CHECK(csv.rfind("time_s,cpu_percent,rss_bytes,gpu_util", 0) == 0);
 
+  // Each epoch's record carries its throughput, MFU and memory peak.
+  int epochs = 0;
+  std::istringstream lines(test::read_file(run + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    auto rec = nlohmann::json::parse(line);
+    if (rec["event"] != "eval") continue;
+    ++epochs;
+    CHECK(rec["train_samples_per_sec"].get<double>() > 0);
+    CHECK(rec["peak_rss_bytes"].get<double>() > 1e6);
+    CHECK(rec["mfu"].get<double>() > 0);
+    CHECK(rec["mfu"].get<double>() < 1);
+  }
+  CHECK(epochs == 2);
+
   std::string html = test::read_file(run + "/report.html");
   for (const char* part : {"<svg", "Training loss", "Test accuracy", "Learning rate", "Throughput", "Host RSS",
-                           "Configuration", "batch_size", "polyline"})
+                           "Configuration", "batch_size", "polyline", "<h2>Epochs</h2>", "MFU", "peak RSS (host)"})
     CHECK_THAT(html, Catch::Contains(part));
   CHECK_THAT(html, !Catch::Contains("http://") && !Catch::Contains("https://"));  // no network
 

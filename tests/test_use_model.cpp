@@ -68,7 +68,7 @@ TEST_CASE("infer writes one row per sample and sweeps batch sizes", "[use]") {
                         " --batch_sizes 1,16,64");
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("samples/s") && Catch::Contains("p99 ms"));
+  CHECK_THAT(r.out, Catch::Contains("samples/s") && Catch::Contains("p99 ms") && Catch::Contains("peak RSS") && Catch::Contains(" MiB\n"));
   for (const char* row : {"\n         1 ", "\n        16 ", "\n        64 "}) CHECK_THAT(r.out, Catch::Contains(row));
   CHECK(count_lines(dir / "preds.csv") == 128 + 1);  // smoke: 128 test samples, and the header
   CHECK(test::read_file(dir / "preds.csv").rfind("index,target,prediction,probability\n0,", 0) == 0);

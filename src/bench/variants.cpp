@@ -47,6 +47,12 @@ const std::vector<Row>& rows() {
        [](const Recipe& r) { return r.channels_last; }, "channels_last"},
       {"fused_optimizer", "optimizer update in one fused kernel", [](Config& c, const Config&) { c.fused_optimizer = "on"; },
        [](const Recipe& r) { return r.fused_optimizer; }, "fused optimizer"},
+      {"cuda_graphs", "the whole step captured as one CUDA graph, replayed",
+       [](Config& c, const Config&) {
+         c.fused_optimizer = "on";  // what makes the update capturable
+         c.cuda_graphs = true;
+       },
+       [](const Recipe& r) { return r.cuda_graphs; }, "CUDA graphs"},
       {"workers", "loader threads + prefetch",
        [](Config& c, const Config& w) {
          c.num_workers = std::max<int64_t>(w.num_workers, 2);
@@ -98,6 +104,7 @@ Config baseline_config(const Config& w) {
   c.tf32 = false;
   c.channels_last = false;
   c.fused_optimizer = "off";
+  c.cuda_graphs = false;
   c.num_workers = 0;
   c.pin_memory = false;
   c.non_blocking = false;
@@ -134,7 +141,8 @@ std::vector<Variant> expand_variants(const Config& workload, const std::vector<s
     Variant all{"all", "every supported optimization together", base, base, ""};
     for (const auto& r : rows()) {
       const std::string n = r.name;
-      if (n != "batch_x2" && n != "grad_checkpointing" && n != "amp_fp16" && n != "amp_bf16")
+      // CUDA graphs stay out until a GPU run has proven them (off in `train` by default too).
+      if (n != "batch_x2" && n != "grad_checkpointing" && n != "amp_fp16" && n != "amp_bf16" && n != "cuda_graphs")
         r.apply(all.config, workload);
     }
     all.config.use_amp = workload.use_amp;

@@ -98,6 +98,7 @@ struct Config {
   bool tf32 = true;
   bool channels_last = true;
   std::string fused_optimizer = "auto";  // auto | on | off
+  bool cuda_graphs = false;              // capture the step as a CUDA graph and replay it
   int64_t threads = 0;  // intra-op CPU threads; 0 = torch's default
   int64_t seed = 42;
 

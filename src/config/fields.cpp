@@ -159,6 +159,8 @@ std::vector<Field> make_fields() {
        "speed",
        "optimizer update in one fused kernel over all tensors (auto: where the device has one)",
        {"auto", "on", "off"}},
+      {"cuda_graphs", &C::cuda_graphs, "speed",
+       "capture the whole training step as one CUDA graph and replay it (CUDA; needs the fused optimizer)"},
       {"threads", &C::threads, "speed", "intra-op CPU threads (0 = torch's default)", {}, 0, 4096},
       {"seed", &C::seed, "speed", "random seed for weights, shuffling and augmentation", {}, 0, 9.2e18},
 

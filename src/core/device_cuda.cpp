@@ -93,6 +93,11 @@ int64_t cuda_peak_allocated(int device) {
   return stats.allocated_bytes[0].peak;  // [0]: the aggregate over small and large pools
 }
 
+int64_t cuda_peak_reserved(int device) {
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return stats.reserved_bytes[0].peak;
+}
+
 void cuda_reset_peak(int device) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
 }

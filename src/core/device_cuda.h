@@ -27,6 +27,7 @@ void set_cuda_rng_state(int device, const at::Tensor& state);
 
 // Peak and current memory of the caching allocator on one GPU.
 int64_t cuda_peak_allocated(int device);
+int64_t cuda_peak_reserved(int device);  // held by the cache, allocated or not
 void cuda_reset_peak(int device);
 void cuda_synchronize(int device);
 // Returns cached, unused blocks to the driver (after an out-of-memory error).

@@ -22,6 +22,7 @@ struct Recipe {
   bool pin_memory = false;
   bool non_blocking = false;
   bool fused_optimizer = false;  // the optimizer update in ATen's fused kernels
+  bool cuda_graphs = false;      // the step captured once and replayed (Trainer)
 
   // Process-wide switches, set by apply_global_switches.
   int threads = 0;  // intra-op CPU threads

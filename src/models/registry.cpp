@@ -8,6 +8,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "models/flops.h"
 
 namespace gputrain {
 namespace {
@@ -94,7 +95,9 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
     net->eval();  // one sample: batch statistics would fail in training mode
     std::vector<int64_t> dims = {1};
     dims.insert(dims.end(), spec.input_shape.begin(), spec.input_shape.end());
+    FlopCounter counter;
     auto y = net->forward(torch::zeros(dims));
+    net->flops_per_sample = counter.flops();
     net->train();
     if (y.sizes() != torch::IntArrayRef({1, spec.num_classes}))
       throw std::logic_error("model '" + name + "' returned shape " + shape_text(y.sizes().vec()));

@@ -24,6 +24,8 @@ struct ModelSpec {
 class Net : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // FLOPs of one sample's forward pass (models/flops.h), counted in make_model's probe; for MFU.
+  double flops_per_sample = 0;
 };
 using NetPtr = std::shared_ptr<Net>;
 

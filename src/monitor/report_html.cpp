@@ -15,6 +15,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/text.h"
 
 namespace fs = std::filesystem;
 
@@ -130,6 +131,25 @@ std::map<std::string, Points> read_monitor(const fs::path& path) {
   return cols;
 }
 
+// One row per epoch: its training throughput, MFU and memory peaks (older runs lack them: "-").
+std::string epoch_table(const std::vector<nlohmann::json>& epochs) {
+  if (epochs.empty()) return "";
+  auto bytes = [](const nlohmann::json& r, const char* key) {
+    return r.contains(key) ? format_bytes(r[key].get<double>()) : std::string("-");
+  };
+  std::ostringstream o;
+  o << "<h2>Epochs</h2><table><tr><th>epoch</th><th>train samples/s</th><th>MFU</th><th>peak allocated (GPU)</th>"
+       "<th>peak reserved (GPU)</th><th>peak RSS (host)</th></tr>";
+  for (const auto& r : epochs)
+    o << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                     num(number(r, "epoch") + 1),
+                     r.contains("train_samples_per_sec") ? num(number(r, "train_samples_per_sec")) : "-",
+                     r.contains("mfu") ? fmt::format("{:.2f}%", 100 * number(r, "mfu")) : "-",
+                     bytes(r, "peak_allocated_bytes"), bytes(r, "peak_reserved_bytes"), bytes(r, "peak_rss_bytes"));
+  o << "</table>";
+  return o.str();
+}
+
 }  // namespace
 
 std::string write_html_report(const std::string& run_dir) {
@@ -139,6 +159,7 @@ std::string write_html_report(const std::string& run_dir) {
   auto records = read_jsonl(dir / "metrics.jsonl");
   Series loss{"loss", {}}, lr{"lr", {}}, sps{"samples/s", {}}, acc{"test accuracy", {}}, test_loss{"test loss", {}};
   nlohmann::json summary;
+  std::vector<nlohmann::json> epochs;
   for (const auto& r : records) {
     std::string ev = r.value("event", "");
     double step = number(r, "step");
@@ -151,6 +172,7 @@ std::string write_html_report(const std::string& run_dir) {
       if (r.contains("test_mae")) acc.name = "test mae";
       acc.points.push_back({number(r, "epoch") + 1, number(r, r.contains("test_mae") ? "test_mae" : "test_accuracy")});
       test_loss.points.push_back({number(r, "epoch") + 1, number(r, "test_loss")});
+      epochs.push_back(r);
     } else if (ev == "summary") {
       summary = r;
     }
@@ -174,6 +196,7 @@ std::string write_html_report(const std::string& run_dir) {
     << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
     << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
     << chart("Throughput (samples/s)", "step", {sps});
+  o << epoch_table(epochs);
 
   auto mon = read_monitor(dir / "monitor.csv");
   o << "<h2>Telemetry</h2>";

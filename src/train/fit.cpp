@@ -14,6 +14,7 @@
 #include "core/text.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
+#include "train/utilization.h"
 
 namespace gputrain {
 namespace {
@@ -55,6 +56,7 @@ class Fit {
     int64_t bytes = 0;
     for (const auto& p : trainer_.model().parameters()) bytes += p.nbytes();
     last_save_seconds_ = 3.0 * static_cast<double>(bytes) / 1e8;
+    peak_ = device_peak_flops(s.recipe(), s.machine());
   }
 
   FitResult run() {
@@ -97,8 +99,10 @@ class Fit {
   double last_save_seconds_ = 0, last_eval_seconds_ = 0, step_seconds_ = 0;
   int64_t steps_timed_ = 0;
   int64_t evals_since_best_ = 0;
-  torch::Tensor bad_run_, worst_bad_run_;
-  torch::Tensor skipped_total_;  // overflow steps the scaler skipped, on the device  // consecutive non-finite losses, counted on the device
+  torch::Tensor bad_run_, worst_bad_run_;  // consecutive non-finite losses, counted on the device
+  torch::Tensor skipped_total_;            // overflow steps the scaler skipped, on the device
+  PeakFlops peak_;                         // the device's, for MFU
+  nlohmann::json epoch_stats_;             // the last epoch's throughput, MFU and memory peaks
   FitResult r_;
 
   int64_t total_steps() const {
@@ -156,9 +160,18 @@ class Fit {
     const auto epoch_start = Clock::now();
     int64_t consumed = epoch == first_epoch_ ? first_batch_ : 0;  // micro-batches taken this epoch
     train_loader_.start_epoch(epoch, consumed);
+    reset_memory_peaks(s_.recipe());
+    const int64_t first_step = r_.step;
     train_steps(epoch, consumed);
     r_.wait_seconds += train_loader_.take_wait_seconds();
-    r_.train_seconds += seconds_since(epoch_start);
+    const double train_seconds = seconds_since(epoch_start);
+    r_.train_seconds += train_seconds;
+    // The epoch's training (not its evaluation): throughput, MFU, memory peaks.
+    const double sps =
+        train_seconds > 0 ? static_cast<double>((r_.step - first_step) * c_.batch_size * c_.accumulation_steps) / train_seconds : 0;
+    epoch_stats_ = memory_peaks(s_.recipe());
+    epoch_stats_["train_samples_per_sec"] = sps;
+    if (const double mfu = training_mfu(trainer_.model().flops_per_sample, sps, peak_); mfu > 0) epoch_stats_["mfu"] = mfu;
     check_bad_steps();
     // Stopped inside an epoch: save the position in it. At its very end, finish it normally
     // (evaluation and epoch checkpoint) and stop after.
@@ -277,6 +290,7 @@ class Fit {
                                format_duration(seconds_since(epoch_start))));
     if (trainer_.ema()) progress_.line("          ema: test " + r_.last_ema_eval.summary_line());
     nlohmann::json rec = {{"event", "eval"}, {"step", r_.step}, {"epoch", epoch}, {"samples", r_.last_eval.samples}};
+    rec.update(epoch_stats_);
     r_.last_eval.add_to(rec, "test_");
     if (trainer_.ema()) r_.last_ema_eval.add_to(rec, "test_ema_");
     folder_.write(rec);

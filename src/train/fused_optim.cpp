@@ -9,7 +9,9 @@
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
 
+#include <algorithm>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 
 namespace gputrain {
@@ -37,6 +39,28 @@ std::optional<torch::Tensor> on(const torch::Tensor& t, const torch::Device& dev
 
 }  // namespace
 
+void FusedOptimizer::refresh_lr() {
+  if (!device_lr_) return;
+  auto& groups = dynamic_cast<torch::optim::Optimizer&>(*this).param_groups();
+  lr_.resize(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const double lr = groups[g].options().get_lr();
+    for (const auto& p : groups[g].params()) {
+      auto& list = lr_[g];
+      auto it = std::find_if(list.begin(), list.end(), [&](const torch::Tensor& t) { return t.device() == p.device(); });
+      if (it == list.end()) list.push_back(torch::empty({}, p.options().dtype(torch::kFloat)));
+    }
+    for (auto& t : lr_[g]) t.fill_(lr);
+  }
+}
+
+const torch::Tensor& FusedOptimizer::lr_on(size_t group, const torch::Device& device) {
+  if (group < lr_.size())
+    for (const auto& t : lr_[group])
+      if (t.device() == device) return t;
+  throw std::logic_error("fused optimizer: refresh_lr() must run before a step with device learning rates");
+}
+
 torch::Tensor FusedOptimizer::divisor() const {
   if (grad_scale_.defined() && clip_divisor_.defined()) return grad_scale_ * clip_divisor_.to(grad_scale_.device());
   return grad_scale_.defined() ? grad_scale_ : clip_divisor_;
@@ -47,7 +71,8 @@ torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer:
   torch::NoGradGuard no_grad;
   torch::Tensor loss = run_closure(closure);
   const torch::Tensor div = this->divisor();
-  for (auto& group : this->param_groups()) {
+  for (size_t gi = 0; gi < this->param_groups().size(); ++gi) {
+    auto& group = this->param_groups()[gi];
     const auto& o = static_cast<const Options&>(group.options());
     struct Lists {
       std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
@@ -79,12 +104,18 @@ torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer:
       const auto device = l.params.front().device();
       const auto scale = on(div, device), found = on(found_inf_, device);
       at::_foreach_add_(l.steps, 1);
-      if constexpr (std::is_same_v<Options, torch::optim::AdamWOptions>)
-        at::_fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, l.steps, o.lr(), beta1, beta2,
-                          o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, scale, found);
+      auto update = [&](const auto& lr) {  // a number, or a device tensor (device_lr_)
+        if constexpr (std::is_same_v<Options, torch::optim::AdamWOptions>)
+          at::_fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, l.steps, lr, beta1, beta2,
+                            o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, scale, found);
+        else
+          at::_fused_adam_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, l.steps, lr, beta1, beta2,
+                           o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, scale, found);
+      };
+      if (this->device_lr_)
+        update(this->lr_on(gi, device));
       else
-        at::_fused_adam_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, l.steps, o.lr(), beta1, beta2,
-                         o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, scale, found);
+        update(o.lr());
       if (found) at::_foreach_sub_(l.steps, std::vector<torch::Tensor>(l.steps.size(), found->reshape({})));
     }
   }
@@ -115,7 +146,8 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss = run_closure(closure);
   const torch::Tensor div = divisor();
-  for (auto& group : param_groups()) {
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    auto& group = param_groups()[gi];
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     struct Lists {
       std::vector<torch::Tensor> params, grads, buffers;
@@ -143,9 +175,15 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
     }
     for (auto& l : by_device) {
       const auto device = l.params.front().device();
-      at::_fused_sgd_(l.params, l.grads, l.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
-                      o.nesterov(), /*maximize=*/false, /*is_first_step=*/o.momentum() != 0 && l.first,
-                      on(div, device), on(found_inf_, device));
+      auto update = [&](const auto& lr) {  // a number, or a device tensor (device_lr_)
+        at::_fused_sgd_(l.params, l.grads, l.buffers, o.weight_decay(), o.momentum(), lr, o.dampening(), o.nesterov(),
+                        /*maximize=*/false, /*is_first_step=*/o.momentum() != 0 && l.first, on(div, device),
+                        on(found_inf_, device));
+      };
+      if (device_lr_)
+        update(lr_on(gi, device));
+      else
+        update(o.lr());
     }
   }
   clear_inputs();

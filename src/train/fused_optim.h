@@ -25,11 +25,23 @@ class FusedOptimizer {
   }
   void set_clip_divisor(torch::Tensor divisor) { clip_divisor_ = std::move(divisor); }
 
+  // For CUDA graphs: the kernels read each group's learning rate from a device tensor, which
+  // refresh_lr() sets from the options outside the graph before every step (a number passed to
+  // a captured kernel would stay what it was at capture, whatever the schedule says).
+  void use_device_lr() { device_lr_ = true; }
+  void refresh_lr();
+
  protected:
   torch::Tensor grad_scale_, found_inf_, clip_divisor_;  // used by one step, then cleared
   // The one divisor the kernels take: grad_scale_ x clip_divisor_ (undefined: neither).
   torch::Tensor divisor() const;
   void clear_inputs() { grad_scale_ = found_inf_ = clip_divisor_ = torch::Tensor(); }
+  bool device_lr_ = false;
+  // Group `group`'s learning rate on `device`, created by refresh_lr(); one per group and device.
+  const torch::Tensor& lr_on(size_t group, const torch::Device& device);
+
+ private:
+  std::vector<std::vector<torch::Tensor>> lr_;
 };
 
 // Adam and AdamW: the kernels count steps in float tensors on the device; the state's integer

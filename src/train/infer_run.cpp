@@ -8,9 +8,11 @@
 
 #include "core/atomic_file.h"
 #include "core/stats.h"
+#include "core/text.h"
 #include "train/autocast.h"
 #include "train/export.h"
 #include "train/load_trained.h"
+#include "train/utilization.h"
 
 namespace gputrain {
 namespace {
@@ -19,6 +21,7 @@ struct Pass {
   int64_t batch_size = 0, samples = 0;
   double seconds = 0;
   std::vector<double> latency_ms;  // per batch, from asking for it to its outputs being ready
+  int64_t peak_memory_bytes = 0;   // GPU: the caching allocator's peak; CPU: peak RSS
 };
 
 // One CSV row per sample: index, target(s), prediction(s) and, for classes, its probability.
@@ -53,6 +56,7 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
   p.batch_size = batch_size;
   int64_t index = 0;
   loader.start_epoch(0);
+  reset_memory_peaks(r);
   const auto start = Clock::now();
   while (true) {
     const auto t0 = Clock::now();
@@ -70,6 +74,7 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
     if (csv) append_rows(*csv, index, host, b->y);
   }
   p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  p.peak_memory_bytes = peak_memory_bytes(r);
   return p;
 }
 
@@ -101,13 +106,14 @@ int run_infer(const InferRequest& q) {
   const std::vector<int64_t> sweep =
       q.batch_sizes.empty() ? std::vector<int64_t>{s.config().eval_batch_size} : q.batch_sizes;
   std::string csv = csv_header(*s.data().test);
-  fmt::print("{:>10} {:>14} {:>12} {:>12}\n", "batch", "samples/s", "p50 ms", "p99 ms");
+  fmt::print("{:>10} {:>14} {:>12} {:>12} {:>14}\n", "batch", "samples/s", "p50 ms", "p99 ms",
+             s.recipe().cuda ? "peak GPU mem" : "peak RSS");
   for (size_t i = 0; i < sweep.size(); ++i) {
     // The predictions are kept once, from the last pass.
     Pass p = run_pass(s, sweep[i], q.out_path && i + 1 == sweep.size() ? &csv : nullptr);
-    fmt::print("{:>10} {:>14.0f} {:>12.3f} {:>12.3f}\n", p.batch_size,
+    fmt::print("{:>10} {:>14.0f} {:>12.3f} {:>12.3f} {:>14}\n", p.batch_size,
                p.seconds > 0 ? static_cast<double>(p.samples) / p.seconds : 0.0, percentile(p.latency_ms, 0.5),
-               percentile(p.latency_ms, 0.99));
+               percentile(p.latency_ms, 0.99), format_bytes(static_cast<double>(p.peak_memory_bytes)));
   }
   if (q.out_path) {
     write_file_atomically(*q.out_path, csv);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "models/registry.h"
+#include "train/utilization.h"
 
 namespace gputrain {
 namespace {
@@ -150,6 +151,25 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   if (c.fused_optimizer == "auto")
     rc.decide("fused_optimizer", "on", c.optimizer + " has a fused kernel on " + r.device.str());
 
+  // --- CUDA graphs: the whole step (forward, backward, scaler, fused update, EMA) launched as
+  // one graph. The fused optimizer is what makes the update capturable: its step counts and
+  // learning rate live on the device.
+  std::string no_graphs;
+  if (!r.cuda)
+    no_graphs = "n/a on cpu";
+  else if (!r.fused_optimizer)
+    no_graphs = "needs the fused optimizer (--fused_optimizer on)";
+  else if (c.grad_checkpointing)
+    no_graphs = "n/a with --grad_checkpointing (its recomputation restores RNG states, which a graph cannot hold)";
+  r.cuda_graphs = c.cuda_graphs && no_graphs.empty();
+  if (r.cuda_graphs)
+    report.push_back({"CUDA graphs", "on (captured after 3 eager steps, replayed while batch shapes match)"});
+  else if (!r.cuda)
+    report.push_back({"CUDA graphs", no_graphs});
+  else
+    report.push_back({"CUDA graphs", c.cuda_graphs ? "off: " + no_graphs : "off (--cuda_graphs to capture the step)"});
+  if (c.cuda_graphs && !r.cuda_graphs) rc.decide("cuda_graphs", false, no_graphs);
+
   // --- loop-level switches (applied by the loader and the trainer)
   report.push_back({"loader", c.num_workers == 0
                                   ? std::string("main thread (--num_workers 0)")
@@ -163,6 +183,10 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   report.push_back({"gradient clipping", c.clip_max_norm > 0 ? fmt::format("max norm {:g}{}", c.clip_max_norm,
                                                                            r.grad_scaler ? " (after unscale)" : "")
                                                              : std::string("off")});
+  // The denominator of the MFU in metrics.jsonl and the report.
+  const PeakFlops peak = device_peak_flops(r, m);
+  report.push_back({"peak rate (MFU)", peak.flops > 0 ? fmt::format("{:.1f} TFLOP/s: {}", peak.flops / 1e12, peak.basis)
+                                                      : peak.basis});
   return r;
 }
 

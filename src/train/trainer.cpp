@@ -6,8 +6,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/device_cuda.h"
 #include "core/error.h"
@@ -57,9 +59,86 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
       opt_(options),
       scaler_(ctx.grad_scaler, ctx.device) {
   if (opt_.ema_decay > 0) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);
+  if (ctx_.cuda_graphs) {
+    auto* fused = dynamic_cast<FusedOptimizer*>(optimizer_.get());
+    if (!fused) throw std::logic_error("--cuda_graphs needs a fused optimizer (the resolver asks for one)");
+    fused->use_device_lr();
+  }
 }
 
 StepResult Trainer::step(const std::vector<Batch>& micro) {
+  replayed_ = false;
+  if (ctx_.cuda_graphs && !graph_off_) {
+    const std::string why = graph_blocker(micro);
+    if (why.empty()) return graphed_step(micro);
+    if (split_ > 1) {
+      graph_off_ = true;
+      fmt::print(stderr, "gputrain: CUDA graphs off from step {}: {}; steps run eagerly\n", steps_ + 1, why);
+    } else if (!said_shape_) {
+      said_shape_ = true;
+      fmt::print(stderr, "gputrain: CUDA graph not replayed at step {}: {}; such steps run eagerly\n", steps_ + 1, why);
+    }
+  }
+  if (ctx_.cuda_graphs) dynamic_cast<FusedOptimizer&>(*optimizer_).refresh_lr();
+  return eager_step(micro);
+}
+
+std::string Trainer::graph_blocker(const std::vector<Batch>& micro) const {
+  if (split_ > 1) return "out-of-memory backoff splits each batch, which the captured step does not";
+  if (static_in_.empty()) return "";
+  auto shape = [](const std::vector<Batch>& bs) {
+    std::string s;
+    for (const auto& b : bs) s += (s.empty() ? "" : ", ") + fmt::format("{}", fmt::join(b.x.sizes(), "x"));
+    return s;
+  };
+  bool same = micro.size() == static_in_.size();
+  for (size_t i = 0; same && i < micro.size(); ++i)
+    same = micro[i].x.sizes() == static_in_[i].x.sizes() && micro[i].y.sizes() == static_in_[i].y.sizes() &&
+           micro[i].x.dtype() == static_in_[i].x.dtype() && micro[i].y.dtype() == static_in_[i].y.dtype();
+  if (same) return "";
+  return fmt::format("batch {} differs from the captured {} (a last partial batch, say)", shape(micro), shape(static_in_));
+}
+
+StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
+  constexpr int64_t kWarmups = 3;
+  auto& fused = dynamic_cast<FusedOptimizer&>(*optimizer_);
+  fused.refresh_lr();  // outside the graph: the captured update reads it from the device
+  if (!graph_) graph_ = std::make_unique<CudaGraph>(ctx_.device.index());
+  if (graph_warmups_ < kWarmups) {
+    StepResult r;
+    graph_->run_on_side_stream([&] { r = eager_step(micro); });
+    ++graph_warmups_;
+    return r;
+  }
+  if (!graph_->captured()) {
+    for (const auto& b : micro) static_in_.push_back({b.x.clone(), b.y.clone()});
+    try {
+      graph_->capture([&] { static_out_ = try_step(static_in_); });
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      what = what.substr(0, what.find('\n'));
+      fmt::print(stderr, "gputrain: CUDA graphs off: capturing the step failed ({}); steps run eagerly\n", what);
+      graph_off_ = true;
+      static_in_.clear();
+      static_out_ = {};
+      graph_.reset();
+      optimizer_->zero_grad(/*set_to_none=*/true);
+      return eager_step(micro);
+    }
+  }
+  for (size_t i = 0; i < micro.size(); ++i) {
+    static_in_[i].x.copy_(micro[i].x, /*non_blocking=*/true);
+    static_in_[i].y.copy_(micro[i].y, /*non_blocking=*/true);
+  }
+  graph_->replay();
+  ++steps_;
+  replayed_ = true;
+  // Copies: the next replay rewrites the static outputs, and callers keep results across steps.
+  auto copy = [](const torch::Tensor& t) { return t.defined() ? t.clone() : t; };
+  return {copy(static_out_.loss), copy(static_out_.grad_norm), copy(static_out_.skipped)};
+}
+
+StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
   while (true) {
     try {
       StepResult r = try_step(micro);

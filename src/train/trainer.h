@@ -1,10 +1,12 @@
 // Trainer::step: the one optimizer step that `train` and `benchmark` both run.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
 
+#include "core/cuda_graph.h"
 #include "core/recipe.h"
 #include "data/loader.h"
 #include "models/registry.h"
@@ -52,6 +54,8 @@ class Trainer {
   const LossSpec& loss() const { return opt_.loss; }
   const TrainerOptions& options() const { return opt_; }
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
+  // --cuda_graphs: whether the last step was a graph replay (false while warming up or eager).
+  bool replayed() const { return replayed_; }
 
  private:
   NetPtr model_;
@@ -64,6 +68,20 @@ class Trainer {
   int64_t steps_ = 0;
   bool updating_ = false;  // try_step has begun the optimizer update (an OOM there is not retried)
 
+  // --cuda_graphs: eager warm-up steps on a side stream, then the whole step captured once,
+  // with the batches in static buffers, and replayed. Steps the graph cannot take run eagerly.
+  std::unique_ptr<CudaGraph> graph_;
+  std::vector<Batch> static_in_;  // what the captured step reads: each step's batches are copied in
+  StepResult static_out_;         // what it writes (rewritten by every replay)
+  int64_t graph_warmups_ = 0;
+  bool graph_off_ = false;      // a capture failed, or out-of-memory backoff split the batch
+  bool said_shape_ = false;     // the "batch shape differs" line is printed once
+  bool replayed_ = false;
+
+  StepResult eager_step(const std::vector<Batch>& micro);
+  StepResult graphed_step(const std::vector<Batch>& micro);
+  // Why this step cannot replay the graph ("" when it can).
+  std::string graph_blocker(const std::vector<Batch>& micro) const;
   StepResult try_step(const std::vector<Batch>& micro);
 };
 
