@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -233,4 +234,36 @@ TEST_CASE("session: a resume decides machine-dependent values again", "[session]
   CHECK(config["requested"]["epochs"] == 2);
   // Normalization statistics were decided from the data at the run's start and stay.
   CHECK(config["reasons"]["normalize_mean"] == "computed from the training data at the run's start");
+}
+
+TEST_CASE("session: --num_workers auto measures, says why, and trains as the chosen number would", "[session][cli]") {
+  test::TempDir dir;
+  const std::string flags = "train --preset smoke --epochs 1 --seed 5 --output_dir ";
+  auto a = test::run_gputrain(flags + (dir / "auto") + " --num_workers auto");
+  INFO(a.out << a.err);
+  REQUIRE(a.exit_code == 0);
+  auto config = nlohmann::json::parse(test::read_file(dir / "auto/config.json"));
+  CHECK(config["requested"]["num_workers"] == "auto");
+  const int64_t chosen = config["resolved"]["num_workers"].get<int64_t>();
+  CHECK(chosen >= 0);
+  CHECK_THAT(config["reasons"]["num_workers"].get<std::string>(),
+             Catch::Contains("auto: data wait by loader threads 0: ") && Catch::Contains("the fewest under 5%"));
+  CHECK_THAT(a.out, Catch::Contains("num_workers") && Catch::Contains("auto: data wait"));
+
+  // The measurement ran real forward and backward passes: batch-norm statistics and the random
+  // generators must be as if it had not (the same test loss as a run given the number).
+  auto b = test::run_gputrain(flags + (dir / "fixed") + " --num_workers " + std::to_string(chosen));
+  REQUIRE(b.exit_code == 0);
+  auto last_eval = [](const std::string& path) {
+    nlohmann::json last;
+    std::istringstream in(test::read_file(path));
+    for (std::string line; std::getline(in, line);)
+      if (auto r = nlohmann::json::parse(line); r["event"] == "eval") last = r;
+    return last;
+  };
+  CHECK(last_eval(dir / "auto/metrics.jsonl")["test_loss"] == last_eval(dir / "fixed/metrics.jsonl")["test_loss"]);
+
+  auto bad = test::run_gputrain("train --preset smoke --num_workers many");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--num_workers") && Catch::Contains("an integer or auto"));
 }

@@ -55,7 +55,7 @@ const std::vector<Row>& rows() {
        [](const Recipe& r) { return r.cuda_graphs; }, "CUDA graphs"},
       {"workers", "loader threads + prefetch",
        [](Config& c, const Config& w) {
-         c.num_workers = std::max<int64_t>(w.num_workers, 2);
+         c.num_workers = w.num_workers == kAuto ? kAuto : std::max<int64_t>(w.num_workers, 2);
          c.prefetch_factor = w.prefetch_factor;
        },
        always, ""},

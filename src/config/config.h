@@ -8,6 +8,9 @@
 
 namespace gputrain {
 
+// An int setting left for the run to decide ("auto" in flags and JSON), e.g. --num_workers.
+inline constexpr int64_t kAuto = -1;
+
 struct Config {
   // Where the configuration came from (applied first, in this order).
   std::string preset = "quickstart";  // a name in presets/ or a path to a .json file
@@ -48,7 +51,7 @@ struct Config {
   int64_t batch_size = 128;
   bool auto_batch_size = false;  // find the largest batch that fits (CUDA) before training
   int64_t eval_batch_size = 512;
-  int64_t num_workers = 2;
+  int64_t num_workers = 2;  // kAuto: measured by the Session
   int64_t prefetch_factor = 2;
   bool persistent_workers = true;
   bool pin_memory = true;

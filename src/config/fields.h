@@ -22,6 +22,7 @@ struct Field {
   std::vector<std::string> choices;                       // allowed values of a string field; empty = any
   double min = -std::numeric_limits<double>::infinity();  // inclusive range of a number
   double max = std::numeric_limits<double>::infinity();
+  bool takes_auto = false;  // an int field that also takes "auto", held as kAuto until decided
 
   bool is_bool() const { return std::holds_alternative<bool Config::*>(member); }
   std::string type_name() const;  // "bool", "int", "float", "string"

@@ -10,6 +10,7 @@
 #include "core/faults.h"
 #include "core/text.h"
 #include "train/auto_batch.h"
+#include "train/auto_workers.h"
 #include "train/optim.h"
 #include "train/resolve_recipe.h"
 
@@ -71,6 +72,23 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
   trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train);
   search_batch_size();
+  choose_num_workers();
+}
+
+void Session::choose_num_workers() {
+  if (rc_.resolved.num_workers != kAuto) return;
+  auto choice = choose_workers(*trainer_, data_->train, train_loader_options(), machine_.cpu_cores);
+  std::vector<std::string> waits;
+  for (const auto& t : choice.trials) waits.push_back(fmt::format("{}: {:.1f}%", t.workers, 100 * t.wait_fraction));
+  const std::string why = fmt::format("auto: data wait by loader threads {} ({} steps each); the fewest under 5%",
+                                      join(waits, ", "), choice.steps);
+  rc_.decide("num_workers", choice.workers, why);
+  const Config& c = rc_.resolved;
+  for (auto& [what, state] : recipe_.report)
+    if (what == "loader")
+      state = (c.num_workers == 0 ? std::string("main thread")
+                                  : fmt::format("{} threads, prefetch {}", c.num_workers, c.prefetch_factor)) +
+              " (" + why + ")";
 }
 
 void Session::pin(const nlohmann::json& pinned) {

@@ -77,6 +77,7 @@ class Session {
   void pin(const nlohmann::json& pinned);
   void resolve_from_data();
   void search_batch_size();
+  void choose_num_workers();  // --num_workers auto
 };
 
 }  // namespace gputrain

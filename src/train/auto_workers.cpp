@@ -1,0 +1,74 @@
+// --num_workers auto: each setting timed for a few probe steps, warm-up batches left out.
+#include "train/auto_workers.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <ATen/Context.h>
+
+namespace gputrain {
+namespace {
+
+// The random generators' states, put back when it goes out of scope.
+class KeepRng {
+ public:
+  explicit KeepRng(const torch::Device& device) : device_(device) {
+    cpu_ = gen(torch::kCPU).get_state();
+    if (device_.is_cuda()) cuda_ = gen(device_).get_state();
+  }
+  ~KeepRng() {
+    gen(torch::kCPU).set_state(cpu_);
+    if (cuda_.defined()) gen(device_).set_state(cuda_);
+  }
+  KeepRng(const KeepRng&) = delete;
+  KeepRng& operator=(const KeepRng&) = delete;
+
+ private:
+  static at::Generator gen(const torch::Device& d) { return at::globalContext().defaultGenerator(d); }
+  torch::Device device_;
+  torch::Tensor cpu_, cuda_;
+};
+
+}  // namespace
+
+WorkersChoice choose_workers(Trainer& trainer, DatasetPtr train, LoaderOptions options, int cores, int64_t steps) {
+  using Clock = std::chrono::steady_clock;
+  constexpr int64_t kWarmup = 2;  // thread start and the first allocations are not the steady state
+  KeepRng keep_rng(options.device);
+  std::vector<torch::Tensor> buffers;
+  for (const auto& b : trainer.model().buffers()) buffers.push_back(b.detach().clone());
+
+  WorkersChoice choice;
+  choice.steps = steps;
+  std::vector<int64_t> settings = {0};
+  for (int64_t w = 1; w <= std::max(cores, 1); w *= 2) settings.push_back(w);
+  for (int64_t w : settings) {
+    options.num_workers = w;
+    Loader loader(train, options);
+    loader.start_epoch(0);
+    double wait = 0, total = 0;
+    for (int64_t i = 0; i < kWarmup + steps; ++i) {
+      const auto t0 = Clock::now();
+      auto batch = loader.next();
+      if (!batch) break;  // a small dataset: what was measured stands
+      const auto t1 = Clock::now();
+      trainer.probe(*batch);  // syncs with a GPU; out of memory returns false, the timing stands
+      if (i < kWarmup) continue;
+      wait += std::chrono::duration<double>(t1 - t0).count();
+      total += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    choice.trials.push_back({w, total > 0 ? wait / total : 1.0});
+    if (choice.trials.back().wait_fraction < 0.05) break;
+  }
+  // The search stopped at the first setting under 5%; failing that, the least waiting wins.
+  choice.workers = std::min_element(choice.trials.begin(), choice.trials.end(), [](const auto& a, const auto& b) {
+                     return a.wait_fraction < b.wait_fraction;
+                   })->workers;
+
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (auto& b : trainer.model().buffers()) b.copy_(buffers[i++]);
+  return choice;
+}
+
+}  // namespace gputrain
