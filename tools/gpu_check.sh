@@ -15,7 +15,8 @@
 #       --quick        tiny step counts and shapes: a smoke run of the script itself (CPU too)
 #   Environment: GPUTRAIN_TORCH_PYTHON (the Python with torch, default python3),
 #   GPUTRAIN_BUILD_DIR (default build), GPU_CHECK_DEBS (default .gpudeps),
-#   GPU_CHECK_PREFIX (where the .debs are unpacked, default /tmp/gpudeps),
+#   GPU_CHECK_PREFIX (where the .debs are unpacked, default /tmp/gpudeps), GPU_CHECK_VARIANTS
+#   (the benchmark variants; default: baseline, each GPU optimization alone, all),
 #   GPU_CHECK_BUDGET_S (the whole run's wall-time budget, default 560: the device tool stops a
 #   command at 600 s, so each section's timeout is cut to what is left of it).
 #
@@ -101,7 +102,7 @@ else
   mlp_steps=(--steps 500 --warmup_steps 50)
   compare=(--precisions "fp32,bf16,fp16" --rounds 3 --steps 300 --warmup 30)
 fi
-wanted_variants=baseline,amp_fp16,amp_bf16,tf32,cudnn_benchmark,channels_last,fused_optimizer,cuda_graphs,all
+wanted_variants=${GPU_CHECK_VARIANTS:-baseline,amp_fp16,amp_bf16,tf32,cudnn_benchmark,channels_last,fused_optimizer,cuda_graphs,all}
 
 has_gpu=0
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && has_gpu=1
@@ -116,7 +117,7 @@ write_report() {
     echo "# gputrain GPU check"
     echo
     echo "$(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
-         "($(git status --porcelain 2>/dev/null | wc -l | tr -d ' ') changed files), options: ${opts:-none}"
+         "($(git status --porcelain 2>/dev/null | wc -l | tr -d ' ') changed files), options: ${opts:-none}; python $py, budget ${budget}s"
     echo
     echo "| section | status | exit | wall s |"
     echo "|---|---|---:|---:|"
@@ -134,28 +135,29 @@ write_report() {
 # its output on the terminal and in $work/NAME.log, and records the status.
 section() {
   local name=$1 cap=$2; shift 2
-  local left=$((deadline - SECONDS)) t rc start wall status
+  # 10 s of the budget stay for the grace between SIGTERM and SIGKILL.
+  local left=$((deadline - SECONDS - 10)) t rc start wall status
   t=$(( cap < left ? cap : left ))
   echo
-  echo "=== gpu_check: $name (timeout ${t}s): $*"
+  echo "=== gpu_check: $name (timeout $(( t < 0 ? 0 : t ))s): $*"
   start=$SECONDS
   if [ "$t" -lt 5 ]; then
-    echo "skipped: the ${budget}s budget is spent" > "$work/$name.log"
-    rc=124
+    echo "not run: the ${budget}s budget is spent" | tee "$work/$name.log"
+    rc=124 status="FAILED (not run: budget spent)"
   else
     set +e
     # SIGTERM first: the benchmark then prints and keeps the variants it finished.
-    timeout -k 15 "$t" "$@" < /dev/null 2>&1 | tee "$work/$name.log"
+    timeout -k 10 "$t" "$@" < /dev/null 2>&1 | tee "$work/$name.log"
     rc=${PIPESTATUS[0]}
     set -e
+    case $rc in
+      0) status=ok ;;
+      124|137) status="FAILED (timed out after ${t}s)" ;;
+      77) if [ "$has_gpu" = 1 ]; then status="FAILED (skipped, yet nvidia-smi sees a GPU)"; else status="skipped (no GPU)"; fi ;;
+      *) status=FAILED ;;
+    esac
   fi
   wall=$((SECONDS - start))
-  case $rc in
-    0) status=ok ;;
-    124|137) status="FAILED (timed out after ${t}s)" ;;
-    77) if [ "$has_gpu" = 1 ]; then status="FAILED (skipped, yet nvidia-smi sees a GPU)"; else status="skipped (no GPU)"; fi ;;
-    *) status=FAILED ;;
-  esac
   echo "=== gpu_check: $name: $status, exit $rc, ${wall}s"
   names+=("$name") statuses+=("$status") rcs+=("$rc") walls+=("$wall")
   {
@@ -163,11 +165,14 @@ section() {
     echo
     echo "\`$*\` — $status, exit $rc, ${wall}s"
     echo
-    # A benchmark's own Markdown table first, then the full output.
-    if [ -s "$work/$name.table.md" ]; then cat "$work/$name.table.md"; echo; fi
+    # A benchmark's own Markdown table first, then the full output (folded away under it).
+    if [ -s "$work/$name.table.md" ]; then
+      cat "$work/$name.table.md"; echo; echo "<details><summary>full output</summary>"; echo
+    fi
     echo '```text'
     cat "$work/$name.log"
     echo '```'
+    if [ -s "$work/$name.table.md" ]; then echo; echo "</details>"; fi
     echo
   } >> "$work/body.md"
   write_report
@@ -215,8 +220,8 @@ unpack_debs() {
 export -f show_env unpack_debs
 
 opts=""
-[ "$skip_build" = 1 ] && opts+="--skip-build "
-[ "$quick" = 1 ] && opts+="--quick "
+[ "$skip_build" = 1 ] && opts+="--skip-build"
+[ "$quick" = 1 ] && opts+="${opts:+ }--quick"
 echo "gpu_check: report -> $out, budget ${budget}s, GPU: $([ "$has_gpu" = 1 ] && echo yes || echo no)"
 
 section environment 30 bash -c 'show_env "$@"' _ "$py"
