@@ -20,7 +20,7 @@ bf16, or on a GPU), the same memory format, at least --steps timed steps after -
 of the rounds; every round's figure is printed too, since shared machines are noisy.
 
 --profile also prints, for one eager PyTorch run, where a step's time goes per operator
-(torch.profiler, self CPU time); `gputrain benchmark --profile` gives gputrain's own table.
+(torch.profiler, self CPU time).
 
 Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn] [--precisions fp32,bf16]
        [--rounds 3] [--markdown out.md] [--no-compile] [--profile]

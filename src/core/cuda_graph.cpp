@@ -52,7 +52,9 @@ void CudaGraph::capture(const std::function<void()>& fn) {
   at::autocast::set_autocast_cache_enabled(false);
   try {
     impl_->on_side([&] {
-      graph->capture_begin();
+      // Thread-local mode: the loader's threads may wait on events or pin memory meanwhile, which
+      // the global mode would forbid (and fail the capture, or their batch).
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       try {
         fn();
       } catch (...) {

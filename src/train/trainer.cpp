@@ -68,13 +68,21 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
 
 StepResult Trainer::step(const std::vector<Batch>& micro) {
   replayed_ = false;
+  if (ctx_.cuda_graphs && !graph_off_ && split_ > 1)
+    drop_graph("out-of-memory backoff splits each batch, which the captured step cannot");
   if (ctx_.cuda_graphs && !graph_off_) {
-    const std::string why = graph_blocker(micro);
+    // The graph holds one batch shape, the warm-ups' own. Before the capture, a larger batch
+    // (the first ones were an epoch's partial tail) starts the warm-up over with its shape.
+    const bool captured = graph_ && graph_->captured();
+    if (!captured && !static_in_.empty() && micro.front().x.size(0) > static_in_.front().x.size(0)) {
+      static_in_.clear();
+      graph_warmups_ = 0;
+    }
+    if (static_in_.empty())
+      for (const auto& b : micro) static_in_.push_back({b.x.clone(), b.y.clone()});
+    const std::string why = shape_mismatch(micro);
     if (why.empty()) return graphed_step(micro);
-    if (split_ > 1) {
-      graph_off_ = true;
-      fmt::print(stderr, "gputrain: CUDA graphs off from step {}: {}; steps run eagerly\n", steps_ + 1, why);
-    } else if (!said_shape_) {
+    if (!said_shape_) {
       said_shape_ = true;
       fmt::print(stderr, "gputrain: CUDA graph not replayed at step {}: {}; such steps run eagerly\n", steps_ + 1, why);
     }
@@ -83,9 +91,16 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
   return eager_step(micro);
 }
 
-std::string Trainer::graph_blocker(const std::vector<Batch>& micro) const {
-  if (split_ > 1) return "out-of-memory backoff splits each batch, which the captured step does not";
-  if (static_in_.empty()) return "";
+void Trainer::drop_graph(const std::string& why) {
+  fmt::print(stderr, "gputrain: CUDA graphs off from step {}: {}; steps run eagerly\n", steps_ + 1, why);
+  graph_off_ = true;
+  graph_.reset();  // frees the graph's memory pool
+  static_in_.clear();
+  static_out_ = {};
+  optimizer_->zero_grad(/*set_to_none=*/true);
+}
+
+std::string Trainer::shape_mismatch(const std::vector<Batch>& micro) const {
   auto shape = [](const std::vector<Batch>& bs) {
     std::string s;
     for (const auto& b : bs) s += (s.empty() ? "" : ", ") + fmt::format("{}", fmt::join(b.x.sizes(), "x"));
@@ -96,7 +111,7 @@ std::string Trainer::graph_blocker(const std::vector<Batch>& micro) const {
     same = micro[i].x.sizes() == static_in_[i].x.sizes() && micro[i].y.sizes() == static_in_[i].y.sizes() &&
            micro[i].x.dtype() == static_in_[i].x.dtype() && micro[i].y.dtype() == static_in_[i].y.dtype();
   if (same) return "";
-  return fmt::format("batch {} differs from the captured {} (a last partial batch, say)", shape(micro), shape(static_in_));
+  return fmt::format("batch {} differs from the graph's {} (a last partial batch, say)", shape(micro), shape(static_in_));
 }
 
 StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
@@ -111,18 +126,15 @@ StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
     return r;
   }
   if (!graph_->captured()) {
-    for (const auto& b : micro) static_in_.push_back({b.x.clone(), b.y.clone()});
+    // As torch.cuda.graph does: the warm-ups' cached blocks go back, so the graph's own memory
+    // pool finds room (a batch size searched close to the limit would not fit both).
+    cuda_synchronize(ctx_.device.index());
+    cuda_empty_cache();
     try {
       graph_->capture([&] { static_out_ = try_step(static_in_); });
     } catch (const std::exception& e) {
       std::string what = e.what();
-      what = what.substr(0, what.find('\n'));
-      fmt::print(stderr, "gputrain: CUDA graphs off: capturing the step failed ({}); steps run eagerly\n", what);
-      graph_off_ = true;
-      static_in_.clear();
-      static_out_ = {};
-      graph_.reset();
-      optimizer_->zero_grad(/*set_to_none=*/true);
+      drop_graph("capturing the step failed (" + what.substr(0, what.find('\n')) + ")");
       return eager_step(micro);
     }
   }
@@ -145,7 +157,9 @@ StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
       ++steps_;
       return r;
     } catch (const c10::OutOfMemoryError&) {
-      // Drop what the failed attempt left (gradients, cached blocks), then retry in halves.
+      // Drop what the failed attempt left (gradients, cached blocks, a captured graph's pool:
+      // its steps cannot run split anyway), then retry in halves.
+      if (graph_ && graph_->captured()) drop_graph("out of memory in an eager step");
       optimizer_->zero_grad(/*set_to_none=*/true);
       if (ctx_.cuda) cuda_empty_cache();
       // After the update began, some weights may have moved already: redoing the step would

@@ -74,14 +74,16 @@ class Trainer {
   std::vector<Batch> static_in_;  // what the captured step reads: each step's batches are copied in
   StepResult static_out_;         // what it writes (rewritten by every replay)
   int64_t graph_warmups_ = 0;
-  bool graph_off_ = false;      // a capture failed, or out-of-memory backoff split the batch
+  bool graph_off_ = false;      // a capture failed, or out of memory
   bool said_shape_ = false;     // the "batch shape differs" line is printed once
   bool replayed_ = false;
 
   StepResult eager_step(const std::vector<Batch>& micro);
   StepResult graphed_step(const std::vector<Batch>& micro);
-  // Why this step cannot replay the graph ("" when it can).
-  std::string graph_blocker(const std::vector<Batch>& micro) const;
+  // How `micro` differs from the batch shape the graph holds ("" when it does not).
+  std::string shape_mismatch(const std::vector<Batch>& micro) const;
+  // Turns CUDA graphs off for the rest of the run, freeing the graph, with one line saying why.
+  void drop_graph(const std::string& why);
   StepResult try_step(const std::vector<Batch>& micro);
 };
 
