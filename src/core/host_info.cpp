@@ -11,26 +11,25 @@
 
 namespace gputrain {
 
-std::string cpu_model() {
+std::string cpuinfo_field(const std::string& key) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) {
       auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
+      return colon == std::string::npos || colon + 2 > line.size() ? "" : line.substr(colon + 2);
     }
-  }
-  return "unknown";
+  return "";
+}
+
+std::string cpu_model() {
+  const std::string model = cpuinfo_field("model name");
+  return model.empty() ? "unknown" : model;
 }
 
 bool cpu_has_bf16() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0)
-      return line.find(" avx512_bf16") != std::string::npos || line.find(" amx_bf16") != std::string::npos;
-  }
-  return false;
+  const std::string flags = " " + cpuinfo_field("flags") + " ";
+  return flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
 }
 
 int64_t peak_rss_bytes() {

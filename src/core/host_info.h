@@ -5,6 +5,8 @@
 
 namespace gputrain {
 
+// The value of the first line of /proc/cpuinfo that starts with `key` ("" when none).
+std::string cpuinfo_field(const std::string& key);
 // "AMD EPYC 7B13" from /proc/cpuinfo, or "unknown".
 std::string cpu_model();
 // Whether the CPU has native bf16 arithmetic (AVX512-BF16 or AMX-BF16), where bf16 autocast

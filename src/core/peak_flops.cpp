@@ -4,7 +4,8 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <sstream>
+
+#include "core/host_info.h"
 
 namespace gputrain {
 namespace {
@@ -36,23 +37,12 @@ const GpuPeak kGpus[] = {
     {"P100", 9.3, 0, 18.7, 0},
 };
 
-std::string cpuinfo_field(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key, 0) == 0) {
-      auto colon = line.find(':');
-      return colon == std::string::npos ? "" : line.substr(colon + 2);
-    }
-  return "";
-}
-
-double max_clock_hz(const std::string& cpuinfo) {
+double max_clock_hz() {
   std::ifstream f("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");  // kHz
   double khz = 0;
   if (f >> khz && khz > 0) return khz * 1e3;
   try {
-    return std::stod(cpuinfo_field(cpuinfo, "cpu MHz")) * 1e6;  // the current clock: a lower bound
+    return std::stod(cpuinfo_field("cpu MHz")) * 1e6;  // the current clock: a lower bound
   } catch (const std::exception&) {
     return 0;
   }
@@ -71,20 +61,18 @@ PeakFlops gpu_peak_flops(const std::string& gpu_name, const std::string& dtype) 
 }
 
 PeakFlops cpu_peak_flops(int threads, const std::string& dtype) {
-  std::ifstream f("/proc/cpuinfo");
-  const std::string info((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const std::string flags = " " + cpuinfo_field(info, "flags") + " ";
-  const double hz = max_clock_hz(info);
+  const std::string flags = " " + cpuinfo_field("flags") + " ";
+  const double hz = max_clock_hz();
   if (hz <= 0 || threads <= 0) return {0, "n/a: the CPU clock is unknown"};
   auto has = [&](const char* flag) { return flags.find(std::string(" ") + flag + " ") != std::string::npos; };
   int lanes = has("avx512f") ? 16 : has("avx2") ? 8 : 4;  // fp32 per vector
   // AMD before Zen 5 (family 0x1A) runs 512-bit instructions on 256-bit units.
   int family = 0;
   try {
-    family = std::stoi(cpuinfo_field(info, "cpu family"));
+    family = std::stoi(cpuinfo_field("cpu family"));
   } catch (const std::exception&) {
   }
-  if (lanes == 16 && cpuinfo_field(info, "vendor_id") == "AuthenticAMD" && family < 0x1A) lanes = 8;
+  if (lanes == 16 && cpuinfo_field("vendor_id") == "AuthenticAMD" && family < 0x1A) lanes = 8;
   double per_cycle = 2.0 * 2 * lanes;  // 2 FMA units x (multiply + add) x lanes
   std::string how = fmt::format("{} threads x {:.2f} GHz x 2 FMA units x {} fp32 lanes x 2", threads, hz / 1e9, lanes);
   if (dtype == "bf16" && has("amx_bf16")) {

@@ -42,16 +42,18 @@ std::optional<torch::Tensor> on(const torch::Tensor& t, const torch::Device& dev
 void FusedOptimizer::refresh_lr() {
   if (!device_lr_) return;
   auto& groups = dynamic_cast<torch::optim::Optimizer&>(*this).param_groups();
-  lr_.resize(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const double lr = groups[g].options().get_lr();
-    for (const auto& p : groups[g].params()) {
-      auto& list = lr_[g];
-      auto it = std::find_if(list.begin(), list.end(), [&](const torch::Tensor& t) { return t.device() == p.device(); });
-      if (it == list.end()) list.push_back(torch::empty({}, p.options().dtype(torch::kFloat)));
-    }
-    for (auto& t : lr_[g]) t.fill_(lr);
+  if (lr_.size() != groups.size()) {  // once: a tensor per group and device its parameters are on
+    lr_.assign(groups.size(), {});
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (const auto& p : groups[g].params()) {
+        auto& list = lr_[g];
+        auto on_device = [&](const torch::Tensor& t) { return t.device() == p.device(); };
+        if (std::none_of(list.begin(), list.end(), on_device))
+          list.push_back(torch::empty({}, p.options().dtype(torch::kFloat)));
+      }
   }
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (auto& t : lr_[g]) t.fill_(groups[g].options().get_lr());
 }
 
 const torch::Tensor& FusedOptimizer::lr_on(size_t group, const torch::Device& device) {
