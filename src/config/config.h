@@ -96,6 +96,7 @@ struct Config {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   bool use_amp = true;
   std::string amp_dtype = "auto";  // auto | fp16 | bf16
+  bool amp_check = true;           // compare a few autocast and fp32 steps before training; fall back if they disagree
   bool cudnn_benchmark = true;
   bool cudnn_deterministic = false;
   bool tf32 = true;

@@ -152,6 +152,9 @@ std::vector<Field> make_fields() {
        "speed",
        "autocast dtype (auto: bf16 where supported, else fp16)",
        {"auto", "fp16", "bf16"}},
+      {"amp_check", &C::amp_check, "speed",
+       "before training, compare a few mixed-precision and fp32 steps on one batch; fall back fp16 -> bf16 -> fp32 "
+       "when they disagree"},
       {"cudnn_benchmark", &C::cudnn_benchmark, "speed", "let cuDNN time and pick the fastest kernels"},
       {"cudnn_deterministic", &C::cudnn_deterministic, "speed", "deterministic cuDNN kernels"},
       {"tf32", &C::tf32, "speed", "TF32 matmuls and convolutions (Ampere+)"},

@@ -16,7 +16,8 @@ int64_t read(const char* name) {
 const Faults& faults() {
   static const Faults f{read("GPUTRAIN_FAULT_NAN_STEP"),     read("GPUTRAIN_FAULT_OOM_STEP"),
                         read("GPUTRAIN_FAULT_OOM_ABOVE"),    read("GPUTRAIN_FAULT_OOM_UPDATE"),
-                        read("GPUTRAIN_FAULT_KILL_IN_SAVE"), read("GPUTRAIN_FAULT_NO_FLOCK")};
+                        read("GPUTRAIN_FAULT_KILL_IN_SAVE"), read("GPUTRAIN_FAULT_NO_FLOCK"),
+                        read("GPUTRAIN_FAULT_AMP_CHECK"),    read("GPUTRAIN_FAULT_OVERFLOW_STEP")};
   return f;
 }
 

@@ -13,6 +13,8 @@ struct Faults {
   int64_t oom_update = -1;    // GPUTRAIN_FAULT_OOM_UPDATE=k: out of memory inside step k's optimizer update
   int64_t kill_in_save = -1;  // GPUTRAIN_FAULT_KILL_IN_SAVE=n: SIGKILL inside the n-th checkpoint save
   int64_t no_flock = -1;      // GPUTRAIN_FAULT_NO_FLOCK=1: act as a file system that refuses flock
+  int64_t amp_check = -1;     // GPUTRAIN_FAULT_AMP_CHECK=1: the AMP check's mixed-precision loss is inf
+  int64_t overflow_step = -1; // GPUTRAIN_FAULT_OVERFLOW_STEP=k: under the grad scaler, gradients overflow from step k on
 };
 
 const Faults& faults();

@@ -159,7 +159,7 @@ std::string write_html_report(const std::string& run_dir) {
   auto records = read_jsonl(dir / "metrics.jsonl");
   Series loss{"loss", {}}, lr{"lr", {}}, sps{"samples/s", {}}, acc{"test accuracy", {}}, test_loss{"test loss", {}};
   nlohmann::json summary;
-  std::vector<nlohmann::json> epochs;
+  std::vector<nlohmann::json> epochs, events;
   for (const auto& r : records) {
     std::string ev = r.value("event", "");
     double step = number(r, "step");
@@ -175,6 +175,8 @@ std::string write_html_report(const std::string& run_dir) {
       epochs.push_back(r);
     } else if (ev == "summary") {
       summary = r;
+    } else if (ev == "amp_fallback" || ev == "oom" || ev == "resume" || ev == "stopped") {
+      events.push_back(r);  // what changed the run on its way
     }
   }
   std::ostringstream o;
@@ -197,6 +199,17 @@ std::string write_html_report(const std::string& run_dir) {
     << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
     << chart("Throughput (samples/s)", "step", {sps});
   o << epoch_table(epochs);
+  if (!events.empty()) {
+    o << "<h2>Events</h2><ul>";
+    for (const auto& e : events) {
+      std::string fields;
+      for (const auto& [key, value] : e.items())
+        if (key != "event" && key != "step" && key != "monitor")
+          fields += fmt::format("{}{}: {}", fields.empty() ? "" : ", ", key, value.is_string() ? value.get<std::string>() : value.dump());
+      o << "<li>step " << e.value("step", 0) << ": " << escape(e.value("event", "")) << " (" << escape(fields) << ")</li>";
+    }
+    o << "</ul>";
+  }
 
   auto mon = read_monitor(dir / "monitor.csv");
   o << "<h2>Telemetry</h2>";

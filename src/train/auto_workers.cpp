@@ -4,39 +4,15 @@
 #include <algorithm>
 #include <chrono>
 
-#include <ATen/Context.h>
+#include "train/keep_state.h"
 
 namespace gputrain {
-namespace {
-
-// The random generators' states, put back when it goes out of scope.
-class KeepRng {
- public:
-  explicit KeepRng(const torch::Device& device) : device_(device) {
-    cpu_ = gen(torch::kCPU).get_state();
-    if (device_.is_cuda()) cuda_ = gen(device_).get_state();
-  }
-  ~KeepRng() {
-    gen(torch::kCPU).set_state(cpu_);
-    if (cuda_.defined()) gen(device_).set_state(cuda_);
-  }
-  KeepRng(const KeepRng&) = delete;
-  KeepRng& operator=(const KeepRng&) = delete;
-
- private:
-  static at::Generator gen(const torch::Device& d) { return at::globalContext().defaultGenerator(d); }
-  torch::Device device_;
-  torch::Tensor cpu_, cuda_;
-};
-
-}  // namespace
 
 WorkersChoice choose_workers(Trainer& trainer, DatasetPtr train, LoaderOptions options, int cores, int64_t steps) {
   using Clock = std::chrono::steady_clock;
   constexpr int64_t kWarmup = 2;  // thread start and the first allocations are not the steady state
   KeepRng keep_rng(options.device);
-  std::vector<torch::Tensor> buffers;
-  for (const auto& b : trainer.model().buffers()) buffers.push_back(b.detach().clone());
+  TensorSnapshot buffers(trainer.model(), /*with_parameters=*/false);
 
   WorkersChoice choice;
   choice.steps = steps;
@@ -65,9 +41,7 @@ WorkersChoice choose_workers(Trainer& trainer, DatasetPtr train, LoaderOptions o
                      return a.wait_fraction < b.wait_fraction;
                    })->workers;
 
-  torch::NoGradGuard no_grad;
-  size_t i = 0;
-  for (auto& b : trainer.model().buffers()) b.copy_(buffers[i++]);
+  buffers.restore();
   return choice;
 }
 

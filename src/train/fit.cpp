@@ -146,6 +146,22 @@ class Fit {
     return std::filesystem::exists(last) ? last + " (before this) is intact" : "no checkpoint was written before";
   }
 
+  // The loss scale halves on every overflow. Below 1 the gradients overflow fp16 even
+  // unscaled: every step is skipped, and only another precision can train.
+  static constexpr double kCollapsedScale = 1.0;
+
+  void fall_back_amp(double scale, int64_t epoch) {
+    const std::string why = fmt::format("the loss scale collapsed to {:g} by step {}", scale, r_.step);
+    const std::string to = s_.fall_back_amp(why);
+    progress_.line(fmt::format("mixed precision: fp16 -> {} from step {} ({})", to, r_.step + 1, why));
+    folder_.write({{"event", "amp_fallback"}, {"step", r_.step}, {"epoch", epoch}, {"from", "fp16"}, {"to", to},
+                   {"reason", why}});
+    // Checkpoints carry it: a resumed run does not go back to fp16.
+    auto record = nlohmann::json::parse(record_);
+    record["amp_fallback"] = why;
+    record_ = record.dump();
+  }
+
   void check_bad_steps() {
     const int64_t worst = worst_bad_run_.item<int64_t>();
     if (worst >= c_.max_bad_steps)
@@ -238,6 +254,8 @@ class Fit {
                               {"step_ms", step_ms}, {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
         if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
         if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
+        if (s_.recipe().grad_scaler && rec["loss_scale"].get<double>() < kCollapsedScale)
+          fall_back_amp(rec["loss_scale"].get<double>(), epoch);
         read_skipped();
         if (r_.skipped_steps) rec["skipped_steps"] = r_.skipped_steps;
         folder_.write(rec);

@@ -191,4 +191,23 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   return r;
 }
 
+std::string fall_back_precision(ResolvedConfig& rc, Recipe& r, const MachineInfo& m, const std::string& why) {
+  const bool from_fp16 = r.amp && r.amp_dtype == c10::kHalf;
+  bool bf16 = false;
+  if (from_fp16)
+    for (const auto& g : m.gpus) bf16 |= r.cuda && g.index == r.device.index() && g.bf16;
+  const std::string from = from_fp16 ? "fp16" : "bf16", to = bf16 ? "bf16" : "fp32";
+  r.amp = bf16;
+  r.amp_dtype = bf16 ? c10::kBFloat16 : c10::kFloat;
+  r.grad_scaler = false;
+  const std::string reason = fmt::format("{} fell back to {}: {}", from, to, why);
+  if (bf16)
+    rc.decide("amp_dtype", "bf16", reason);
+  else
+    rc.decide("use_amp", false, reason);
+  for (auto& [what, state] : r.report)
+    if (what == "AMP") state = (bf16 ? "on (bf16 autocast; " : "off (fp32; ") + reason + ")";
+  return to;
+}
+
 }  // namespace gputrain

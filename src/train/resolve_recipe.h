@@ -13,4 +13,9 @@ namespace gputrain {
 // the config asks for a device that is not there.
 Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& machine);
 
+// The AMP fallback, when mixed precision failed `why` (the numeric check, or a collapsed loss
+// scale): fp16 -> bf16 where the device has it -> fp32. Changes the recipe's precision and its
+// AMP row and records the decision in `rc`. Returns what it chose: "bf16" or "fp32".
+std::string fall_back_precision(ResolvedConfig& rc, Recipe& r, const MachineInfo& machine, const std::string& why);
+
 }  // namespace gputrain

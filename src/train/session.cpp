@@ -3,12 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/text.h"
+#include "train/amp_check.h"
 #include "train/auto_batch.h"
 #include "train/auto_workers.h"
 #include "train/optim.h"
@@ -71,8 +73,37 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
 
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
   trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train);
+  check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
   choose_num_workers();
+}
+
+void Session::check_precision() {
+  if (!recipe_.amp) return;
+  if (!options_.amp_fallback.empty() && recipe_.grad_scaler)
+    fall_back_amp(options_.amp_fallback + " (earlier in this run)");
+  if (!recipe_.amp || !options_.check_amp || !rc_.resolved.amp_check) return;
+  LoaderOptions first = eval_loader_options(rc_.resolved.batch_size);
+  first.num_workers = 0;
+  Loader loader(data_->train, first);
+  loader.start_epoch(0);
+  const auto batch = loader.next();
+  while (recipe_.amp && batch) {
+    const AmpCheckResult r = check_amp(*trainer_, *batch, recipe_.amp_dtype, recipe_.grad_scaler, {.lr = rc_.resolved.lr});
+    if (!r.ok) {
+      fall_back_amp("the AMP check: " + r.summary);
+      continue;
+    }
+    auto amp_row = std::find_if(recipe_.report.begin(), recipe_.report.end(), [](const auto& row) { return row.first == "AMP"; });
+    recipe_.report.insert(amp_row == recipe_.report.end() ? amp_row : amp_row + 1, {"AMP check", r.summary});
+    break;
+  }
+}
+
+std::string Session::fall_back_amp(const std::string& why) {
+  const std::string to = fall_back_precision(rc_, recipe_, machine_, why);
+  trainer_->set_precision(recipe_);
+  return to;
 }
 
 void Session::choose_num_workers() {

@@ -35,6 +35,11 @@ struct SessionOptions {
   nlohmann::json pinned;
   // --auto_batch_size searches only when a run trains; eval and infer keep the batch size.
   bool search_batch_size = true;
+  // --amp_check runs only when a run trains (eval and infer take no gradient).
+  bool check_amp = true;
+  // Why mixed precision failed earlier in the run being continued ("" if it did not): the
+  // precision falls back again, without a new check of the one that failed.
+  std::string amp_fallback;
 };
 
 class Session {
@@ -62,6 +67,11 @@ class Session {
   // command prints it, so the same run reads the same in train, eval, infer and benchmark.
   std::string describe_line() const;
 
+  // Mixed precision failed `why` (during training: a collapsed loss scale): fp16 -> bf16 where
+  // the device has it -> fp32, in the recipe, the resolution and the Trainer. Returns the new
+  // precision ("bf16" or "fp32").
+  std::string fall_back_amp(const std::string& why);
+
   // config.json's record: {"requested", "resolved", "reasons"}.
   nlohmann::json config_record() const { return gputrain::config_record(rc_); }
 
@@ -78,6 +88,7 @@ class Session {
   void resolve_from_data();
   void search_batch_size();
   void choose_num_workers();  // --num_workers auto
+  void check_precision();     // --amp_check
 };
 
 }  // namespace gputrain

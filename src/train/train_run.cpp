@@ -29,12 +29,14 @@ struct Continued {
   Config requested;
   nlohmann::json pinned;
   std::string branched_from;
+  std::string amp_fallback;  // why mixed precision fell back during that run ("" if it did not)
 };
 
 Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
   const auto record = nlohmann::json::parse(read_checkpoint_meta(checkpoint).config_json);
   StoredConfig saved = read_config_record(record);
-  Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", "")};
+  Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", ""),
+                record.value("amp_fallback", "")};
   // A checkpoint in <run>/checkpoints/ continues in <run>, wherever the run was started from.
   const fs::path folder = fs::path(checkpoint).parent_path();
   if (!has_flag(flags, "output_dir") && folder.filename() == "checkpoints")
@@ -81,7 +83,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   const auto run_start =
       Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loading));
   install_stop_handlers();  // first: a signal during set-up stops after the first step
-  Continued run{resolve_config(flags), nullptr, ""};
+  Continued run{resolve_config(flags), nullptr, "", ""};
   const std::string resume = run.requested.resume;
   // --resume PATH continues in that run's folder unless --output_dir names another.
   if (!resume.empty() && resume != "auto") run = continue_from(resume, flags);
@@ -93,7 +95,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   if (from.branch) run.branched_from = fs::weakly_canonical(from.checkpoint).string();  // continued here
   run.requested.resume.clear();  // a run's record must not point at a checkpoint
 
-  Session s(run.requested, {.pinned = run.pinned});
+  Session s(run.requested, {.pinned = run.pinned, .amp_fallback = run.amp_fallback});
   print_session(s);
   const Config& c = s.config();
   check_steps_fit(s);
@@ -104,6 +106,7 @@ int run_training(const std::vector<FlagArg>& flags) {
 
   nlohmann::json record = s.config_record();
   if (!run.branched_from.empty()) record["branched_from"] = run.branched_from;
+  if (!run.amp_fallback.empty()) record["amp_fallback"] = run.amp_fallback;
   folder.start(record, c.tensorboard, c.monitor_interval, s.recipe().cuda ? s.recipe().device.index() : -1);
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -89,6 +90,18 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
   }
   if (ctx_.cuda_graphs) dynamic_cast<FusedOptimizer&>(*optimizer_).refresh_lr();
   return eager_step(micro);
+}
+
+void Trainer::set_precision(const Recipe& precision) {
+  ctx_.amp = precision.amp;
+  ctx_.amp_dtype = precision.amp_dtype;
+  ctx_.grad_scaler = precision.grad_scaler;
+  scaler_ = GradScaler(ctx_.grad_scaler, ctx_.device);
+  graph_.reset();
+  static_in_.clear();
+  static_out_ = {};
+  graph_warmups_ = 0;
+  optimizer_->zero_grad(/*set_to_none=*/true);
 }
 
 void Trainer::drop_graph(const std::string& why) {
@@ -225,7 +238,10 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
         loss = task_loss(logits, ys[i], opt_.loss);
         if (ys[i].size(0) != total) loss = loss * (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
       }
-      scaler_.scale(loss).backward();  // backward runs outside autocast, as in PyTorch
+      auto scaled = scaler_.scale(loss);
+      if (scaler_.enabled() && faults().overflow_step >= 0 && steps_ + 1 >= faults().overflow_step)
+        scaled = scaled * std::numeric_limits<double>::infinity();  // the gradients overflow, the loss does not
+      scaled.backward();  // backward runs outside autocast, as in PyTorch
       auto detached = loss.detach();
       r.loss = r.loss.defined() ? r.loss + detached : detached;
     }

@@ -54,6 +54,9 @@ class Trainer {
   const LossSpec& loss() const { return opt_.loss; }
   const TrainerOptions& options() const { return opt_; }
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
+  // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
+  // scaler, and a captured graph is dropped to be captured again in the new precision.
+  void set_precision(const Recipe& precision);
   // --cuda_graphs: whether the last step was a graph replay (false while warming up or eager).
   bool replayed() const { return replayed_; }
 
