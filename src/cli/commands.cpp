@@ -20,6 +20,7 @@ const std::vector<Command>& commands() {
       {"infer", "batched predictions to CSV, with samples/s and latency (and a batch-size sweep)", cmd_infer},
       {"export", "write a checkpoint's weights as model.safetensors (loads in Python)", cmd_export},
       {"report", "rebuild a run folder's report.html", cmd_report},
+      {"launch", "start the ranks of a data-parallel job on this node (like torchrun)", cmd_launch},
       {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
       {"models", "list the models with their parameter counts for an input shape", cmd_models},
       {"presets", "list presets, or `presets show NAME` to print one", cmd_presets},

@@ -26,6 +26,7 @@ int cmd_eval(const std::vector<std::string>& words);
 int cmd_infer(const std::vector<std::string>& words);
 int cmd_export(const std::vector<std::string>& words);
 int cmd_models(const std::vector<std::string>& words);
+int cmd_launch(const std::vector<std::string>& words);
 
 // Rejects any flag left after a command took its own; throws a usage error with suggestions.
 struct Args;

@@ -10,8 +10,10 @@
 #include "config/config_table.h"
 #include "config/merge.h"
 #include "core/device_cuda.h"
+#include "core/error.h"
 #include "core/host_info.h"
 #include "core/signals.h"
+#include "dist/rank_env.h"
 #include "train/export.h"
 #include "train/fit.h"
 #include "train/run_summary.h"
@@ -83,6 +85,9 @@ int run_training(const std::vector<FlagArg>& flags) {
   const auto run_start =
       Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loading));
   install_stop_handlers();  // first: a signal during set-up stops after the first step
+  if (const RankEnv ranks = read_rank_env(); ranks.world_size > 1)
+    throw usage_error("data-parallel training is not built yet; this process is " + ranks.describe(),
+                      "train in one process (unset RANK and WORLD_SIZE, or SLURM_NTASKS)");
   Continued run{resolve_config(flags), nullptr, "", ""};
   const std::string resume = run.requested.resume;
   // --resume PATH continues in that run's folder unless --output_dir names another.

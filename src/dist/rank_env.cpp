@@ -1,0 +1,183 @@
+// Rank, world and rendezvous from torchrun's or Slurm's environment.
+#include "dist/rank_env.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace gputrain {
+namespace {
+
+int parse_int(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw std::invalid_argument(fmt::format("{} '{}' is not an integer", what, text));
+  return v;
+}
+
+// Splits at commas outside brackets: "n[1-2,4],m" -> "n[1-2,4]", "m".
+std::vector<std::string> split_top(const std::string& s) {
+  std::vector<std::string> parts;
+  std::string cur;
+  int depth = 0;
+  for (char ch : s) {
+    if (ch == '[') ++depth;
+    if (ch == ']') --depth;
+    if (depth < 0) throw std::invalid_argument("unbalanced ']'");
+    if (ch == ',' && depth == 0) {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (depth != 0) throw std::invalid_argument("unbalanced '['");
+  parts.push_back(cur);
+  return parts;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_hostlist(const std::string& list) {
+  std::vector<std::string> hosts;
+  for (const auto& item : split_top(list)) {
+    if (item.empty()) throw std::invalid_argument("an empty host name");
+    const auto open = item.find('[');
+    if (open == std::string::npos) {
+      hosts.push_back(item);
+      continue;
+    }
+    const auto close = item.find(']', open);
+    const std::string prefix = item.substr(0, open), suffix = item.substr(close + 1);
+    if (suffix.find('[') != std::string::npos) throw std::invalid_argument("more than one bracket in '" + item + "'");
+    std::string ranges = item.substr(open + 1, close - open - 1);
+    size_t start = 0;
+    while (start <= ranges.size()) {
+      const auto comma = ranges.find(',', start);
+      const std::string r = ranges.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const auto dash = r.find('-');
+      const std::string lo = r.substr(0, dash), hi = dash == std::string::npos ? lo : r.substr(dash + 1);
+      const int a = parse_int(lo, "host number"), b = parse_int(hi, "host number");
+      if (a < 0 || b < a) throw std::invalid_argument("range '" + r + "' runs backwards");
+      if (b - a > 100000) throw std::invalid_argument("range '" + r + "' is too long");
+      for (int n = a; n <= b; ++n) {
+        std::string num = std::to_string(n);
+        if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');  // n[01-04] keeps its padding
+        hosts.push_back(prefix + num + suffix);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return hosts;
+}
+
+std::vector<int> expand_tasks_per_node(const std::string& list) {
+  std::vector<int> counts;
+  for (const auto& item : split_top(list)) {
+    const auto paren = item.find("(x");
+    const int tasks = parse_int(item.substr(0, paren), "task count");
+    int repeat = 1;
+    if (paren != std::string::npos) {
+      if (item.back() != ')') throw std::invalid_argument("'" + item + "' lacks its ')'");
+      repeat = parse_int(item.substr(paren + 2, item.size() - paren - 3), "repeat count");
+    }
+    if (tasks < 1 || repeat < 1) throw std::invalid_argument("'" + item + "' has a count below 1");
+    counts.insert(counts.end(), static_cast<size_t>(repeat), tasks);
+  }
+  return counts;
+}
+
+RankEnv read_rank_env(const GetEnv& getenv) {
+  auto get = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v ? std::string(v) : std::string();
+  };
+  auto need_int = [&](const char* name, int fallback) {
+    const std::string v = get(name);
+    if (v.empty()) return fallback;
+    try {
+      return parse_int(v, name);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(fmt::format("environment variable {}={} is not an integer", name, v),
+                        "unset it, or start the ranks with gputrain launch, torchrun or srun");
+    }
+  };
+  RankEnv e;
+  if (!get("RANK").empty() || !get("WORLD_SIZE").empty()) {
+    e.source = "torchrun";
+    e.rank = need_int("RANK", 0);
+    e.world_size = need_int("WORLD_SIZE", 1);
+    e.local_rank = need_int("LOCAL_RANK", e.rank);
+    e.local_world_size = need_int("LOCAL_WORLD_SIZE", e.world_size);
+    e.node_rank = need_int("GROUP_RANK", e.local_world_size > 0 ? e.rank / e.local_world_size : 0);
+    e.agent_store = get("TORCHELASTIC_USE_AGENT_STORE") == "True";
+  } else if (!get("SLURM_PROCID").empty() && !get("SLURM_NTASKS").empty()) {
+    e.source = "slurm";
+    e.rank = need_int("SLURM_PROCID", 0);
+    e.world_size = need_int("SLURM_NTASKS", 1);
+    e.local_rank = need_int("SLURM_LOCALID", 0);
+    e.node_rank = need_int("SLURM_NODEID", 0);
+    const std::string per_node = !get("SLURM_TASKS_PER_NODE").empty()       ? get("SLURM_TASKS_PER_NODE")
+                                 : !get("SLURM_STEP_TASKS_PER_NODE").empty() ? get("SLURM_STEP_TASKS_PER_NODE")
+                                                                             : get("SLURM_NTASKS_PER_NODE");
+    e.local_world_size = e.world_size;
+    if (!per_node.empty()) {
+      try {
+        const auto counts = expand_tasks_per_node(per_node);
+        e.local_world_size = counts.at(std::min(static_cast<size_t>(e.node_rank), counts.size() - 1));
+      } catch (const std::exception& ex) {
+        throw usage_error(fmt::format("SLURM_TASKS_PER_NODE={} cannot be read: {}", per_node, ex.what()),
+                          "expected a form like 2(x3),1");
+      }
+    }
+    const std::string nodes = !get("SLURM_JOB_NODELIST").empty() ? get("SLURM_JOB_NODELIST") : get("SLURM_NODELIST");
+    if (!nodes.empty()) {
+      try {
+        e.master_addr = expand_hostlist(nodes).front();
+      } catch (const std::exception& ex) {
+        throw usage_error(fmt::format("SLURM_JOB_NODELIST={} cannot be read: {}", nodes, ex.what()),
+                          "expected a form like node[01-04,07]");
+      }
+    }
+    // Every task of the job derives the same port from the job id, away from the common
+    // defaults; MASTER_PORT (below) wins.
+    if (!get("SLURM_JOB_ID").empty()) e.master_port = 15000 + need_int("SLURM_JOB_ID", 0) % 20000;
+  }
+  if (!get("MASTER_ADDR").empty()) e.master_addr = get("MASTER_ADDR");
+  e.master_port = need_int("MASTER_PORT", e.master_port);
+
+  auto bad = [&](const std::string& what) {
+    throw usage_error(fmt::format("the {} environment is inconsistent: {}", e.source, what),
+                      "start the ranks with gputrain launch, torchrun or srun, or unset the variables");
+  };
+  if (e.world_size < 1) bad(fmt::format("world size {}", e.world_size));
+  if (e.rank < 0 || e.rank >= e.world_size) bad(fmt::format("rank {} outside world size {}", e.rank, e.world_size));
+  if (e.local_world_size < 1 || e.local_world_size > e.world_size)
+    bad(fmt::format("{} local ranks in a world of {}", e.local_world_size, e.world_size));
+  if (e.local_rank < 0 || e.local_rank >= e.local_world_size)
+    bad(fmt::format("local rank {} outside {} local ranks", e.local_rank, e.local_world_size));
+  if (e.master_port < 1 || e.master_port > 65535) bad(fmt::format("master port {}", e.master_port));
+  return e;
+}
+
+RankEnv read_rank_env() {
+  return read_rank_env([](const char* name) { return static_cast<const char*>(std::getenv(name)); });
+}
+
+std::string RankEnv::describe() const {
+  if (source.empty()) return "one process";
+  return fmt::format("rank {} of {} (local {} of {}, node {}) from {}, rendezvous {}:{}{}", rank, world_size,
+                     local_rank, local_world_size, node_rank, source, master_addr, master_port,
+                     agent_store ? " (torchrun's store)" : "");
+}
+
+}  // namespace gputrain
