@@ -112,6 +112,9 @@ struct Config {
   int64_t keep_checkpoints = 3;   // epoch-N.pt files kept (last.pt and best.pt always)
   std::string time_limit;         // e.g. "8h45m": checkpoint and stop cleanly before it
   int64_t max_bad_steps = 20;     // consecutive non-finite losses before giving up (exit 3)
+
+  // Data parallel (several ranks: gputrain launch, torchrun, srun)
+  double dist_timeout = 300;  // seconds a rank waits for the others (joining, a collective) before failing
   bool deterministic = false;     // deterministic algorithms (bit-identical resumes)
   double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;

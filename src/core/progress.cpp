@@ -11,10 +11,15 @@
 
 namespace gputrain {
 
-Progress::Progress(int64_t total_steps, int64_t epochs)
-    : total_(total_steps), epochs_(epochs), tty_(isatty(STDOUT_FILENO)), start_(std::chrono::steady_clock::now()) {}
+Progress::Progress(int64_t total_steps, int64_t epochs, bool quiet)
+    : total_(total_steps),
+      epochs_(epochs),
+      tty_(isatty(STDOUT_FILENO)),
+      quiet_(quiet),
+      start_(std::chrono::steady_clock::now()) {}
 
 void Progress::update(int64_t step, int64_t epoch, double loss, double lr, double samples_per_sec, double step_ms) {
+  if (quiet_) return;
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double eta = step > 0 ? elapsed * static_cast<double>(total_ - step) / static_cast<double>(step) : 0;
   if (tty_) {
@@ -33,6 +38,7 @@ void Progress::update(int64_t step, int64_t epoch, double loss, double lr, doubl
 }
 
 void Progress::line(const std::string& text) {
+  if (quiet_) return;
   if (bar_open_) fmt::print("\r\033[K");
   bar_open_ = false;
   fmt::print("{}\n", text);

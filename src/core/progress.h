@@ -7,7 +7,8 @@ namespace gputrain {
 
 class Progress {
  public:
-  Progress(int64_t total_steps, int64_t epochs);
+  // `quiet`: prints nothing (a data-parallel rank other than 0).
+  Progress(int64_t total_steps, int64_t epochs, bool quiet = false);
   // Called every log_every steps with numbers already read from the device.
   void update(int64_t step, int64_t epoch, double loss, double lr, double samples_per_sec, double step_ms);
   // Prints a full line (ending the bar first when there is one).
@@ -16,6 +17,7 @@ class Progress {
  private:
   int64_t total_, epochs_;
   bool tty_;
+  bool quiet_;
   bool bar_open_ = false;
   std::chrono::steady_clock::time_point start_;
 };

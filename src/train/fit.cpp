@@ -24,12 +24,13 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 class Fit {
  public:
-  Fit(Session& s, RunFolder& folder, const CheckpointMeta& start, const nlohmann::json& record,
+  Fit(Session& s, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& record,
       Clock::time_point run_start)
       : s_(s),
         c_(s.config()),
         trainer_(s.trainer()),
         folder_(folder),
+        comm_(s.comm()),
         record_(record.dump()),
         run_start_(run_start),
         train_loader_(s.data().train, s.train_loader_options()),
@@ -41,7 +42,7 @@ class Fit {
                   steps_per_epoch_, c_.lr_step_size, c_.lr_gamma},
         first_epoch_(start.epoch),
         first_batch_(start.batch),
-        progress_(total_steps_, c_.epochs),
+        progress_(total_steps_, c_.epochs, /*quiet=*/folder == nullptr),
         time_limit_(c_.time_limit.empty() ? 0 : parse_duration(c_.time_limit)) {
     r_.step = r_.first_step = start.step;
     r_.best_score = start.best_score;
@@ -70,15 +71,16 @@ class Fit {
     }
     read_skipped();
     if (!r_.stop_reason.empty()) {
-      folder_.write({{"event", "stopped"},
-                     {"step", r_.step},
-                     {"epoch", r_.last_epoch},
-                     {"reason", r_.stop_reason},
-                     {"monitor", folder_.monitor().finish()}});
-      folder_.write_report();
+      if (!folder_) return r_;
+      folder_->write({{"event", "stopped"},
+                      {"step", r_.step},
+                      {"epoch", r_.last_epoch},
+                      {"reason", r_.stop_reason},
+                      {"monitor", folder_->monitor().finish()}});
+      folder_->write_report();
       progress_.line(fmt::format("stopped ({}) at step {}; checkpoint {}", r_.stop_reason, r_.step,
-                                 folder_.checkpoint_path("last.pt")));
-      progress_.line("resume with: gputrain train --output_dir " + folder_.path() + " --resume auto");
+                                 folder_->checkpoint_path("last.pt")));
+      progress_.line("resume with: gputrain train --output_dir " + folder_->path() + " --resume auto");
     }
     return r_;
   }
@@ -87,7 +89,8 @@ class Fit {
   Session& s_;
   const Config& c_;
   Trainer& trainer_;
-  RunFolder& folder_;
+  RunFolder* folder_;  // null on the ranks other than 0: rank 0 owns the run folder
+  Comm* comm_ = nullptr;
   std::string record_;
   Clock::time_point run_start_;
   Loader train_loader_, test_loader_;
@@ -104,6 +107,29 @@ class Fit {
   PeakFlops peak_;                         // the device's, for MFU
   nlohmann::json epoch_stats_;             // the last epoch's throughput, MFU and memory peaks
   FitResult r_;
+
+  int64_t ranks() const { return comm_ ? comm_->size() : 1; }  // samples/s are the job's, all ranks
+
+  // A metrics record: rank 0 writes it; the other ranks print only errors.
+  void write(const nlohmann::json& record) {
+    if (folder_) folder_->write(record);
+  }
+
+  // Data parallel: all ranks must stop at the same step, so a stop one rank sees (a signal, its
+  // clock) is summed over the ranks at log steps, where the loss is read anyway; any rank's
+  // reason stops them all. (Not every step: that would wait for the host each step.)
+  std::string agree_stop(const std::string& local) {
+    auto flags = torch::zeros({3}, torch::TensorOptions().device(s_.recipe().device));
+    if (local == "SIGTERM") flags[0] = 1;
+    if (local == "SIGINT") flags[1] = 1;
+    if (local.rfind("time limit", 0) == 0) flags[2] = 1;
+    comm_->all_reduce_sum(flags)->wait();
+    const auto f = flags.cpu();
+    if (f[0].item<float>() > 0) return "SIGTERM";
+    if (f[1].item<float>() > 0) return "SIGINT";
+    if (f[2].item<float>() > 0) return "time limit " + c_.time_limit;
+    return "";
+  }
 
   int64_t total_steps() const {
     check_steps_fit(s_);
@@ -128,13 +154,13 @@ class Fit {
 
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
   void save(const std::string& name, const CheckpointMeta& m) {
-    if (!c_.save_checkpoints && name != "last.pt") return;
+    if (!folder_ || (!c_.save_checkpoints && name != "last.pt")) return;
     if (!all_finite(trainer_))
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
                   std::string(s_.recipe().amp ? "train without mixed precision (--no-use_amp), " : "") +
                       "lower --lr or set --clip_max_norm; " + last_checkpoint_note(),
                   kExitNonFinite);
-    last_save_seconds_ = folder_.save_checkpoint(name, trainer_, m);
+    last_save_seconds_ = folder_->save_checkpoint(name, trainer_, m);
   }
 
   void read_skipped() {
@@ -142,8 +168,8 @@ class Fit {
   }
 
   std::string last_checkpoint_note() const {
-    const std::string last = folder_.checkpoint_path("last.pt");
-    return std::filesystem::exists(last) ? last + " (before this) is intact" : "no checkpoint was written before";
+    const std::string last = folder_ ? folder_->checkpoint_path("last.pt") : "";
+    return !last.empty() && std::filesystem::exists(last) ? last + " (before this) is intact" : "no checkpoint was written before";
   }
 
   // The loss scale halves on every overflow. Below 1 the gradients overflow fp16 even
@@ -154,7 +180,7 @@ class Fit {
     const std::string why = fmt::format("the loss scale collapsed to {:g} by step {}", scale, r_.step);
     const std::string to = s_.fall_back_amp(why);
     progress_.line(fmt::format("mixed precision: fp16 -> {} from step {} ({})", to, r_.step + 1, why));
-    folder_.write({{"event", "amp_fallback"}, {"step", r_.step}, {"epoch", epoch}, {"from", "fp16"}, {"to", to},
+    write({{"event", "amp_fallback"}, {"step", r_.step}, {"epoch", epoch}, {"from", "fp16"}, {"to", to},
                    {"reason", why}});
     // Checkpoints carry it: a resumed run does not go back to fp16.
     auto record = nlohmann::json::parse(record_);
@@ -184,7 +210,9 @@ class Fit {
     r_.train_seconds += train_seconds;
     // The epoch's training (not its evaluation): throughput, MFU, memory peaks.
     const double sps =
-        train_seconds > 0 ? static_cast<double>((r_.step - first_step) * c_.batch_size * c_.accumulation_steps) / train_seconds : 0;
+        train_seconds > 0
+            ? static_cast<double>((r_.step - first_step) * c_.batch_size * c_.accumulation_steps * ranks()) / train_seconds
+            : 0;
     epoch_stats_ = memory_peaks(s_.recipe());
     epoch_stats_["train_samples_per_sec"] = sps;
     if (const double mfu = training_mfu(trainer_.model().flops_per_sample, sps, peak_); mfu > 0) epoch_stats_["mfu"] = mfu;
@@ -201,7 +229,7 @@ class Fit {
   }
 
   void train_steps(int64_t epoch, int64_t& consumed) {
-    const int64_t samples_per_step = c_.batch_size * c_.accumulation_steps;
+    const int64_t samples_per_step = c_.batch_size * c_.accumulation_steps * ranks();
     std::vector<Batch> micro;
     micro.reserve(static_cast<size_t>(c_.accumulation_steps));
     torch::Tensor loss_sum;
@@ -224,7 +252,7 @@ class Fit {
       const int64_t split_before = trainer_.split();
       StepResult sr = trainer_.step(micro);
       if (trainer_.split() != split_before)
-        folder_.write({{"event", "oom"},
+        write({{"event", "oom"},
                        {"step", r_.step + 1},
                        {"epoch", epoch},
                        {"micro_batch", c_.batch_size / trainer_.split()},
@@ -238,9 +266,14 @@ class Fit {
       ++r_.step;
       ++window_steps;
 
-      if (r_.step % c_.log_every == 0 || r_.step == total_steps_) {
+      const bool log_step = r_.step % c_.log_every == 0 || r_.step == total_steps_;
+      if (log_step) {
         // Reading the loss to print it syncs the host with the device: only at log steps.
         // (With an unfused optimizer the fp16 grad scaler also reads its overflow flag every step.)
+        if (comm_) {  // each rank's loss is weighted by its share of the global batch: the sum is the job's
+          loss_sum = loss_sum.reshape({1}).to(torch::kFloat).clone();
+          comm_->all_reduce_sum(loss_sum)->wait();
+        }
         const double loss = loss_sum.item<double>() / static_cast<double>(window_steps);
         const double secs = seconds_since(window_start);
         const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
@@ -258,7 +291,7 @@ class Fit {
           fall_back_amp(rec["loss_scale"].get<double>(), epoch);
         read_skipped();
         if (r_.skipped_steps) rec["skipped_steps"] = r_.skipped_steps;
-        folder_.write(rec);
+        write(rec);
         loss_sum = torch::Tensor();
         window_steps = 0;
         window_start = Clock::now();
@@ -271,7 +304,8 @@ class Fit {
       // The session's first step (allocations, autotuning) is replaced by the second, not averaged in.
       const double took = seconds_since(step_start);
       step_seconds_ = steps_timed_++ < 2 ? took : 0.7 * step_seconds_ + 0.3 * took;
-      r_.stop_reason = stop_now(2 * step_seconds_ + last_eval_seconds_);
+      const std::string stop = stop_now(2 * step_seconds_ + last_eval_seconds_);
+      r_.stop_reason = !comm_ ? stop : log_step ? agree_stop(stop) : "";
       if (!r_.stop_reason.empty()) break;
     }
   }
@@ -279,7 +313,9 @@ class Fit {
   // The epoch's evaluation (raw weights, and the EMA's when kept), then its checkpoints.
   // Returns false when a stop interrupted the evaluation.
   bool evaluate_epoch(int64_t epoch, int64_t consumed, Clock::time_point epoch_start) {
-    auto must_stop = [&] { return !stop_now(0).empty(); };  // polled between evaluation batches
+    // Polled between evaluation batches. With several ranks an evaluation runs to its end (a
+    // stop there would be one rank's alone); the next log step agrees on the stop.
+    auto must_stop = [&] { return !comm_ && !stop_now(0).empty(); };
     const auto eval_start = Clock::now();
     r_.last_eval = evaluate(trainer_, test_loader_, must_stop);
     // The average is what one deploys: it decides "best" and early stopping.
@@ -311,7 +347,7 @@ class Fit {
     rec.update(epoch_stats_);
     r_.last_eval.add_to(rec, "test_");
     if (trainer_.ema()) r_.last_ema_eval.add_to(rec, "test_ema_");
-    folder_.write(rec);
+    write(rec);
     const std::string hint = "an fp16 overflow, diverged weights or test data far outside the training range: try --amp_dtype "
                              "bf16, lower --lr or set --clip_max_norm; " +
                              last_checkpoint_note();
@@ -325,7 +361,7 @@ class Fit {
     save(fmt::format("epoch-{}.pt", epoch + 1), m);
     save("last.pt", m);
     if (improved) save("best.pt", m);
-    if (c_.save_checkpoints) folder_.prune_checkpoints(c_.keep_checkpoints);
+    if (c_.save_checkpoints && folder_) folder_->prune_checkpoints(c_.keep_checkpoints);
     return true;
   }
 };
@@ -340,7 +376,7 @@ void check_steps_fit(const Session& s) {
                       "lower --batch_size or --accumulation_steps");
 }
 
-FitResult fit(Session& session, RunFolder& folder, const CheckpointMeta& start, const nlohmann::json& config_record,
+FitResult fit(Session& session, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& config_record,
               Clock::time_point run_start) {
   return Fit(session, folder, start, config_record, run_start).run();
 }

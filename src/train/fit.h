@@ -28,9 +28,9 @@ void check_steps_fit(const Session& session);
 
 // Runs from `start` (a fresh CheckpointMeta, or the one a resume loaded) until the run is done
 // or must stop; every checkpoint holds `config_record`. `run_start` is when the process began
-// (the time limit counts from it). A stopped run has written its "stopped" record and said how
+// (the time limit counts from it). `folder` is null on the ranks other than 0. A stopped run has written its "stopped" record and said how
 // to resume.
-FitResult fit(Session& session, RunFolder& folder, const CheckpointMeta& start, const nlohmann::json& config_record,
+FitResult fit(Session& session, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& config_record,
               std::chrono::steady_clock::time_point run_start);
 
 }  // namespace gputrain

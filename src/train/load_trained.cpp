@@ -17,7 +17,10 @@ Trained load_trained(const std::string& checkpoint, const std::vector<FlagArg>& 
   if (has_flag(flags, "test_file")) saved.requested["val_split"] = 0.0;
   Config c = resolve_resumed_config(saved.requested, flags);
   c.resume.clear();
-  t.session = std::make_unique<Session>(c, SessionOptions{.pinned = saved.resolved, .search_batch_size = false, .check_amp = false});
+  SessionOptions o;  // (designated initializers here set off a false GCC 12 -Wmaybe-uninitialized)
+  o.pinned = saved.resolved;
+  o.search_batch_size = o.check_amp = false;  // eval and infer neither search nor take gradients
+  t.session = std::make_unique<Session>(c, o);
   load_checkpoint(checkpoint, t.session->trainer());
   return t;
 }

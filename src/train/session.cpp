@@ -58,24 +58,55 @@ std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, co
 }  // namespace
 
 Session::Session(const Config& requested, SessionOptions options) : rc_(requested), options_(std::move(options)) {
-  if (options_.world_size != 1 || options_.stages != 1)
-    throw std::logic_error("Session: data and pipeline parallel are not built yet");
+  if (options_.stages != 1) throw std::logic_error("Session: pipeline parallel is not built yet");
   pin(options_.pinned);
   auto problems = model_option_problems(rc_.resolved);  // before any data is read
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
 
   machine_ = probe_machine(rc_.resolved.device != "cpu");
+  if (options_.ranks.world_size > 1) join_ranks();
   recipe_ = resolve_recipe(rc_, machine_);
   apply_global_switches(recipe_);
+  if (options_.ranks.world_size > 1) {
+    comm_ = std::make_unique<Comm>(options_.ranks, recipe_.cuda ? recipe_.device.index() : -1, rc_.resolved.dist_timeout);
+    recipe_.report.push_back({"data parallel", fmt::format("{} ranks over {} ({}); gradients all-reduced after backward",
+                                                           options_.ranks.world_size, recipe_.cuda ? "NCCL" : "Gloo",
+                                                           options_.ranks.describe())});
+  }
 
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
   resolve_from_data();
 
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
   trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train);
+  if (comm_) {
+    // Every rank starts from rank 0's weights and buffers (the same seed makes them equal
+    // already; a resume loads them on every rank; this makes it certain).
+    std::vector<torch::Tensor> state;
+    for (const auto& p : trainer_->model().parameters()) state.push_back(p.detach());
+    for (const auto& b : trainer_->model().buffers()) state.push_back(b);
+    comm_->broadcast(state, 0);
+    trainer_->set_comm(comm_.get());
+  }
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
   choose_num_workers();
+}
+
+void Session::join_ranks() {
+  const RankEnv& e = options_.ranks;
+  Config c = rc_.resolved;
+  const std::string why = fmt::format("rank {} of {}", e.rank, e.world_size);
+  // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
+  // --gpus-per-task), the one it sees.
+  const int gpus = static_cast<int>(machine_.gpus.size());
+  if ((c.device == "auto" || c.device == "cuda") && gpus > 0) {
+    const int index = gpus == 1 ? 0 : e.local_rank % gpus;
+    rc_.decide("device", fmt::format("cuda:{}", index),
+               fmt::format("local rank {} of {} on {} visible GPU{}", e.local_rank, e.local_world_size, gpus, gpus == 1 ? "" : "s"));
+  }
+  if (c.cuda_graphs) rc_.decide("cuda_graphs", false, why + ": not with data parallel yet");
+  if (c.auto_batch_size) rc_.decide("auto_batch_size", false, why + ": each rank would search alone");
 }
 
 void Session::check_precision() {
@@ -85,6 +116,8 @@ void Session::check_precision() {
   if (!recipe_.amp || !options_.check_amp || !rc_.resolved.amp_check) return;
   LoaderOptions first = eval_loader_options(rc_.resolved.batch_size);
   first.num_workers = 0;
+  first.rank = 0;  // every rank checks the same batch, and so decides the same
+  first.world_size = 1;
   Loader loader(data_->train, first);
   loader.start_epoch(0);
   const auto batch = loader.next();
@@ -163,7 +196,7 @@ void Session::resolve_from_data() {
 
 void Session::search_batch_size() {
   const Config& c = rc_.resolved;
-  if (!rc_.requested.auto_batch_size || !rc_.reason("batch_size").empty()) return;  // not asked, or pinned
+  if (!rc_.resolved.auto_batch_size || !rc_.reason("batch_size").empty()) return;  // not asked, or pinned
   if (!options_.search_batch_size) {
     rc_.decide("batch_size", c.batch_size, "auto_batch_size: searched only by train");
     return;
@@ -201,8 +234,8 @@ LoaderOptions Session::train_loader_options() const {
   o.device = recipe_.device;
   o.non_blocking = recipe_.non_blocking;
   o.channels_last = recipe_.channels_last;
-  o.rank = options_.rank;
-  o.world_size = options_.world_size;
+  o.rank = options_.ranks.rank;
+  o.world_size = options_.ranks.world_size;
   return o;
 }
 
@@ -210,6 +243,9 @@ LoaderOptions Session::eval_loader_options(int64_t batch_size) const {
   LoaderOptions o = train_loader_options();
   o.batch_size = batch_size;
   o.shuffle = o.drop_last = false;
+  // Every rank evaluates the whole test set, so that all decide "best" and early stopping alike.
+  o.rank = 0;
+  o.world_size = 1;
   return o;
 }
 

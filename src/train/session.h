@@ -16,15 +16,16 @@
 #include "core/recipe.h"
 #include "data/loader.h"
 #include "data/make_dataset.h"
+#include "dist/comm.h"
 #include "train/trainer.h"
 
 namespace gputrain {
 
 struct SessionOptions {
-  // Where this process sits in a parallel job. The seams for data parallel (rank r of w: the
-  // loaders take every w-th sample from r) and pipeline parallel (the model split over
-  // `stages` devices); only 0 of 1 on one stage is built today.
-  int rank = 0, world_size = 1;
+  // Where this process sits in a data-parallel job (the loaders take every w-th sample from
+  // rank r; gradients are all-reduced over c10d). Pipeline parallel (the model split over
+  // `stages` devices) is not built yet.
+  RankEnv ranks;
   int stages = 1;
   // Data already loaded by an earlier Session with the same data flags (benchmark variants differ
   // only in speed switches, so they share one dataset).
@@ -54,6 +55,10 @@ class Session {
   const DataSplits& data() const { return *data_; }
   std::shared_ptr<const DataSplits> shared_data() const { return data_; }
   Trainer& trainer() { return *trainer_; }
+  // The job's collectives; null in a single-process run.
+  Comm* comm() { return comm_.get(); }
+  const RankEnv& ranks() const { return options_.ranks; }
+  bool is_root() const { return options_.ranks.rank == 0; }
   // The metric that decides "best" and early stopping (monitor_metric with auto decided).
   const std::string& monitored() const { return rc_.resolved.monitor_metric; }
   // The --auto_batch_size search as a metrics.jsonl record (null when none ran).
@@ -83,12 +88,14 @@ class Session {
   std::unique_ptr<Trainer> trainer_;
   nlohmann::json batch_search_;
   SessionOptions options_;
+  std::unique_ptr<Comm> comm_;
 
   void pin(const nlohmann::json& pinned);
   void resolve_from_data();
   void search_batch_size();
   void choose_num_workers();  // --num_workers auto
   void check_precision();     // --amp_check
+  void join_ranks();          // data parallel: the device of this rank, the rendezvous
 };
 
 }  // namespace gputrain

@@ -85,23 +85,26 @@ int run_training(const std::vector<FlagArg>& flags) {
   const auto run_start =
       Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loading));
   install_stop_handlers();  // first: a signal during set-up stops after the first step
-  if (const RankEnv ranks = read_rank_env(); ranks.world_size > 1)
-    throw usage_error("data-parallel training is not built yet; this process is " + ranks.describe(),
-                      "train in one process (unset RANK and WORLD_SIZE, or SLURM_NTASKS)");
+  // Data parallel: every rank trains; rank 0 alone owns the run folder and prints.
+  const RankEnv ranks = read_rank_env();
+  const bool root = ranks.rank == 0;
   Continued run{resolve_config(flags), nullptr, "", ""};
   const std::string resume = run.requested.resume;
+  if (ranks.world_size > 1 && !resume.empty())
+    throw usage_error("--resume with several ranks is not built yet", "resume in one process, or start afresh");
   // --resume PATH continues in that run's folder unless --output_dir names another.
   if (!resume.empty() && resume != "auto") run = continue_from(resume, flags);
   if (run.requested.output_dir.empty()) run.requested.output_dir = default_run_dir(run.requested);
 
-  RunFolder folder(run.requested.output_dir);
-  const StartPoint from = folder.plan_start(resume);
+  std::unique_ptr<RunFolder> owned;
+  if (root) owned = std::make_unique<RunFolder>(run.requested.output_dir);
+  const StartPoint from = root ? owned->plan_start(resume) : StartPoint{};
   if (resume == "auto" && !from.checkpoint.empty()) run = continue_from(from.checkpoint, flags);
   if (from.branch) run.branched_from = fs::weakly_canonical(from.checkpoint).string();  // continued here
   run.requested.resume.clear();  // a run's record must not point at a checkpoint
 
-  Session s(run.requested, {.pinned = run.pinned, .amp_fallback = run.amp_fallback});
-  print_session(s);
+  Session s(run.requested, {.ranks = ranks, .pinned = run.pinned, .amp_fallback = run.amp_fallback});
+  if (root) print_session(s);
   const Config& c = s.config();
   check_steps_fit(s);
   if (!c.export_path.empty()) check_writable(c.export_path, "export file");  // now, not after the run
@@ -112,6 +115,10 @@ int run_training(const std::vector<FlagArg>& flags) {
   nlohmann::json record = s.config_record();
   if (!run.branched_from.empty()) record["branched_from"] = run.branched_from;
   if (!run.amp_fallback.empty()) record["amp_fallback"] = run.amp_fallback;
+  if (!root) return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0
+                        ? exit_code_for_signal(stop_signal())
+                        : 0;
+  RunFolder& folder = *owned;
   folder.start(record, c.tensorboard, c.monitor_interval, s.recipe().cuda ? s.recipe().device.index() : -1);
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
@@ -120,7 +127,7 @@ int run_training(const std::vector<FlagArg>& flags) {
     folder.write({{"event", "resume"}, {"step", at.step}, {"epoch", at.epoch}, {"checkpoint", from.checkpoint}});
   }
 
-  FitResult r = fit(s, folder, at, record, run_start);
+  FitResult r = fit(s, &folder, at, record, run_start);
   if (!r.stop_reason.empty()) return r.stop_reason.rfind("SIG", 0) == 0 ? exit_code_for_signal(stop_signal()) : 0;
 
   const std::string& monitored = s.monitored();

@@ -223,9 +223,12 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   if (steps_ + 1 == faults().oom_step && split_ == 1)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
   // Every loader batch splits into split_ chunks; the loss of each is weighted by its share of
-  // the samples, so the gradient equals that of the whole batch.
-  int64_t total = 0;
-  for (const auto& b : micro) total += b.y.size(0);
+  // the samples, so the gradient equals that of the whole batch. With data parallel, the share
+  // is of the global batch: every rank holds as many samples (the sampler pads), and the
+  // gradients are summed over the ranks below.
+  int64_t local = 0;
+  for (const auto& b : micro) local += b.y.size(0);
+  const int64_t total = local * (comm_ ? comm_->size() : 1);
   for (const auto& b : micro) {
     auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
     for (size_t i = 0; i < xs.size(); ++i) {
@@ -246,7 +249,10 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
       r.loss = r.loss.defined() ? r.loss + detached : detached;
     }
   }
-  // Data-parallel all-reduce of the gradients belongs here (after backward, before unscale).
+  // Data parallel: one all-reduce after the last micro-batch's backward (none on the others),
+  // before unscale and clipping, so every rank sees the same gradients, infs included (all skip
+  // the same overflow step).
+  if (comm_) comm_->all_reduce_sum(grads_of(model_->parameters()));
   updating_ = true;
   if (steps_ + 1 == faults().oom_update)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");

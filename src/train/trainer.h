@@ -9,6 +9,7 @@
 #include "core/cuda_graph.h"
 #include "core/recipe.h"
 #include "data/loader.h"
+#include "dist/comm.h"
 #include "models/registry.h"
 #include "train/ema.h"
 #include "train/grad_scaler.h"
@@ -54,6 +55,10 @@ class Trainer {
   const LossSpec& loss() const { return opt_.loss; }
   const TrainerOptions& options() const { return opt_; }
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
+  // Data parallel: the gradients are summed over `comm`'s ranks after backward, each rank's
+  // loss weighted by its share of the global batch, so the update equals one big batch's.
+  void set_comm(Comm* comm) { comm_ = comm; }
+
   // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
   // scaler, and a captured graph is dropped to be captured again in the new precision.
   void set_precision(const Recipe& precision);
@@ -67,6 +72,7 @@ class Trainer {
   TrainerOptions opt_;
   GradScaler scaler_;
   std::unique_ptr<Ema> ema_;
+  Comm* comm_ = nullptr;
   int64_t split_ = 1;
   int64_t steps_ = 0;
   bool updating_ = false;  // try_step has begun the optimizer update (an OOM there is not retried)

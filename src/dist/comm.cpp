@@ -1,0 +1,103 @@
+// Comm over c10d. ProcessGroupGloo.hpp (which needs gloo's headers) is included here alone;
+// NCCL lives in comm_nccl.cpp.
+#include "dist/comm.h"
+
+#include <chrono>
+#include <map>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "dist/comm_nccl.h"
+
+namespace gputrain {
+namespace {
+
+class C10dWork : public CommWork {
+ public:
+  explicit C10dWork(c10::intrusive_ptr<c10d::Work> w) : w_(std::move(w)) {}
+  void wait() override { w_->wait(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> w_;
+};
+
+}  // namespace
+
+struct Comm::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+
+Comm::Comm(const RankEnv& env, int device_index, double timeout_seconds) : env_(env), impl_(std::make_unique<Impl>()) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(env.master_port);
+  // Under torchrun the agent already serves the store: every rank is a client then.
+  so.isServer = env.rank == 0 && !env.agent_store;
+  so.numWorkers = env.world_size;
+  so.waitWorkers = !env.agent_store;
+  so.timeout = timeout;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    impl_->store = c10::make_intrusive<c10d::PrefixStore>("gputrain", tcp);
+    if (device_index >= 0) {
+      impl_->backend = make_nccl_backend(impl_->store, env.rank, env.world_size, device_index, timeout);
+    } else {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      // The address the other ranks reach this one by: loopback on one machine, else this host.
+      const bool local = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
+      opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                    : c10d::ProcessGroupGloo::createDefaultDevice());
+      impl_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, opts);
+    }
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw runtime_error(fmt::format("rank {} of {} could not join the job at {}:{}: {}", env.rank, env.world_size,
+                                    env.master_addr, env.master_port, what.substr(0, what.find('\n'))),
+                        "check that every rank started and can reach MASTER_ADDR:MASTER_PORT (--dist_timeout)");
+  }
+}
+
+Comm::~Comm() = default;
+
+std::unique_ptr<CommWork> Comm::all_reduce_sum(at::Tensor& t) {
+  std::vector<at::Tensor> one = {t};
+  return std::make_unique<C10dWork>(impl_->backend->allreduce(one));
+}
+
+void Comm::all_reduce_sum(const std::vector<at::Tensor>& tensors) {
+  // One buffer per dtype and device: one collective each instead of one per tensor.
+  std::map<std::pair<int, int>, std::vector<at::Tensor>> groups;
+  for (const auto& t : tensors)
+    groups[{static_cast<int>(t.scalar_type()), static_cast<int>(t.device().index())}].push_back(t);
+  for (auto& [key, ts] : groups) {
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& t : ts) flat_parts.push_back(t.reshape(-1));
+    at::Tensor flat = at::cat(flat_parts);
+    all_reduce_sum(flat)->wait();
+    int64_t off = 0;
+    for (auto& t : ts) {
+      t.copy_(flat.narrow(0, off, t.numel()).view_as(t));
+      off += t.numel();
+    }
+  }
+}
+
+void Comm::broadcast(const std::vector<at::Tensor>& tensors, int root) {
+  for (const auto& t : tensors) {
+    std::vector<at::Tensor> one = {t.is_contiguous() ? t : t.contiguous()};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    impl_->backend->broadcast(one, o)->wait();
+    if (!t.is_contiguous()) t.copy_(one[0]);
+  }
+}
+
+void Comm::barrier() { impl_->backend->barrier()->wait(); }
+
+}  // namespace gputrain

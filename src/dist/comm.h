@@ -1,0 +1,49 @@
+// The collectives of a data-parallel job, on c10d from the linked torch: a TCPStore rendezvous
+// (hosted by rank 0, or torchrun's agent store), then ProcessGroupNCCL for a CUDA device or
+// ProcessGroupGloo for the CPU. No transport of our own.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "dist/rank_env.h"
+
+namespace gputrain {
+
+// A collective in flight; wait() blocks until it is done (and rethrows its failure).
+class CommWork {
+ public:
+  virtual ~CommWork() = default;
+  virtual void wait() = 0;
+};
+
+class Comm {
+ public:
+  // Connects every rank of `env` (a collective: all must call it). `device_index` < 0: Gloo on
+  // the CPU. Fails with a runtime error naming the rendezvous after `timeout_seconds`.
+  Comm(const RankEnv& env, int device_index, double timeout_seconds);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return env_.rank; }
+  int size() const { return env_.world_size; }
+  const RankEnv& env() const { return env_; }
+
+  // Sums `t` over the ranks, in place; returns at once, the sum is there after wait().
+  std::unique_ptr<CommWork> all_reduce_sum(at::Tensor& t);
+  // Sums each tensor over the ranks, in place (flattened into one buffer per dtype), and waits.
+  void all_reduce_sum(const std::vector<at::Tensor>& tensors);
+  // Copies rank `root`'s tensors into every rank's, in place, and waits.
+  void broadcast(const std::vector<at::Tensor>& tensors, int root = 0);
+  void barrier();
+
+ private:
+  struct Impl;
+  RankEnv env_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gputrain

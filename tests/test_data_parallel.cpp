@@ -1,0 +1,142 @@
+// Data parallel with real processes over Gloo on 127.0.0.1 (`gputrain launch`): 2 ranks x 32
+// train the same weights as 1 process x 64, with accumulation too; rank 0 alone writes the run
+// folder; a signal stops every rank at the same step with a checkpoint; a dead rank fails the job.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "test_util.h"
+#include "train/export.h"
+
+using namespace gputrain;
+
+namespace {
+
+// An MLP without BatchNorm or dropout on synthetic data, 20 steps, one thread per process.
+const std::string kMlp =
+    "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 1280 --synthetic_test_size 64 "
+    "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 1 --max_steps 20 --epochs 1 --num_workers 0 "
+    "--threads 1 --no-use_amp --log_every 5 ";
+
+void check_same_weights(const std::string& a, const std::string& b) {
+  auto wa = load_safetensors(a), wb = load_safetensors(b);
+  REQUIRE(wa.size() == wb.size());
+  REQUIRE_FALSE(wa.empty());
+  for (const auto& [name, t] : wa) {
+    INFO(name);
+    REQUIRE(wb.count(name));
+    CHECK(torch::allclose(t, wb.at(name), 1e-5, 1e-6));
+  }
+}
+
+std::vector<nlohmann::json> steps_of(const std::string& run) {
+  std::vector<nlohmann::json> out;
+  for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
+    if (r["event"] == "step") out.push_back(r);
+  return out;
+}
+
+// True until the run's metrics.jsonl holds a step record.
+bool steps_of_file_missing(const std::string& run) {
+  std::ifstream in(run + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"event\":\"step\"") != std::string::npos) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("data parallel: 2 ranks x 32 train the weights of 1 process x 64, with accumulation too", "[dist][cli]") {
+  test::TempDir dir;
+  auto one = test::run_gputrain(kMlp + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  auto two = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --output_dir " + (dir / "two") +
+                                " --export " + (dir / "two.st"));
+  INFO(two.out << two.err);
+  REQUIRE(two.exit_code == 0);
+  check_same_weights(dir / "one.st", dir / "two.st");
+  // The logged loss is the mean over the ranks: the one-process loss.
+  auto s1 = steps_of(dir / "one"), s2 = steps_of(dir / "two");
+  REQUIRE(s1.size() == s2.size());
+  for (size_t i = 0; i < s1.size(); ++i) CHECK(s2[i]["loss"].get<double>() == Approx(s1[i]["loss"].get<double>()).epsilon(1e-5));
+  // Rank 0 owns the folder and prints; rank 1 prints nothing but errors.
+  CHECK_THAT(two.out, Catch::Contains("[rank0] ") && !Catch::Contains("[rank1] "));
+  CHECK_THAT(two.out, Catch::Contains("data parallel         2 ranks over Gloo"));
+
+  auto acc = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 16 --accumulation_steps 2 --output_dir " +
+                                (dir / "acc") + " --export " + (dir / "acc.st"));
+  INFO(acc.out << acc.err);
+  REQUIRE(acc.exit_code == 0);
+  check_same_weights(dir / "one.st", dir / "acc.st");
+}
+
+TEST_CASE("data parallel: SIGTERM to the launcher stops every rank at one step, rank 0 saves, exit 143", "[dist][cli]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke --epochs 50 " +
+                          "--log_every 2 --num_workers 0 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for training to begin (a step record), then stop the job.
+  for (int i = 0; i < 600 && steps_of_file_missing(run); ++i) usleep(100000);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  INFO(test::read_file(dir / "out"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 143);
+  CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
+  bool stopped = false;
+  for (const auto& r : test::read_jsonl(run + "/metrics.jsonl")) stopped |= r["event"] == "stopped" && r["reason"] == "SIGTERM";
+  CHECK(stopped);
+}
+
+TEST_CASE("data parallel: a rank killed mid-run fails the job within the timeout, nothing left running", "[dist][cli]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke --epochs 50 " +
+                          "--log_every 2 --num_workers 0 --dist_timeout 30 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 600 && steps_of_file_missing(run); ++i) usleep(100000);
+  // Rank 1 is the launcher's child with RANK=1 in its environment.
+  pid_t rank1 = -1;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream env(e.path() / "environ");
+    std::string all((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    std::ifstream stat(e.path() / "stat");
+    std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = s.rfind(')');
+    int ppid = -1;
+    if (close != std::string::npos) sscanf(s.c_str() + close + 2, "%*c %d", &ppid);
+    if (ppid == pid && (std::string(1, '\0') + all).find(std::string("\0RANK=1\0", 8)) != std::string::npos)
+      rank1 = std::stoi(name);
+  }
+  REQUIRE(rank1 > 0);
+  kill(rank1, SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  INFO(test::read_file(dir / "out"));
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(std::system(("pgrep -f '[o]utput_dir " + run + "' >/dev/null").c_str()) != 0);
+}
