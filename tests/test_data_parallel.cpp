@@ -79,6 +79,22 @@ TEST_CASE("data parallel: 2 ranks x 32 train the weights of 1 process x 64, with
   check_same_weights(dir / "one.st", dir / "acc.st");
 }
 
+TEST_CASE("data parallel: under torchrun --no-python, one run folder", "[dist][cli]") {
+  test::TempDir dir;
+  const std::string torchrun = std::string(GPUTRAIN_SOURCE_DIR) + "/.venv/bin/torchrun";
+  REQUIRE(std::filesystem::exists(torchrun));  // tools/setup.sh makes the .venv
+  const std::string run = dir / "run";
+  const std::string cmd = torchrun + " --no-python --nproc_per_node 2 " + test::gputrain_exe() +
+                          " train --preset smoke --epochs 1 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  INFO(test::read_file(dir / "out"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
+  CHECK_THAT(test::read_file(run + "/config.json"), Catch::Contains("\"device\""));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path), std::filesystem::directory_iterator()) == 2);  // run, out
+}
+
 TEST_CASE("data parallel: SIGTERM to the launcher stops every rank at one step, rank 0 saves, exit 143", "[dist][cli]") {
   test::TempDir dir;
   const std::string run = dir / "run";

@@ -134,7 +134,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   RunTotals totals{.step = r.step,
                    .epoch = r.last_epoch,
                    .steps_this_session = r.step - r.first_step,
-                   .samples_per_step = c.batch_size * c.accumulation_steps,
+                   .samples_per_step = c.batch_size * c.accumulation_steps * ranks.world_size,
                    .skipped_steps = r.skipped_steps,
                    .bad_samples = s.data().train->bad_samples() + s.data().test->bad_samples(),
                    .wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count(),
