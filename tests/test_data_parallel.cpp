@@ -99,7 +99,7 @@ TEST_CASE("data parallel: SIGTERM to the launcher stops every rank at one step, 
   test::TempDir dir;
   const std::string run = dir / "run";
   const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke --epochs 50 " +
-                          "--log_every 2 --num_workers 0 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
+                          "--log_every 3 --num_workers 0 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
   const pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
@@ -114,9 +114,33 @@ TEST_CASE("data parallel: SIGTERM to the launcher stops every rank at one step, 
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 143);
   CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
-  bool stopped = false;
-  for (const auto& r : test::read_jsonl(run + "/metrics.jsonl")) stopped |= r["event"] == "stopped" && r["reason"] == "SIGTERM";
-  CHECK(stopped);
+  int64_t stopped_at = -1;
+  for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
+    if (r["event"] == "stopped" && r["reason"] == "SIGTERM") stopped_at = r["step"].get<int64_t>();
+  REQUIRE(stopped_at > 0);
+
+  // --resume auto on 2 ranks continues from that step; then one process continues the 2-rank
+  // run, re-sharding the epoch.
+  const std::string copy = dir / "copy";
+  std::filesystem::copy(run, copy, std::filesystem::copy_options::recursive);
+  const std::string more = " --resume auto --num_workers 0 --max_steps " + std::to_string(stopped_at + 3) + " --output_dir ";
+  auto final_step = [](const std::string& folder) {
+    int64_t step = -1;
+    for (const auto& r : test::read_jsonl(folder + "/metrics.jsonl"))
+      if (r["event"] == "summary") step = r["step"].get<int64_t>();
+    return step;
+  };
+  auto two = test::run_gputrain("launch --nproc_per_node 2 -- train" + more + run);
+  INFO(two.out << two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.out, Catch::Contains("[rank0] resumed from") && Catch::Contains("step " + std::to_string(stopped_at)));
+  CHECK(final_step(run) == stopped_at + 3);
+  auto one = test::run_gputrain("train" + more + copy);
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  // (A stop that fell on an epoch's end resumes at the next one: nothing to re-shard.)
+  if (stopped_at % 8 != 0) CHECK_THAT(one.out, Catch::Contains("world size 2 -> 1: re-sharded the epoch after its first"));
+  CHECK(final_step(copy) == stopped_at + 3);
 }
 
 TEST_CASE("data parallel: a rank killed mid-run fails the job within the timeout, nothing left running", "[dist][cli]") {

@@ -33,8 +33,17 @@ struct Comm::Impl {
   c10::intrusive_ptr<c10d::Backend> backend;
 };
 
-Comm::Comm(const RankEnv& env, int device_index, double timeout_seconds) : env_(env), impl_(std::make_unique<Impl>()) {
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+namespace {
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+}  // namespace
+
+Comm::Comm(const RankEnv& env, double timeout_seconds)
+    : env_(env), timeout_seconds_(timeout_seconds), impl_(std::make_unique<Impl>()) {
+  const auto timeout = millis(timeout_seconds);
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(env.master_port);
   // Under torchrun the agent already serves the store: every rank is a client then.
@@ -45,6 +54,18 @@ Comm::Comm(const RankEnv& env, int device_index, double timeout_seconds) : env_(
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
     impl_->store = c10::make_intrusive<c10d::PrefixStore>("gputrain", tcp);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw runtime_error(fmt::format("rank {} of {} could not join the job at {}:{}: {}", env.rank, env.world_size,
+                                    env.master_addr, env.master_port, what.substr(0, what.find('\n'))),
+                        "check that every rank started and can reach MASTER_ADDR:MASTER_PORT (--dist_timeout)");
+  }
+}
+
+void Comm::connect(int device_index) {
+  const RankEnv& env = env_;
+  const auto timeout = millis(timeout_seconds_);
+  try {
     if (device_index >= 0) {
       impl_->backend = make_nccl_backend(impl_->store, env.rank, env.world_size, device_index, timeout);
     } else {
@@ -57,13 +78,24 @@ Comm::Comm(const RankEnv& env, int device_index, double timeout_seconds) : env_(
     }
   } catch (const std::exception& e) {
     std::string what = e.what();
-    throw runtime_error(fmt::format("rank {} of {} could not join the job at {}:{}: {}", env.rank, env.world_size,
-                                    env.master_addr, env.master_port, what.substr(0, what.find('\n'))),
-                        "check that every rank started and can reach MASTER_ADDR:MASTER_PORT (--dist_timeout)");
+    throw runtime_error(fmt::format("rank {} of {} could not connect its collectives ({}): {}", env.rank,
+                                    env.world_size, device_index >= 0 ? "NCCL" : "Gloo",
+                                    what.substr(0, what.find('\n'))),
+                        "check that every rank started and that they reach each other (--dist_timeout)");
   }
 }
 
 Comm::~Comm() = default;
+
+std::string Comm::share(const std::string& key, const std::string& value) {
+  const std::string k = "share/" + key;
+  if (env_.rank == 0) {
+    impl_->store->set(k, std::vector<uint8_t>(value.begin(), value.end()));
+    return value;
+  }
+  const auto bytes = impl_->store->get(k);  // waits for rank 0, up to the store's timeout
+  return std::string(bytes.begin(), bytes.end());
+}
 
 std::unique_ptr<CommWork> Comm::all_reduce_sum(at::Tensor& t) {
   std::vector<at::Tensor> one = {t};

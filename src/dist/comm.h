@@ -21,9 +21,11 @@ class CommWork {
 
 class Comm {
  public:
-  // Connects every rank of `env` (a collective: all must call it). `device_index` < 0: Gloo on
-  // the CPU. Fails with a runtime error naming the rendezvous after `timeout_seconds`.
-  Comm(const RankEnv& env, int device_index, double timeout_seconds);
+  // Joins the rendezvous of `env` (its store; all ranks must). Fails with a runtime error naming
+  // the rendezvous after `timeout_seconds`.
+  Comm(const RankEnv& env, double timeout_seconds);
+  // Connects the collectives: NCCL on GPU `device_index`, Gloo on the CPU when it is < 0.
+  void connect(int device_index);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -31,6 +33,9 @@ class Comm {
   int rank() const { return env_.rank; }
   int size() const { return env_.world_size; }
   const RankEnv& env() const { return env_; }
+
+  // Rank 0's `value` on every rank (through the store; before or after connect()).
+  std::string share(const std::string& key, const std::string& value);
 
   // Sums `t` over the ranks, in place; returns at once, the sum is there after wait().
   std::unique_ptr<CommWork> all_reduce_sum(at::Tensor& t);
@@ -43,6 +48,7 @@ class Comm {
  private:
   struct Impl;
   RankEnv env_;
+  double timeout_seconds_;
   std::unique_ptr<Impl> impl_;
 };
 

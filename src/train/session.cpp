@@ -68,7 +68,9 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
   recipe_ = resolve_recipe(rc_, machine_);
   apply_global_switches(recipe_);
   if (options_.ranks.world_size > 1) {
-    comm_ = std::make_unique<Comm>(options_.ranks, recipe_.cuda ? recipe_.device.index() : -1, rc_.resolved.dist_timeout);
+    if (!options_.comm) throw std::logic_error("Session: several ranks and no Comm");
+    comm_ = options_.comm;
+    comm_->connect(recipe_.cuda ? recipe_.device.index() : -1);
     recipe_.report.push_back({"data parallel", fmt::format("{} ranks over {} ({}); gradients all-reduced after backward",
                                                            options_.ranks.world_size, recipe_.cuda ? "NCCL" : "Gloo",
                                                            options_.ranks.describe())});

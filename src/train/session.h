@@ -26,6 +26,7 @@ struct SessionOptions {
   // rank r; gradients are all-reduced over c10d). Pipeline parallel (the model split over
   // `stages` devices) is not built yet.
   RankEnv ranks;
+  std::shared_ptr<Comm> comm;  // joined by the caller when ranks.world_size > 1; the Session connects it
   int stages = 1;
   // Data already loaded by an earlier Session with the same data flags (benchmark variants differ
   // only in speed switches, so they share one dataset).
@@ -88,7 +89,7 @@ class Session {
   std::unique_ptr<Trainer> trainer_;
   nlohmann::json batch_search_;
   SessionOptions options_;
-  std::unique_ptr<Comm> comm_;
+  std::shared_ptr<Comm> comm_;
 
   void pin(const nlohmann::json& pinned);
   void resolve_from_data();

@@ -32,13 +32,16 @@ struct Continued {
   nlohmann::json pinned;
   std::string branched_from;
   std::string amp_fallback;  // why mixed precision fell back during that run ("" if it did not)
+  // How that run's ranks took batches: its world size and per-rank batch size.
+  int64_t world_size = 1, batch_size = 0;
 };
 
 Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
   const auto record = nlohmann::json::parse(read_checkpoint_meta(checkpoint).config_json);
   StoredConfig saved = read_config_record(record);
   Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", ""),
-                record.value("amp_fallback", "")};
+                record.value("amp_fallback", ""), record.value("world_size", int64_t{1}),
+                saved.resolved.value("batch_size", int64_t{0})};
   // A checkpoint in <run>/checkpoints/ continues in <run>, wherever the run was started from.
   const fs::path folder = fs::path(checkpoint).parent_path();
   if (!has_flag(flags, "output_dir") && folder.filename() == "checkpoints")
@@ -88,22 +91,33 @@ int run_training(const std::vector<FlagArg>& flags) {
   // Data parallel: every rank trains; rank 0 alone owns the run folder and prints.
   const RankEnv ranks = read_rank_env();
   const bool root = ranks.rank == 0;
-  Continued run{resolve_config(flags), nullptr, "", ""};
+  Continued run{resolve_config(flags), nullptr, "", "", 1, 0};
   const std::string resume = run.requested.resume;
-  if (ranks.world_size > 1 && !resume.empty())
-    throw usage_error("--resume with several ranks is not built yet", "resume in one process, or start afresh");
+  std::shared_ptr<Comm> comm;
+  if (ranks.world_size > 1) comm = std::make_shared<Comm>(ranks, run.requested.dist_timeout);
   // --resume PATH continues in that run's folder unless --output_dir names another.
   if (!resume.empty() && resume != "auto") run = continue_from(resume, flags);
   if (run.requested.output_dir.empty()) run.requested.output_dir = default_run_dir(run.requested);
 
   std::unique_ptr<RunFolder> owned;
   if (root) owned = std::make_unique<RunFolder>(run.requested.output_dir);
-  const StartPoint from = root ? owned->plan_start(resume) : StartPoint{};
+  StartPoint from = root ? owned->plan_start(resume) : StartPoint{};
+  if (comm) {
+    // Rank 0 chose where the run starts; every rank loads that checkpoint (one node, or a shared
+    // file system).
+    from.checkpoint = comm->share("start", from.checkpoint);
+    from.branch = comm->share("branch", from.branch ? "1" : "") == "1";
+  }
   if (resume == "auto" && !from.checkpoint.empty()) run = continue_from(from.checkpoint, flags);
   if (from.branch) run.branched_from = fs::weakly_canonical(from.checkpoint).string();  // continued here
   run.requested.resume.clear();  // a run's record must not point at a checkpoint
 
-  Session s(run.requested, {.ranks = ranks, .pinned = run.pinned, .amp_fallback = run.amp_fallback});
+  SessionOptions options;  // (designated initializers here set off a false GCC 12 -Wmaybe-uninitialized)
+  options.ranks = ranks;
+  options.comm = comm;
+  options.pinned = run.pinned;
+  options.amp_fallback = run.amp_fallback;
+  Session s(run.requested, options);
   if (root) print_session(s);
   const Config& c = s.config();
   check_steps_fit(s);
@@ -111,10 +125,21 @@ int run_training(const std::vector<FlagArg>& flags) {
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
   if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer());  // refusals before any write
+  std::string resharded;
+  if (!from.checkpoint.empty() && run.world_size != ranks.world_size && at.batch > 0) {
+    // The epoch's order is one permutation whatever the world size, each rank taking every
+    // world-th sample: the samples consumed so far are its first (batches x batch x world), and
+    // the new ranks continue from there (a remainder short of one new global batch is skipped).
+    const int64_t consumed = at.batch * run.batch_size * run.world_size;
+    at.batch = consumed / (c.batch_size * ranks.world_size);
+    resharded = fmt::format("world size {} -> {}: re-sharded the epoch after its first {} samples", run.world_size,
+                            ranks.world_size, consumed);
+  }
 
   nlohmann::json record = s.config_record();
   if (!run.branched_from.empty()) record["branched_from"] = run.branched_from;
   if (!run.amp_fallback.empty()) record["amp_fallback"] = run.amp_fallback;
+  record["world_size"] = ranks.world_size;
   if (!root) return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0
                         ? exit_code_for_signal(stop_signal())
                         : 0;
@@ -123,8 +148,11 @@ int run_training(const std::vector<FlagArg>& flags) {
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
   if (!from.checkpoint.empty()) {
-    fmt::print("resumed from {}: epoch {}, batch {}, step {}\n", from.checkpoint, at.epoch + 1, at.batch, at.step);
-    folder.write({{"event", "resume"}, {"step", at.step}, {"epoch", at.epoch}, {"checkpoint", from.checkpoint}});
+    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}\n", from.checkpoint, at.epoch + 1, at.batch, at.step,
+               resharded.empty() ? "" : " (" + resharded + ")");
+    nlohmann::json event = {{"event", "resume"}, {"step", at.step}, {"epoch", at.epoch}, {"checkpoint", from.checkpoint}};
+    if (!resharded.empty()) event["resharded"] = resharded;
+    folder.write(event);
   }
 
   FitResult r = fit(s, &folder, at, record, run_start);
