@@ -180,3 +180,22 @@ TEST_CASE("data parallel: a rank killed mid-run fails the job within the timeout
   CHECK(WEXITSTATUS(status) != 0);
   CHECK(std::system(("pgrep -f '[o]utput_dir " + run + "' >/dev/null").c_str()) != 0);
 }
+
+TEST_CASE("data parallel: uneven --rank_batch_sizes 48,16 train the weights of 1 process x 64", "[dist][cli]") {
+  test::TempDir dir;
+  auto one = test::run_gputrain(kMlp + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  auto uneven = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--rank_batch_sizes 48,16 --output_dir " +
+                                   (dir / "uneven") + " --export " + (dir / "uneven.st"));
+  INFO(uneven.out << uneven.err);
+  REQUIRE(uneven.exit_code == 0);
+  check_same_weights(dir / "one.st", dir / "uneven.st");
+  CHECK_THAT(uneven.out, Catch::Contains("rank 0's of --rank_batch_sizes 48,16"));
+
+  auto wrong = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--rank_batch_sizes 48,16,8");
+  CHECK(wrong.exit_code == 2);
+  CHECK_THAT(wrong.err, Catch::Contains("--rank_batch_sizes '48,16,8' names 3 ranks; this job has 2"));
+  auto bad = test::run_gputrain(kMlp + "--rank_batch_sizes 48,x");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("'x' is not a batch size"));
+}

@@ -164,7 +164,9 @@ TEST_CASE("session: values a run decided from its data stay pinned when it is re
   nlohmann::json pinned = first.config_record()["resolved"];
   pinned["normalize_mean"] = "0.25";  // as if the run had seen other data
   pinned["normalize_std"] = "2";
-  Session again(c, {.pinned = pinned});
+  SessionOptions reopened;
+  reopened.pinned = pinned;
+  Session again(c, reopened);
   CHECK(again.config().normalize_mean == "0.25");
   CHECK(again.data().normalize_mean == "0.25");  // and the pipeline uses them
   CHECK(again.requested().normalize_mean.empty());

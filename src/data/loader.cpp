@@ -89,6 +89,11 @@ Loader::Loader(DatasetPtr dataset, LoaderOptions options)
 Loader::~Loader() { stop_workers(); }
 
 int64_t batches_per_epoch(int64_t all, const LoaderOptions& o) {
+  if (!o.rank_batch_sizes.empty()) {
+    int64_t global = 0;
+    for (int64_t b : o.rank_batch_sizes) global += b;
+    return all / global;
+  }
   const int64_t world = o.world_size;
   const int64_t n = world == 1 ? all : o.drop_last ? all / world : (all + world - 1) / world;
   const int64_t b = o.batch_size;
@@ -106,6 +111,19 @@ std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
   }
   if (world == 1) return order;
+  if (!opt_.rank_batch_sizes.empty()) {
+    // Global batch k is order[k*G, (k+1)*G); rank r takes its own stretch of each, after the
+    // ranks before it: together they see what one process with batch G sees.
+    int64_t global = 0, offset = 0;
+    for (size_t r = 0; r < opt_.rank_batch_sizes.size(); ++r) {
+      if (static_cast<int64_t>(r) < opt_.rank) offset += opt_.rank_batch_sizes[r];
+      global += opt_.rank_batch_sizes[r];
+    }
+    std::vector<int64_t> mine;
+    for (int64_t k = 0; (k + 1) * global <= n; ++k)
+      for (int64_t i = 0; i < opt_.batch_size; ++i) mine.push_back(order[static_cast<size_t>(k * global + offset + i)]);
+    return mine;
+  }
   // Every rank gets the same number of samples: drop the tail, or pad by wrapping around.
   const int64_t per_rank = opt_.drop_last ? n / world : (n + world - 1) / world;
   std::vector<int64_t> mine;

@@ -30,6 +30,9 @@ struct LoaderOptions {
   bool non_blocking = false;           // CUDA: copy on a side stream (see DeviceCopier)
   bool channels_last = false;          // 4-D inputs delivered in NHWC
   int64_t rank = 0, world_size = 1;    // this process takes every world_size-th sample from rank
+  // Unequal ranks: every rank's batch size (batch_size is this rank's). Each global batch of
+  // their sum is cut in rank order; the tail short of one global batch is dropped.
+  std::vector<int64_t> rank_batch_sizes;
 };
 
 // Batches in one epoch of `samples` samples under `options` (this rank's share, drop_last).

@@ -17,7 +17,7 @@ struct RankEnv {
   int master_port = 29500;
   // "torchrun" (RANK and WORLD_SIZE set, by torchrun or `gputrain launch`), "slurm", or ""
   // (one process, nothing set).
-  std::string source;
+  std::string source = "";
   // torchrun's agent already serves the store at MASTER_ADDR:MASTER_PORT
   // (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 connects to it instead of starting a server.
   bool agent_store = false;

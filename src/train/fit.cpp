@@ -108,8 +108,6 @@ class Fit {
   nlohmann::json epoch_stats_;             // the last epoch's throughput, MFU and memory peaks
   FitResult r_;
 
-  int64_t ranks() const { return comm_ ? comm_->size() : 1; }  // samples/s are the job's, all ranks
-
   // A metrics record: rank 0 writes it; the other ranks print only errors.
   void write(const nlohmann::json& record) {
     if (folder_) folder_->write(record);
@@ -211,7 +209,7 @@ class Fit {
     // The epoch's training (not its evaluation): throughput, MFU, memory peaks.
     const double sps =
         train_seconds > 0
-            ? static_cast<double>((r_.step - first_step) * c_.batch_size * c_.accumulation_steps * ranks()) / train_seconds
+            ? static_cast<double>((r_.step - first_step) * s_.global_batch_size() * c_.accumulation_steps) / train_seconds
             : 0;
     epoch_stats_ = memory_peaks(s_.recipe());
     epoch_stats_["train_samples_per_sec"] = sps;
@@ -229,7 +227,7 @@ class Fit {
   }
 
   void train_steps(int64_t epoch, int64_t& consumed) {
-    const int64_t samples_per_step = c_.batch_size * c_.accumulation_steps * ranks();
+    const int64_t samples_per_step = s_.global_batch_size() * c_.accumulation_steps;
     std::vector<Batch> micro;
     micro.reserve(static_cast<size_t>(c_.accumulation_steps));
     torch::Tensor loss_sum;
@@ -286,6 +284,7 @@ class Fit {
                               {"lr", lr},           {"samples_per_sec", sps},
                               {"step_ms", step_ms}, {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
         if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
+        if (comm_) rec["allreduce_ms"] = 1000.0 * trainer_.take_comm_seconds() / static_cast<double>(window_steps);
         if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
         if (s_.recipe().grad_scaler && rec["loss_scale"].get<double>() < kCollapsedScale)
           fall_back_amp(rec["loss_scale"].get<double>(), epoch);

@@ -63,6 +63,25 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
   auto problems = model_option_problems(rc_.resolved);  // before any data is read
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
 
+  if (const std::string& sizes = rc_.resolved.rank_batch_sizes; !sizes.empty()) {
+    for (const auto& item : split_list(sizes, ListItems::kTrimmed)) {
+      int64_t b = 0;
+      size_t used = 0;
+      try {
+        b = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != item.size() || b < 1)
+        throw usage_error(fmt::format("--rank_batch_sizes '{}': '{}' is not a batch size of 1 or more", sizes, item),
+                          "one positive integer per rank, e.g. --rank_batch_sizes 96,64");
+      rank_batch_sizes_.push_back(b);
+    }
+    if (static_cast<int>(rank_batch_sizes_.size()) != options_.ranks.world_size)
+      throw usage_error(fmt::format("--rank_batch_sizes '{}' names {} ranks; this job has {}", sizes,
+                                    rank_batch_sizes_.size(), options_.ranks.world_size),
+                        "one size per rank (gputrain launch --nproc_per_node N, torchrun or srun start the ranks)");
+  }
   machine_ = probe_machine(rc_.resolved.device != "cpu");
   if (options_.ranks.world_size > 1) join_ranks();
   recipe_ = resolve_recipe(rc_, machine_);
@@ -88,7 +107,7 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
     for (const auto& p : trainer_->model().parameters()) state.push_back(p.detach());
     for (const auto& b : trainer_->model().buffers()) state.push_back(b);
     comm_->broadcast(state, 0);
-    trainer_->set_comm(comm_.get());
+    trainer_->set_comm(comm_.get(), static_cast<double>(rc_.resolved.batch_size) / static_cast<double>(global_batch_size()));
   }
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
@@ -101,6 +120,9 @@ void Session::join_ranks() {
   const std::string why = fmt::format("rank {} of {}", e.rank, e.world_size);
   // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
   // --gpus-per-task), the one it sees.
+  if (!c.rank_batch_sizes.empty())
+    rc_.decide("batch_size", rank_batch_sizes_[static_cast<size_t>(e.rank)],
+               fmt::format("rank {}'s of --rank_batch_sizes {}", e.rank, c.rank_batch_sizes));
   const int gpus = static_cast<int>(machine_.gpus.size());
   if ((c.device == "auto" || c.device == "cuda") && gpus > 0) {
     const int index = gpus == 1 ? 0 : e.local_rank % gpus;
@@ -238,7 +260,14 @@ LoaderOptions Session::train_loader_options() const {
   o.channels_last = recipe_.channels_last;
   o.rank = options_.ranks.rank;
   o.world_size = options_.ranks.world_size;
+  o.rank_batch_sizes = rank_batch_sizes_;
   return o;
+}
+
+int64_t Session::global_batch_size() const {
+  int64_t sum = 0;
+  for (int64_t b : rank_batch_sizes_) sum += b;
+  return rank_batch_sizes_.empty() ? rc_.resolved.batch_size * options_.ranks.world_size : sum;
 }
 
 LoaderOptions Session::eval_loader_options(int64_t batch_size) const {
@@ -248,6 +277,7 @@ LoaderOptions Session::eval_loader_options(int64_t batch_size) const {
   // Every rank evaluates the whole test set, so that all decide "best" and early stopping alike.
   o.rank = 0;
   o.world_size = 1;
+  o.rank_batch_sizes.clear();
   return o;
 }
 

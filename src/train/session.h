@@ -60,6 +60,9 @@ class Session {
   Comm* comm() { return comm_.get(); }
   const RankEnv& ranks() const { return options_.ranks; }
   bool is_root() const { return options_.ranks.rank == 0; }
+  // Samples in one micro-batch over all ranks (--batch_size x ranks, or the sum of
+  // --rank_batch_sizes).
+  int64_t global_batch_size() const;
   // The metric that decides "best" and early stopping (monitor_metric with auto decided).
   const std::string& monitored() const { return rc_.resolved.monitor_metric; }
   // The --auto_batch_size search as a metrics.jsonl record (null when none ran).
@@ -90,13 +93,14 @@ class Session {
   nlohmann::json batch_search_;
   SessionOptions options_;
   std::shared_ptr<Comm> comm_;
+  std::vector<int64_t> rank_batch_sizes_;  // --rank_batch_sizes, parsed; empty when equal
 
   void pin(const nlohmann::json& pinned);
   void resolve_from_data();
   void search_batch_size();
   void choose_num_workers();  // --num_workers auto
   void check_precision();     // --amp_check
-  void join_ranks();          // data parallel: the device of this rank, the rendezvous
+  void join_ranks();          // data parallel: this rank's device and batch size
 };
 
 }  // namespace gputrain

@@ -32,8 +32,8 @@ struct Continued {
   nlohmann::json pinned;
   std::string branched_from;
   std::string amp_fallback;  // why mixed precision fell back during that run ("" if it did not)
-  // How that run's ranks took batches: its world size and per-rank batch size.
-  int64_t world_size = 1, batch_size = 0;
+  // How that run's ranks took batches: its world size and global batch size.
+  int64_t world_size = 1, global_batch_size = 0;
 };
 
 Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
@@ -41,7 +41,7 @@ Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg
   StoredConfig saved = read_config_record(record);
   Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", ""),
                 record.value("amp_fallback", ""), record.value("world_size", int64_t{1}),
-                saved.resolved.value("batch_size", int64_t{0})};
+                record.value("global_batch_size", saved.resolved.value("batch_size", int64_t{0}))};
   // A checkpoint in <run>/checkpoints/ continues in <run>, wherever the run was started from.
   const fs::path folder = fs::path(checkpoint).parent_path();
   if (!has_flag(flags, "output_dir") && folder.filename() == "checkpoints")
@@ -126,12 +126,14 @@ int run_training(const std::vector<FlagArg>& flags) {
   CheckpointMeta at{.best_score = -1e300};
   if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer());  // refusals before any write
   std::string resharded;
-  if (!from.checkpoint.empty() && run.world_size != ranks.world_size && at.batch > 0) {
-    // The epoch's order is one permutation whatever the world size, each rank taking every
-    // world-th sample: the samples consumed so far are its first (batches x batch x world), and
-    // the new ranks continue from there (a remainder short of one new global batch is skipped).
-    const int64_t consumed = at.batch * run.batch_size * run.world_size;
-    at.batch = consumed / (c.batch_size * ranks.world_size);
+  if (!from.checkpoint.empty() && at.batch > 0 &&
+      (run.world_size != ranks.world_size || run.global_batch_size != s.global_batch_size())) {
+    // The epoch's order is one permutation whatever the ranks; each step takes the next global
+    // batch of it, split over the ranks. The samples consumed so far are its first (batches x
+    // global batch), and the new ranks continue from there (a remainder short of one new global
+    // batch is skipped).
+    const int64_t consumed = at.batch * run.global_batch_size;
+    at.batch = consumed / s.global_batch_size();
     resharded = fmt::format("world size {} -> {}: re-sharded the epoch after its first {} samples", run.world_size,
                             ranks.world_size, consumed);
   }
@@ -140,6 +142,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   if (!run.branched_from.empty()) record["branched_from"] = run.branched_from;
   if (!run.amp_fallback.empty()) record["amp_fallback"] = run.amp_fallback;
   record["world_size"] = ranks.world_size;
+  record["global_batch_size"] = s.global_batch_size();
   if (!root) return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0
                         ? exit_code_for_signal(stop_signal())
                         : 0;
@@ -162,7 +165,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   RunTotals totals{.step = r.step,
                    .epoch = r.last_epoch,
                    .steps_this_session = r.step - r.first_step,
-                   .samples_per_step = c.batch_size * c.accumulation_steps * ranks.world_size,
+                   .samples_per_step = s.global_batch_size() * c.accumulation_steps,
                    .skipped_steps = r.skipped_steps,
                    .bad_samples = s.data().train->bad_samples() + s.data().test->bad_samples(),
                    .wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count(),

@@ -4,6 +4,7 @@
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -224,11 +225,11 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
   // Every loader batch splits into split_ chunks; the loss of each is weighted by its share of
   // the samples, so the gradient equals that of the whole batch. With data parallel, the share
-  // is of the global batch: every rank holds as many samples (the sampler pads), and the
+  // is of the global batch (this rank holds share_ of it, padded tails included), and the
   // gradients are summed over the ranks below.
   int64_t local = 0;
   for (const auto& b : micro) local += b.y.size(0);
-  const int64_t total = local * (comm_ ? comm_->size() : 1);
+  const double total = static_cast<double>(local) / share_;
   for (const auto& b : micro) {
     auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
     for (size_t i = 0; i < xs.size(); ++i) {
@@ -239,7 +240,7 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
         AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
         auto logits = model_->forward(xs[i]);
         loss = task_loss(logits, ys[i], opt_.loss);
-        if (ys[i].size(0) != total) loss = loss * (static_cast<double>(ys[i].size(0)) / static_cast<double>(total));
+        if (static_cast<double>(ys[i].size(0)) != total) loss = loss * (static_cast<double>(ys[i].size(0)) / total);
       }
       auto scaled = scaler_.scale(loss);
       if (scaler_.enabled() && faults().overflow_step >= 0 && steps_ + 1 >= faults().overflow_step)
@@ -252,7 +253,11 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   // Data parallel: one all-reduce after the last micro-batch's backward (none on the others),
   // before unscale and clipping, so every rank sees the same gradients, infs included (all skip
   // the same overflow step).
-  if (comm_) comm_->all_reduce_sum(grads_of(model_->parameters()));
+  if (comm_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    comm_->all_reduce_sum(grads_of(model_->parameters()));
+    comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   updating_ = true;
   if (steps_ + 1 == faults().oom_update)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");

@@ -56,8 +56,20 @@ class Trainer {
   const TrainerOptions& options() const { return opt_; }
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
   // Data parallel: the gradients are summed over `comm`'s ranks after backward, each rank's
-  // loss weighted by its share of the global batch, so the update equals one big batch's.
-  void set_comm(Comm* comm) { comm_ = comm; }
+  // loss weighted by its `share` of the global batch (its batch size over their sum), so the
+  // update equals one big batch's.
+  void set_comm(Comm* comm, double share) {
+    comm_ = comm;
+    share_ = share;
+  }
+
+  // Host seconds spent in the gradient all-reduce since the last call (Gloo: the collective's
+  // whole time; it does not overlap backward yet).
+  double take_comm_seconds() {
+    const double s = comm_seconds_;
+    comm_seconds_ = 0;
+    return s;
+  }
 
   // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
   // scaler, and a captured graph is dropped to be captured again in the new precision.
@@ -73,6 +85,8 @@ class Trainer {
   GradScaler scaler_;
   std::unique_ptr<Ema> ema_;
   Comm* comm_ = nullptr;
+  double share_ = 1;
+  double comm_seconds_ = 0;
   int64_t split_ = 1;
   int64_t steps_ = 0;
   bool updating_ = false;  // try_step has begun the optimizer update (an OOM there is not retried)
