@@ -199,3 +199,15 @@ TEST_CASE("data parallel: uneven --rank_batch_sizes 48,16 train the weights of 1
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("'x' is not a batch size"));
 }
+
+TEST_CASE("data parallel: a NaN on one rank makes every rank exit 3", "[dist][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --max_bad_steps 3 --output_dir " +
+                                  (dir / "run"),
+                              "GPUTRAIN_FAULT_NAN_STEP=4 GPUTRAIN_FAULT_NAN_RANK=1");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  // Both ranks gave up on their own with the non-finite error (none was killed by the other's exit).
+  CHECK_THAT(r.err, Catch::Contains("[rank0] gputrain: error: the loss was not finite") &&
+                        Catch::Contains("[rank1] gputrain: error: the loss was not finite"));
+}

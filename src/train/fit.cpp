@@ -186,9 +186,18 @@ class Fit {
     record_ = record.dump();
   }
 
+  // Called where every rank is at the same step (log steps, an epoch's end): with several
+  // ranks, one that gives up makes them all give up there (a NaN on one rank reaches the others
+  // through the all-reduce a step later, so their counts differ by one).
   void check_bad_steps() {
     const int64_t worst = worst_bad_run_.item<int64_t>();
-    if (worst >= c_.max_bad_steps)
+    bool bad = worst >= c_.max_bad_steps;
+    if (comm_) {
+      auto flag = torch::full({1}, bad ? 1.0f : 0.0f, torch::TensorOptions().device(s_.recipe().device));
+      comm_->all_reduce_sum(flag)->wait();
+      bad = flag.item<float>() > 0;
+    }
+    if (bad)
       throw Error({fmt::format("the loss was not finite for {} consecutive steps (by step {})", worst, r_.step)},
                   "lower --lr, set --clip_max_norm, or try --amp_dtype bf16; checkpoints written before are intact",
                   kExitNonFinite);
@@ -243,7 +252,9 @@ class Fit {
       }
       if (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) break;  // epoch tail
       consumed += c_.accumulation_steps;
-      if (faults().nan_step >= 0 && r_.step >= faults().nan_step) micro[0].x = micro[0].x * std::nan("");
+      if (faults().nan_step >= 0 && r_.step >= faults().nan_step &&
+          (faults().nan_rank < 0 || faults().nan_rank == s_.ranks().rank))
+        micro[0].x = micro[0].x * std::nan("");
 
       const double lr = schedule_.at(r_.step);
       set_lr(trainer_.optimizer(), lr);
