@@ -38,8 +38,9 @@ max_debs_bytes=$((48 * 1024 * 1024))
 # Build-time packages (find_package / find_library in CMakeLists.txt and `dpkg -S` of the
 # headers src/ and tests/ include), plus the runtime libraries their .so links point to: a bare
 # GPU image may lack libpng16 and libturbojpeg, and zlib1g-dev's libz.so names zlib1g's exact file.
+# libgloo-dev: headers only (torch's ProcessGroupGloo.hpp includes them; gloo's code is in libtorch).
 debs=(libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev libpng-dev libturbojpeg0-dev
-      zlib1g libpng16-16 libturbojpeg0)
+      zlib1g libpng16-16 libturbojpeg0 libgloo-dev)
 
 fetch_debs() {
   local sudo=""
