@@ -77,6 +77,16 @@ TEST_CASE("data parallel: 2 ranks x 32 train the weights of 1 process x 64, with
   INFO(acc.out << acc.err);
   REQUIRE(acc.exit_code == 0);
   check_same_weights(dir / "one.st", dir / "acc.st");
+
+  // Buckets of one parameter each (launched from autograd during backward), and one bucket
+  // after backward: the same sums.
+  for (const char* mb : {"0.001", "0"}) {
+    auto b = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --ddp_bucket_mb " + mb +
+                                " --output_dir " + (dir / "b") + mb + " --export " + (dir / "b") + mb + ".st");
+    INFO(b.out << b.err);
+    REQUIRE(b.exit_code == 0);
+    check_same_weights(dir / "one.st", dir / "b" + std::string(mb) + ".st");
+  }
 }
 
 TEST_CASE("data parallel: under torchrun --no-python, one run folder", "[dist][cli]") {
@@ -210,4 +220,22 @@ TEST_CASE("data parallel: a NaN on one rank makes every rank exit 3", "[dist][cl
   // Both ranks gave up on their own with the non-finite error (none was killed by the other's exit).
   CHECK_THAT(r.err, Catch::Contains("[rank0] gputrain: error: the loss was not finite") &&
                         Catch::Contains("[rank1] gputrain: error: the loss was not finite"));
+}
+
+TEST_CASE("data parallel: --balance auto gives a slowed rank a smaller batch, and the update is one batch's", "[dist][cli]") {
+  test::TempDir dir;
+  auto one = test::run_gputrain(kMlp + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  auto bal = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --balance auto --output_dir " +
+                                    (dir / "bal") + " --export " + (dir / "bal.st"),
+                                "GPUTRAIN_FAULT_SLOW_RANK=1");
+  INFO(bal.out << bal.err);
+  REQUIRE(bal.exit_code == 0);
+  auto config = nlohmann::json::parse(test::read_file(dir / "bal/config.json"));
+  const std::string sizes = config["resolved"]["rank_batch_sizes"];
+  CHECK_THAT(config["reasons"]["rank_batch_sizes"].get<std::string>(), Catch::StartsWith("balance auto: step times"));
+  const int64_t b0 = std::stoll(sizes.substr(0, sizes.find(','))), b1 = std::stoll(sizes.substr(sizes.find(',') + 1));
+  CHECK(b0 + b1 == 64);
+  CHECK(b0 > b1);  // rank 1 runs at half speed
+  check_same_weights(dir / "one.st", dir / "bal.st");
 }

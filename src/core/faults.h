@@ -16,6 +16,7 @@ struct Faults {
   int64_t amp_check = -1;     // GPUTRAIN_FAULT_AMP_CHECK=1: the AMP check's mixed-precision loss is inf
   int64_t overflow_step = -1; // GPUTRAIN_FAULT_OVERFLOW_STEP=k: under the grad scaler, gradients overflow from step k on
   int64_t nan_rank = -1;      // GPUTRAIN_FAULT_NAN_RANK=r: NAN_STEP applies to data-parallel rank r alone
+  int64_t slow_rank = -1;     // GPUTRAIN_FAULT_SLOW_RANK=r: rank r's --balance probe steps take twice as long
 };
 
 const Faults& faults();

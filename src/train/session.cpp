@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <stdexcept>
 
 #include "core/device_cuda.h"
@@ -13,6 +15,7 @@
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
 #include "train/auto_workers.h"
+#include "train/keep_state.h"
 #include "train/optim.h"
 #include "train/resolve_recipe.h"
 
@@ -90,9 +93,12 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
     if (!options_.comm) throw std::logic_error("Session: several ranks and no Comm");
     comm_ = options_.comm;
     comm_->connect(recipe_.cuda ? recipe_.device.index() : -1);
-    recipe_.report.push_back({"data parallel", fmt::format("{} ranks over {} ({}); gradients all-reduced after backward",
-                                                           options_.ranks.world_size, recipe_.cuda ? "NCCL" : "Gloo",
-                                                           options_.ranks.describe())});
+    const double mb = rc_.resolved.ddp_bucket_mb;
+    recipe_.report.push_back(
+        {"data parallel", fmt::format("{} ranks over {} ({}); gradients all-reduced {}", options_.ranks.world_size,
+                                      recipe_.cuda ? "NCCL" : "Gloo", options_.ranks.describe(),
+                                      mb > 0 ? fmt::format("in {:g} MiB buckets during backward", mb)
+                                             : std::string("in one bucket after backward (--ddp_bucket_mb 0)"))});
   }
 
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
@@ -107,7 +113,9 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
     for (const auto& p : trainer_->model().parameters()) state.push_back(p.detach());
     for (const auto& b : trainer_->model().buffers()) state.push_back(b);
     comm_->broadcast(state, 0);
-    trainer_->set_comm(comm_.get(), static_cast<double>(rc_.resolved.batch_size) / static_cast<double>(global_batch_size()));
+    if (rc_.resolved.balance == "auto") balance_ranks();
+    trainer_->set_comm(comm_.get(), static_cast<double>(rc_.resolved.batch_size) / static_cast<double>(global_batch_size()),
+                       rc_.resolved.ddp_bucket_mb);
   }
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
@@ -131,6 +139,66 @@ void Session::join_ranks() {
   }
   if (c.cuda_graphs) rc_.decide("cuda_graphs", false, why + ": not with data parallel yet");
   if (c.auto_batch_size) rc_.decide("auto_batch_size", false, why + ": each rank would search alone");
+}
+
+void Session::balance_ranks() {
+  const Config c = rc_.resolved;
+  const int world = options_.ranks.world_size, rank = options_.ranks.rank;
+  if (!c.rank_batch_sizes.empty())
+    throw usage_error("--balance auto and --rank_batch_sizes both set", "give the sizes, or let --balance auto find them");
+  // Each rank times forward and backward on --batch_size samples of the training data (the
+  // first warm-up step left out); the generators and batch-norm statistics are put back.
+  LoaderOptions o = eval_loader_options(c.batch_size);
+  o.num_workers = 0;
+  Loader loader(data_->train, o);
+  loader.start_epoch(0);
+  const auto batch = loader.next();
+  if (!batch) throw runtime_error("--balance auto: no training batch to time");
+  double seconds = 0;
+  {
+    KeepRng keep_rng(recipe_.device);
+    TensorSnapshot buffers(trainer_->model(), /*with_parameters=*/false);
+    constexpr int kSteps = 5;
+    for (int i = 0; i <= kSteps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      trainer_->probe(*batch);  // syncs with a GPU
+      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (faults().slow_rank == rank) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(took));
+        took *= 2;
+      }
+      if (i > 0) seconds += took / kSteps;
+    }
+    buffers.restore();
+  }
+  // Every rank's time, then batch sizes proportional to speed that add up to the global batch.
+  auto times = torch::zeros({world}, torch::TensorOptions().dtype(torch::kDouble).device(recipe_.device));
+  times[rank] = seconds;
+  comm_->all_reduce_sum(times)->wait();
+  times = times.cpu();
+  const int64_t global = c.batch_size * world;
+  double speed_sum = 0;
+  for (int r = 0; r < world; ++r) speed_sum += 1.0 / times[r].item<double>();
+  std::vector<int64_t> sizes;
+  std::vector<std::string> texts, ms;
+  int64_t assigned = 0;
+  for (int r = 0; r < world; ++r) {
+    const double share = (1.0 / times[r].item<double>()) / speed_sum;
+    sizes.push_back(std::max<int64_t>(1, std::llround(share * static_cast<double>(global))));
+    assigned += sizes.back();
+  }
+  // Rounding: the largest takes up the difference (never below 1).
+  auto largest = std::max_element(sizes.begin(), sizes.end());
+  *largest = std::max<int64_t>(1, *largest + global - assigned);
+  for (int r = 0; r < world; ++r) {
+    texts.push_back(std::to_string(sizes[static_cast<size_t>(r)]));
+    ms.push_back(fmt::format("{:.1f}", 1000 * times[r].item<double>()));
+  }
+  rank_batch_sizes_ = sizes;
+  const std::string why = fmt::format("balance auto: step times {} ms per {} samples", join(ms, ", "), c.batch_size);
+  rc_.decide("rank_batch_sizes", join(texts, ","), why);
+  rc_.decide("batch_size", sizes[static_cast<size_t>(rank)], fmt::format("rank {}'s of {}", rank, join(texts, ",")));
+  recipe_.report.push_back({"balance", fmt::format("rank batch sizes {} ({})", join(texts, ","), why)});
 }
 
 void Session::check_precision() {

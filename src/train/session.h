@@ -101,6 +101,7 @@ class Session {
   void choose_num_workers();  // --num_workers auto
   void check_precision();     // --amp_check
   void join_ranks();          // data parallel: this rank's device and batch size
+  void balance_ranks();       // --balance auto
 };
 
 }  // namespace gputrain

@@ -4,7 +4,6 @@
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -91,6 +90,11 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
   }
   if (ctx_.cuda_graphs) dynamic_cast<FusedOptimizer&>(*optimizer_).refresh_lr();
   return eager_step(micro);
+}
+
+void Trainer::set_comm(Comm* comm, double share, double bucket_mb) {
+  share_ = share;
+  sync_ = std::make_unique<GradSync>(*model_, *comm, bucket_mb);
 }
 
 void Trainer::set_precision(const Recipe& precision) {
@@ -230,9 +234,11 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   int64_t local = 0;
   for (const auto& b : micro) local += b.y.size(0);
   const double total = static_cast<double>(local) / share_;
-  for (const auto& b : micro) {
+  for (size_t m = 0; m < micro.size(); ++m) {
+    const auto& b = micro[m];
     auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
     for (size_t i = 0; i < xs.size(); ++i) {
+      if (sync_ && m + 1 == micro.size() && i + 1 == xs.size()) sync_->arm();  // the step's last backward
       if (faults().oom_above >= 0 && xs[i].size(0) > faults().oom_above)
         TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
       torch::Tensor loss;
@@ -250,14 +256,10 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
       r.loss = r.loss.defined() ? r.loss + detached : detached;
     }
   }
-  // Data parallel: one all-reduce after the last micro-batch's backward (none on the others),
-  // before unscale and clipping, so every rank sees the same gradients, infs included (all skip
-  // the same overflow step).
-  if (comm_) {
-    const auto t0 = std::chrono::steady_clock::now();
-    comm_->all_reduce_sum(grads_of(model_->parameters()));
-    comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  // Data parallel: the buckets launched during the last micro-batch's backward (none on the
+  // others) are waited for here, before unscale and clipping, so every rank sees the same
+  // gradients, infs included (all skip the same overflow step).
+  if (sync_) sync_->finish();
   updating_ = true;
   if (steps_ + 1 == faults().oom_update)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");

@@ -13,6 +13,7 @@
 #include "models/registry.h"
 #include "train/ema.h"
 #include "train/grad_scaler.h"
+#include "train/grad_sync.h"
 #include "train/loss.h"
 
 namespace gputrain {
@@ -58,18 +59,11 @@ class Trainer {
   // Data parallel: the gradients are summed over `comm`'s ranks after backward, each rank's
   // loss weighted by its `share` of the global batch (its batch size over their sum), so the
   // update equals one big batch's.
-  void set_comm(Comm* comm, double share) {
-    comm_ = comm;
-    share_ = share;
-  }
+  void set_comm(Comm* comm, double share, double bucket_mb);
 
-  // Host seconds spent in the gradient all-reduce since the last call (Gloo: the collective's
-  // whole time; it does not overlap backward yet).
-  double take_comm_seconds() {
-    const double s = comm_seconds_;
-    comm_seconds_ = 0;
-    return s;
-  }
+  // Host seconds the step waited for the gradient all-reduce after backward since the last call:
+  // the communication that backward did not hide, and the wait for slower ranks.
+  double take_comm_seconds() { return sync_ ? sync_->take_wait_seconds() : 0; }
 
   // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
   // scaler, and a captured graph is dropped to be captured again in the new precision.
@@ -84,9 +78,8 @@ class Trainer {
   TrainerOptions opt_;
   GradScaler scaler_;
   std::unique_ptr<Ema> ema_;
-  Comm* comm_ = nullptr;
+  std::unique_ptr<GradSync> sync_;
   double share_ = 1;
-  double comm_seconds_ = 0;
   int64_t split_ = 1;
   int64_t steps_ = 0;
   bool updating_ = false;  // try_step has begun the optimizer update (an OOM there is not retried)
