@@ -46,6 +46,29 @@ std::string check_task_options(const Config& c, const Dataset& train) {
   return metric;
 }
 
+// --rank_batch_sizes "96,64": one positive size per rank (empty when not given).
+std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world) {
+  std::vector<int64_t> out;
+  if (sizes.empty()) return out;
+  for (const auto& item : split_list(sizes, ListItems::kTrimmed)) {
+    int64_t b = 0;
+    size_t used = 0;
+    try {
+      b = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || b < 1)
+      throw usage_error(fmt::format("--rank_batch_sizes '{}': '{}' is not a batch size of 1 or more", sizes, item),
+                        "one positive integer per rank, e.g. --rank_batch_sizes 96,64");
+    out.push_back(b);
+  }
+  if (static_cast<int>(out.size()) != world)
+    throw usage_error(fmt::format("--rank_batch_sizes '{}' names {} ranks; this job has {}", sizes, out.size(), world),
+                      "one size per rank (gputrain launch --nproc_per_node N, torchrun or srun start the ranks)");
+  return out;
+}
+
 std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, const Dataset& train) {
   // Regression models output one value per target.
   const int64_t outputs = train.is_regression() ? train.target_numel() : train.num_classes();
@@ -66,25 +89,7 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
   auto problems = model_option_problems(rc_.resolved);  // before any data is read
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
 
-  if (const std::string& sizes = rc_.resolved.rank_batch_sizes; !sizes.empty()) {
-    for (const auto& item : split_list(sizes, ListItems::kTrimmed)) {
-      int64_t b = 0;
-      size_t used = 0;
-      try {
-        b = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != item.size() || b < 1)
-        throw usage_error(fmt::format("--rank_batch_sizes '{}': '{}' is not a batch size of 1 or more", sizes, item),
-                          "one positive integer per rank, e.g. --rank_batch_sizes 96,64");
-      rank_batch_sizes_.push_back(b);
-    }
-    if (static_cast<int>(rank_batch_sizes_.size()) != options_.ranks.world_size)
-      throw usage_error(fmt::format("--rank_batch_sizes '{}' names {} ranks; this job has {}", sizes,
-                                    rank_batch_sizes_.size(), options_.ranks.world_size),
-                        "one size per rank (gputrain launch --nproc_per_node N, torchrun or srun start the ranks)");
-  }
+  rank_batch_sizes_ = parse_rank_batch_sizes(rc_.resolved.rank_batch_sizes, options_.ranks.world_size);
   machine_ = probe_machine(rc_.resolved.device != "cpu");
   if (options_.ranks.world_size > 1) join_ranks();
   recipe_ = resolve_recipe(rc_, machine_);
@@ -126,11 +131,11 @@ void Session::join_ranks() {
   const RankEnv& e = options_.ranks;
   Config c = rc_.resolved;
   const std::string why = fmt::format("rank {} of {}", e.rank, e.world_size);
-  // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
-  // --gpus-per-task), the one it sees.
   if (!c.rank_batch_sizes.empty())
     rc_.decide("batch_size", rank_batch_sizes_[static_cast<size_t>(e.rank)],
                fmt::format("rank {}'s of --rank_batch_sizes {}", e.rank, c.rank_batch_sizes));
+  // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
+  // --gpus-per-task), the one it sees.
   const int gpus = static_cast<int>(machine_.gpus.size());
   if ((c.device == "auto" || c.device == "cuda") && gpus > 0) {
     const int index = gpus == 1 ? 0 : e.local_rank % gpus;
