@@ -22,7 +22,7 @@ namespace {
 
 // An MLP without BatchNorm or dropout on synthetic data, 20 steps, one thread per process.
 const std::string kMlp =
-    "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 1280 --synthetic_test_size 64 "
+    "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 1280 --synthetic_test_size 67 "
     "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 1 --max_steps 20 --epochs 1 --num_workers 0 "
     "--threads 1 --no-use_amp --log_every 5 ";
 
@@ -71,6 +71,17 @@ TEST_CASE("data parallel: 2 ranks x 32 train the weights of 1 process x 64, with
   // Rank 0 owns the folder and prints; rank 1 prints nothing but errors.
   CHECK_THAT(two.out, Catch::Contains("[rank0] ") && !Catch::Contains("[rank1] "));
   CHECK_THAT(two.out, Catch::Contains("data parallel         2 ranks over Gloo"));
+  // Evaluation is sharded (34 + 33 samples) and summed: the one-process metrics.
+  auto eval_of = [](const std::string& run) {
+    for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
+      if (r["event"] == "eval") return r;
+    return nlohmann::json();
+  };
+  const auto e1 = eval_of(dir / "one"), e2 = eval_of(dir / "two");
+  REQUIRE(e2.contains("test_loss"));
+  CHECK(e2["samples"] == 67);
+  CHECK(e2["test_accuracy"] == e1["test_accuracy"]);
+  CHECK(e2["test_loss"].get<double>() == Approx(e1["test_loss"].get<double>()).epsilon(1e-5));
 
   auto acc = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 16 --accumulation_steps 2 --output_dir " +
                                 (dir / "acc") + " --export " + (dir / "acc.st"));
@@ -201,6 +212,14 @@ TEST_CASE("data parallel: uneven --rank_batch_sizes 48,16 train the weights of 1
   REQUIRE(uneven.exit_code == 0);
   check_same_weights(dir / "one.st", dir / "uneven.st");
   CHECK_THAT(uneven.out, Catch::Contains("rank 0's of --rank_batch_sizes 48,16"));
+  // Each log line and step record shows every rank's batch, step time and wait for the others.
+  CHECK_THAT(uneven.out, Catch::Contains("| batch/wait ms by rank: 48/"));
+  const auto step = steps_of(dir / "uneven").back();
+  REQUIRE(step["ranks"].size() == 2);
+  CHECK(step["ranks"][0]["batch"] == 48);
+  CHECK(step["ranks"][1]["batch"] == 16);
+  CHECK(step["ranks"][1]["step_ms"].get<double>() > 0);
+  CHECK(step["ranks"][1]["allreduce_ms"].get<double>() >= 0);
 
   auto wrong = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--rank_batch_sizes 48,16,8");
   CHECK(wrong.exit_code == 2);
@@ -238,4 +257,55 @@ TEST_CASE("data parallel: --balance auto gives a slowed rank a smaller batch, an
   CHECK(b0 + b1 == 64);
   CHECK(b0 > b1);  // rank 1 runs at half speed
   check_same_weights(dir / "one.st", dir / "bal.st");
+}
+
+TEST_CASE("data parallel: each rank resumes its own random stream: 1 + 1 epochs with dropout train the weights of 2", "[dist][cli]") {
+  test::TempDir dir;
+  const std::string kDropout =
+      "launch --nproc_per_node 2 -- train --dataset synthetic --input_shape 12x5 --num_classes 5 "
+      "--synthetic_train_size 256 --synthetic_test_size 32 --model transformer --width 16 --heads 2 --dropout 0.3 "
+      "--optimizer adamw --lr 0.01 --lr_schedule constant --batch_size 16 --num_workers 0 --threads 1 --no-use_amp ";
+  auto full = test::run_gputrain(kDropout + "--epochs 2 --output_dir " + (dir / "full") + " --export " + (dir / "full.st"));
+  INFO(full.out << full.err);
+  REQUIRE(full.exit_code == 0);
+  auto first = test::run_gputrain(kDropout + "--epochs 1 --output_dir " + (dir / "split"));
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  // The checkpoint holds both ranks' generators, and they differ: the ranks draw different masks.
+  torch::serialize::InputArchive archive;
+  archive.load_from(dir / "split/checkpoints/last.pt");
+  torch::Tensor rows;
+  archive.read("rng.ranks.cpu", rows);
+  REQUIRE(rows.size(0) == 2);
+  CHECK_FALSE(torch::equal(rows[0], rows[1]));
+  auto second = test::run_gputrain(kDropout + "--epochs 2 --resume auto --output_dir " + (dir / "split") + " --export " +
+                                   (dir / "split.st"));
+  INFO(second.out << second.err);
+  REQUIRE(second.exit_code == 0);
+  check_same_weights(dir / "full.st", dir / "split.st");
+}
+
+TEST_CASE("data parallel: benchmark on 2 ranks adds the data-parallel row", "[dist][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain("launch --nproc_per_node 2 -- benchmark --preset smoke --variants all --warmup_steps 1 "
+                              "--steps 4 --json " + (dir / "b.json"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("[rank0] data parallel (all, 2 ranks):") && Catch::Contains("scaling efficiency") &&
+                        !Catch::Contains("[rank1] "));
+  const auto j = nlohmann::json::parse(test::read_file(dir / "b.json"))["data_parallel"];
+  REQUIRE(j["world_size"] == 2);
+  CHECK(j["rank_batch_sizes"] == nlohmann::json({32, 32}));
+  const auto together = j["samples_per_sec_per_rank"].get<std::vector<double>>();
+  const auto alone = j["samples_per_sec_alone_per_rank"].get<std::vector<double>>();
+  REQUIRE(together.size() == 2);
+  REQUIRE(alone.size() == 2);
+  CHECK(together[0] > 0);
+  CHECK(alone[1] > 0);
+  CHECK(j["samples_per_sec"].get<double>() == Approx(together[0] + together[1]));
+  CHECK(j["scaling_efficiency"].get<double>() == Approx(j["samples_per_sec"].get<double>() / (alone[0] + alone[1])));
+  CHECK(j["allreduce_ms_per_step"].get<double>() > 0);
+  CHECK(j["overlap_fraction"].get<double>() >= 0);
+  CHECK(j["overlap_fraction"].get<double>() <= 1);
+  CHECK(nlohmann::json::parse(test::read_file(dir / "b.json"))["variants"].size() == 2);  // the table, rank 0's
 }

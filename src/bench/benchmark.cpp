@@ -4,14 +4,18 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "bench/data_parallel.h"
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "bench/variants.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "core/signals.h"
+#include "dist/rank_env.h"
 #include "train/export.h"
 #include "train/resolve_recipe.h"
 #include "train/session.h"
@@ -52,11 +56,19 @@ int run_benchmark(const BenchRequest& q) {
   const BenchSettings& s = q.settings;
   Config workload = q.workload;
   const MachineInfo machine = probe_machine(workload.device != "cpu");
+  // Several ranks (gputrain launch, torchrun, srun): every rank measures the data-parallel job
+  // with rank 0, then rank 0 alone measures the variants and writes the outputs.
+  const RankEnv ranks = read_rank_env();
+  std::shared_ptr<Comm> comm;
+  if (ranks.world_size > 1) comm = std::make_shared<Comm>(ranks, workload.dist_timeout);
+  const bool root = ranks.rank == 0;
   {
     // One device for every variant: the GPU with the most free memory could change between them.
     ResolvedConfig rc(workload);
     resolve_recipe(rc, machine);
     workload.device = rc.resolved.device;
+    if (comm && workload.device.rfind("cuda", 0) == 0)
+      workload.device = fmt::format("cuda:{}", ranks.local_rank % static_cast<int>(machine.gpus.size()));
   }
   auto variants = expand_variants(workload, q.variants, machine);
 
@@ -69,18 +81,36 @@ int run_benchmark(const BenchRequest& q) {
     data = first.shared_data();
     recipe = first.recipe();
   }
-  fmt::print("benchmark: {} on {}\n", q.workload.model, q.workload.dataset);
-  for (const auto& [what, state] : recipe.report)
-    if (what == "device" || what == "memory" || what == "compute capability" || what == "CUDA / cuDNN" ||
-        what == "intra-op threads")
-      fmt::print("  {:<21} {}\n", what, state);
-  fmt::print("  {:<21} {}\n  {:<21} batch {} x {} accumulation\n", "data", data->description, "workload",
-             q.workload.batch_size, q.workload.accumulation_steps);
-  std::fflush(stdout);
-
   const bool tty = isatty(STDERR_FILENO);
+  if (root) {
+    fmt::print("benchmark: {} on {}\n", q.workload.model, q.workload.dataset);
+    for (const auto& [what, state] : recipe.report)
+      if (what == "device" || what == "memory" || what == "compute capability" || what == "CUDA / cuDNN" ||
+          what == "intra-op threads")
+        fmt::print("  {:<21} {}\n", what, state);
+    fmt::print("  {:<21} {}\n  {:<21} batch {} x {} accumulation\n", "data", data->description, "workload",
+               q.workload.batch_size, q.workload.accumulation_steps);
+    std::fflush(stdout);
+  }
+
+  std::optional<DataParallelResult> data_parallel;
+  if (comm) {
+    // The full recipe where it runs (as bottleneck() picks), else the first variant that runs.
+    const Variant* pick = nullptr;
+    for (const auto& v : variants)
+      if (v.skipped.empty() && (v.name == "all" || !pick)) pick = &v;
+    if (!pick) throw usage_error("benchmark: no variant runs on this machine", "see gputrain info");
+    const std::string label = fmt::format("benchmark: data parallel over {} ranks ({})", ranks.world_size, pick->name);
+    if (root && !tty) fmt::print(stderr, "{}\n", label);
+    data_parallel = measure_data_parallel(*pick, data, s, comm, [&](int64_t step, int64_t total) {
+      if (root && tty) fmt::print(stderr, "\r\033[K{}: step {}/{}", label, step, total);
+    });
+    if (!root || stop_signal()) return stop_signal() ? exit_code_for_signal(stop_signal()) : 0;
+  }
+
   nlohmann::json workload_json = to_json(q.workload);
   BenchReport report{recipe, &workload_json, s, {}, recipe.cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
+  report.data_parallel = data_parallel;
   // Rewritten after every variant, so a kill or a crash keeps what was measured.
   auto write_outputs = [&] {
     if (q.json_path) write_file_atomically(*q.json_path, to_json(report).dump(2) + "\n");

@@ -66,6 +66,7 @@ std::string format_table(const BenchReport& r) {
   out += fmt::format("memory: {}; timed {} x {} steps after {} warm-up steps; stage {}\n", r.memory_kind,
                      r.settings.repeats, r.settings.steps, r.settings.warmup_steps, r.settings.stage);
   if (!r.verdict.empty()) out += r.verdict + "\n";
+  if (r.data_parallel) out += format_data_parallel(*r.data_parallel);
   return out;
 }
 
@@ -78,6 +79,7 @@ std::string format_markdown(const BenchReport& r) {
     out += "| " + join(row, " | ") + " |\n";
   }
   if (!r.verdict.empty()) out += "\n" + r.verdict + "\n";
+  if (r.data_parallel) out += "\n```\n" + format_data_parallel(*r.data_parallel) + "```\n";
   return out;
 }
 
@@ -143,6 +145,7 @@ nlohmann::json to_json(const BenchReport& r) {
     j["variants"].push_back(o);
   }
   if (!r.verdict.empty()) j["verdict"] = r.verdict;
+  if (r.data_parallel) j["data_parallel"] = to_json(*r.data_parallel);
   return j;
 }
 

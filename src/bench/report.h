@@ -1,10 +1,12 @@
 // Benchmark output: the aligned table, and the same results as JSON, CSV and Markdown.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "bench/data_parallel.h"
 #include "bench/runner.h"
 #include "core/recipe.h"
 
@@ -17,6 +19,7 @@ struct BenchReport {
   std::vector<VariantResult> results;
   std::string memory_kind;  // "GPU (caching allocator)" or "host (peak RSS)"
   std::string verdict;      // bottleneck attribution; empty when not measured
+  std::optional<DataParallelResult> data_parallel;  // with several ranks
 };
 
 std::string format_table(const BenchReport& r);

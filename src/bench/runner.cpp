@@ -51,7 +51,7 @@ class BatchSource {
 }  // namespace
 
 VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
-                          const StepCallback& on_step) {
+                          const StepCallback& on_step, std::shared_ptr<Comm> comm) {
   VariantResult r;
   r.name = v.name;
   r.description = v.description;
@@ -60,7 +60,14 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   if (!r.skipped.empty()) return r;
 
   // The same Session as `train` builds: this variant's global switches, the seed, the model.
-  Session session(v.config, {.data = std::move(data), .search_batch_size = false});
+  SessionOptions options;
+  options.data = std::move(data);
+  options.search_batch_size = false;
+  if (comm) {
+    options.ranks = comm->env();
+    options.comm = std::move(comm);
+  }
+  Session session(v.config, options);
   const Config& c = session.config();
   r.config = c;
   r.session = session.describe_line();
@@ -97,6 +104,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   } else {
     reset_peak_rss();
   }
+  trainer.take_comm_seconds();  // the warm-up's
 
   double wall = 0, wait = 0;
   for (int64_t rep = 0; rep < s.repeats; ++rep) {
@@ -134,6 +142,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   r.p90_ms = percentile(r.step_ms, 0.9);
   r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
   r.peak_memory_bytes = recipe.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
+  r.comm_ms = r.step_ms.empty() ? 0 : 1000.0 * trainer.take_comm_seconds() / static_cast<double>(r.step_ms.size());
   r.loss = loss_sum.defined() ? loss_sum.item<double>() / static_cast<double>(s.steps) : std::nan("");
   return r;
 }

@@ -12,6 +12,8 @@
 
 namespace gputrain {
 
+class Comm;
+
 struct VariantResult {
   std::string name, description, skipped;
   Config config;                // the variant's configuration, as resolved
@@ -25,15 +27,16 @@ struct VariantResult {
   double loss = 0;                // mean loss of the last repeat's steps (NaN for --stage data)
   bool loss_drift = false;        // loss differs from the baseline's beyond tolerance
   bool interrupted = false;       // a SIGINT/SIGTERM stopped it: no figures
+  double comm_ms = 0;             // data parallel: per step, the wait for the gradients' all-reduce
 };
 
 // Called with (step, total steps) while a variant runs, for the progress line.
 using StepCallback = std::function<void(int64_t, int64_t)>;
 
 // `data` is shared by every variant (they differ in speed switches only). A stop signal ends it
-// at the next step, `interrupted`.
+// at the next step, `interrupted`. With `comm`, this rank's part of a data-parallel job.
 VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
-                          const StepCallback& on_step);
+                          const StepCallback& on_step, std::shared_ptr<Comm> comm = nullptr);
 
 // Fills speedup, memory_saving and loss_drift from the baseline row (the first one).
 void compare_with_baseline(std::vector<VariantResult>& results);

@@ -70,6 +70,16 @@ std::string nccl_version() {
   }
 }
 
+bool cuda_can_access_peer(int a, int b) {
+  int can = 0;
+  return cudaDeviceCanAccessPeer(&can, a, b) == cudaSuccess && can != 0;
+}
+
+std::string cuda_pci_bus_id(int device) {
+  char id[32] = {};
+  return cudaDeviceGetPCIBusId(id, sizeof id, device) == cudaSuccess ? std::string(id) : std::string();
+}
+
 std::string cuda_driver_version() {
   int v = 0;
   if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) return "n/a (no driver)";

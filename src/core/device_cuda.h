@@ -21,6 +21,11 @@ std::string nccl_version();
 // The driver's CUDA version ("n/a" without a driver).
 std::string cuda_driver_version();
 
+// Whether GPU `a` can read and write GPU `b`'s memory directly (peer access).
+bool cuda_can_access_peer(int a, int b);
+// The PCI bus id of a GPU ("0000:3B:00.0"): how NVML finds the same GPU ("" when unknown).
+std::string cuda_pci_bus_id(int device);
+
 // The random generator state of one GPU (for checkpoints).
 at::Tensor cuda_rng_state(int device);
 void set_cuda_rng_state(int device, const at::Tensor& state);

@@ -8,6 +8,7 @@
 
 #include "core/device_cuda.h"
 #include "core/device_probe.h"
+#include "core/gpu_topology.h"
 #include "core/text.h"
 
 namespace gputrain {
@@ -37,6 +38,13 @@ void print_info(bool as_json) {
                          {"bf16", g.bf16},
                          {"tf32", g.tf32}});
   }
+  // With two GPUs or more: how each pair is linked (what data parallel's all-reduce rides on).
+  const auto links = gpu_links(static_cast<int>(m.gpus.size()));
+  if (!links.empty()) {
+    j["gpu_links"] = nlohmann::json::array();
+    for (const auto& l : links)
+      j["gpu_links"].push_back({{"gpus", {l.a, l.b}}, {"peer_access", l.peer_access}, {"path", l.path.empty() ? "unknown" : l.path}});
+  }
   j["cpu"] = {{"model", m.cpu_model}, {"cores", m.cpu_cores}, {"intra_op_threads", m.default_threads}};
   if (as_json) {
     fmt::print("{}\n", j.dump(2));
@@ -55,6 +63,9 @@ void print_info(bool as_json) {
         fmt::format("{} | {} total, {} free | cc {}.{} | {} SMs | bf16 {} | TF32 {}", g.name,
                     format_bytes(static_cast<double>(g.total_bytes)), format_bytes(static_cast<double>(g.free_bytes)),
                     g.major, g.minor, g.multiprocessors, g.bf16 ? "yes" : "no", g.tf32 ? "yes" : "no"));
+  for (const auto& l : links)
+    row(fmt::format("GPU {} <-> GPU {}", l.a, l.b),
+        fmt::format("{} | peer access {}", l.path.empty() ? "path unknown (no NVML)" : l.path, l.peer_access ? "yes" : "no"));
   row("CPU", m.cpu_model);
   row("CPU cores", std::to_string(m.cpu_cores));
   row("intra-op threads", std::to_string(m.default_threads));

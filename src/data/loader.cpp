@@ -95,7 +95,10 @@ int64_t batches_per_epoch(int64_t all, const LoaderOptions& o) {
     return all / global;
   }
   const int64_t world = o.world_size;
-  const int64_t n = world == 1 ? all : o.drop_last ? all / world : (all + world - 1) / world;
+  const int64_t n = world == 1               ? all
+                    : o.each_sample_once ? std::max<int64_t>(all - o.rank + world - 1, 0) / world
+                    : o.drop_last        ? all / world
+                                         : (all + world - 1) / world;
   const int64_t b = o.batch_size;
   return o.drop_last ? n / b : (n + b - 1) / b;
 }
@@ -124,9 +127,13 @@ std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
       for (int64_t i = 0; i < opt_.batch_size; ++i) mine.push_back(order[static_cast<size_t>(k * global + offset + i)]);
     return mine;
   }
+  std::vector<int64_t> mine;
+  if (opt_.each_sample_once) {
+    for (int64_t i = opt_.rank; i < n; i += world) mine.push_back(order[static_cast<size_t>(i)]);
+    return mine;
+  }
   // Every rank gets the same number of samples: drop the tail, or pad by wrapping around.
   const int64_t per_rank = opt_.drop_last ? n / world : (n + world - 1) / world;
-  std::vector<int64_t> mine;
   for (int64_t k = 0; k < per_rank; ++k)
     mine.push_back(order[static_cast<size_t>((k * world + opt_.rank) % std::max<int64_t>(n, 1))]);
   return mine;

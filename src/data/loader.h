@@ -33,6 +33,9 @@ struct LoaderOptions {
   // Unequal ranks: every rank's batch size (batch_size is this rank's). Each global batch of
   // their sum is cut in rank order; the tail short of one global batch is dropped.
   std::vector<int64_t> rank_batch_sizes;
+  // Evaluation: rank r takes samples r, r + world_size, ... with no padding, so that sums over
+  // the ranks count every sample once (the ranks' batch counts may differ by one).
+  bool each_sample_once = false;
 };
 
 // Batches in one epoch of `samples` samples under `options` (this rank's share, drop_last).

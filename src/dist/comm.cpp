@@ -120,6 +120,14 @@ void Comm::all_reduce_sum(const std::vector<at::Tensor>& tensors) {
   }
 }
 
+std::vector<at::Tensor> Comm::all_gather(const at::Tensor& t) {
+  std::vector<at::Tensor> in = {t.contiguous()};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < size(); ++r) out[0].push_back(at::empty_like(in[0]));
+  impl_->backend->allgather(out, in)->wait();
+  return out[0];
+}
+
 void Comm::broadcast(const std::vector<at::Tensor>& tensors, int root) {
   for (const auto& t : tensors) {
     std::vector<at::Tensor> one = {t.is_contiguous() ? t : t.contiguous()};

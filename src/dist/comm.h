@@ -38,9 +38,11 @@ class Comm {
   std::string share(const std::string& key, const std::string& value);
 
   // Sums `t` over the ranks, in place; returns at once, the sum is there after wait().
-  std::unique_ptr<CommWork> all_reduce_sum(at::Tensor& t);
+  [[nodiscard]] std::unique_ptr<CommWork> all_reduce_sum(at::Tensor& t);
   // Sums each tensor over the ranks, in place (flattened into one buffer per dtype), and waits.
   void all_reduce_sum(const std::vector<at::Tensor>& tensors);
+  // Every rank's `t` (same shape on all), in rank order, after waiting.
+  std::vector<at::Tensor> all_gather(const at::Tensor& t);
   // Copies rank `root`'s tensors into every rank's, in place, and waits.
   void broadcast(const std::vector<at::Tensor>& tensors, int root = 0);
   void barrier();

@@ -153,17 +153,21 @@ void Monitor::loop() {
     // Sampling and writing without the lock: a slow NVML call or a stalled file system must
     // not hold up finish() or the run's write_error() checks.
     lk.unlock();
-    MonitorSample s = sample();
-    samples_.push_back(s);
-    std::string row = fmt::format("{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
-    if (s.gpu)
-      row += fmt::format("{:.0f},{:.0f},{},{:.0f},{:.1f},{:.0f},{}\n", s.gpu_util, s.gpu_mem_util, s.gpu_mem_used,
-                         s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz, s.throttle_reasons);
-    else
-      row += ",,,,,,\n";
-    append(row);
+    record();
     lk.lock();
   }
+}
+
+void Monitor::record() {
+  MonitorSample s = sample();
+  samples_.push_back(s);
+  std::string row = fmt::format("{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
+  if (s.gpu)
+    row += fmt::format("{:.0f},{:.0f},{},{:.0f},{:.1f},{:.0f},{}\n", s.gpu_util, s.gpu_mem_util, s.gpu_mem_used,
+                       s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz, s.throttle_reasons);
+  else
+    row += ",,,,,,\n";
+  append(row);
 }
 
 void Monitor::append(const std::string& text) {
@@ -187,7 +191,10 @@ nlohmann::json Monitor::finish() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+    record();  // the state at the end: a run shorter than one interval still has its row
+  }
   if (csv_) {
     std::fclose(csv_);
     csv_ = nullptr;

@@ -44,6 +44,7 @@ class Monitor {
  private:
   void loop();
   MonitorSample sample();
+  void record();  // one sample, kept and written as a row
   void append(const std::string& text);  // to monitor.csv: by the sampler's thread (or before it starts)
 
   std::string status_;

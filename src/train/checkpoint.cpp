@@ -47,6 +47,8 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   }
   const auto& ctx = trainer.context();
   if (ctx.cuda) archive.write("rng.cuda", cuda_rng_state(ctx.device.index()));
+  if (meta.rank_rng.cpu.defined()) archive.write("rng.ranks.cpu", meta.rank_rng.cpu);
+  if (meta.rank_rng.cuda.defined()) archive.write("rng.ranks.cuda", meta.rank_rng.cuda);
 
   AtomicFile file(path);
   archive.save_to([&file](const void* data, size_t size) { return file.write(data, size); });
@@ -227,7 +229,23 @@ bool all_finite(Trainer& trainer) {
   return finite.empty() || torch::stack(finite).all().item<bool>();
 }
 
-CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
+RankRng gather_rank_rng(Comm& comm, const Trainer& trainer) {
+  RankRng out;
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    out.cpu = torch::stack(comm.all_gather(gen.get_state()));
+  }
+  const auto& ctx = trainer.context();
+  if (ctx.cuda) {
+    // NCCL gathers device tensors: the 16-byte state goes there and back.
+    auto state = cuda_rng_state(ctx.device.index()).to(ctx.device);
+    out.cuda = torch::stack(comm.all_gather(state)).cpu();
+  }
+  return out;
+}
+
+CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int rank) {
   return with_archive(path, trainer.context().device, [&](torch::serialize::InputArchive& archive) {
     CheckpointMeta meta = read_meta(archive);
     torch::serialize::InputArchive model, optimizer;
@@ -242,16 +260,23 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer) {
     if (trainer.ema() && !trainer.ema()->load(archive))
       *trainer.ema() = Ema(trainer.model(), trainer.options().ema_decay);
     if (!all_finite(trainer)) throw std::runtime_error("it holds non-finite weights or optimizer state");
-    torch::Tensor rng;
-    archive.read("rng.cpu", rng);
-    {
+    // Rank 0's state is also the one-process state: one process continuing a run of several
+    // goes on as rank 0 went.
+    auto read_row = [&](const std::string& which, torch::Tensor& out) {
+      if (rank == 0) return archive.try_read("rng." + which, out);
+      torch::Tensor rows;
+      if (!archive.try_read("rng.ranks." + which, rows) || rows.size(0) <= rank) return false;
+      out = rows[rank].clone();  // its own storage: set_state crashed on a view into the rows (torch 2.15)
+      return true;
+    };
+    torch::Tensor rng, cuda_rng;
+    if (read_row("cpu", rng)) {
       auto gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
       gen.set_state(rng);
     }
     const auto& ctx = trainer.context();
-    torch::Tensor cuda_rng;
-    if (ctx.cuda && archive.try_read("rng.cuda", cuda_rng))  // absent in a checkpoint from a CPU run
+    if (ctx.cuda && read_row("cuda", cuda_rng))  // absent in a checkpoint from a CPU run
       set_cuda_rng_state(ctx.device.index(), cuda_rng.cpu());
     return meta;
   });

@@ -6,6 +6,12 @@
 
 namespace gputrain {
 
+// Data parallel: every rank's generator states, row r for rank r, so that each rank resumes its
+// own random stream (the ranks draw different dropout masks).
+struct RankRng {
+  torch::Tensor cpu, cuda;  // [world size, state bytes]; cuda only on GPUs
+};
+
 struct CheckpointMeta {
   int64_t epoch = 0;      // the epoch to continue (all earlier ones are complete)
   int64_t batch = 0;      // micro-batches of that epoch already consumed (0 at an epoch boundary)
@@ -13,15 +19,20 @@ struct CheckpointMeta {
   double best_score = 0;  // the monitored metric's best value, signed so that higher is better
   std::string config_json;
   int64_t evals_since_best = 0;  // for --early_stopping
+  RankRng rank_rng;              // written when set (several ranks); not read back into the meta
 };
+
+// Every rank's generator states; a collective: all ranks call it at the same point.
+RankRng gather_rank_rng(Comm& comm, const Trainer& trainer);
 
 // Writes to "<path>.tmp", fsyncs it, renames it over `path` and fsyncs the folder, so a crash
 // leaves either the old file or the new one, never a torn one.
 void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta);
 
 // Restores the model, optimizer, scaler and RNG state of `trainer`; throws a usage error for a
-// missing, corrupt or foreign file.
-CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer);
+// missing, corrupt or foreign file. Rank `rank` > 0 takes its own row of the saved ranks'
+// generators; one the checkpoint has none for (a run with fewer ranks) keeps its own seeding.
+CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int rank = 0);
 
 // Reads only the metadata (to recover a run's configuration before building anything).
 CheckpointMeta read_checkpoint_meta(const std::string& path);

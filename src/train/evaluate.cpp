@@ -72,7 +72,7 @@ std::string EvalResult::summary_line() const {
   return fmt::format("loss {:.4f} | accuracy {:.4f}", loss, accuracy);
 }
 
-EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()>& stop) {
+EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()>& stop, Comm* comm) {
   torch::NoGradGuard no_grad;
   auto& model = trainer.model();
   const auto& ctx = trainer.context();
@@ -104,6 +104,25 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
     r.samples += b->y.size(0);
   }
   model.train();
+  if (comm && !r.interrupted) {
+    // A rank may have no sample of its own (a test set smaller than the world): what the task
+    // is and how many targets it has come with the counts, then the sums.
+    const bool saw = abs_sum.defined();
+    auto counts = torch::tensor({r.samples, int64_t{r.regression}, int64_t{has_top5}, int64_t{saw},
+                                 saw ? abs_sum.numel() : int64_t{0}});
+    comm->all_reduce_sum(counts)->wait();
+    r.samples = counts[0].item<int64_t>();
+    r.regression = counts[1].item<int64_t>() > 0;
+    has_top5 = counts[2].item<int64_t>() > 0;
+    if (r.regression && !saw) {
+      const int64_t targets = counts[4].item<int64_t>() / std::max<int64_t>(counts[3].item<int64_t>(), 1);
+      abs_sum = torch::zeros({targets}, on);
+      sq_sum = torch::zeros({targets}, on);
+    }
+    std::vector<torch::Tensor> sums = {loss_sum, correct, correct5};
+    if (r.regression) sums.insert(sums.end(), {abs_sum, sq_sum});
+    comm->all_reduce_sum(sums);
+  }
   if (r.samples == 0 || r.interrupted) return r;
   const double n = static_cast<double>(r.samples);
   r.loss = loss_sum.item<double>() / n;

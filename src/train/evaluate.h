@@ -37,6 +37,9 @@ struct EvalResult {
 
 // Evaluates over the whole loader; when `stop` (polled between batches) returns true, returns at
 // once with `interrupted` set, so a signal during a long evaluation is not kept waiting.
-EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()>& stop = {});
+// With `comm`, the loader holds this rank's shard: the sums are added over the ranks, and every
+// rank gets the whole test set's metrics (a stop must then come from all ranks or none).
+EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()>& stop = {},
+                    Comm* comm = nullptr);
 
 }  // namespace gputrain

@@ -34,7 +34,7 @@ class Fit {
         record_(record.dump()),
         run_start_(run_start),
         train_loader_(s.data().train, s.train_loader_options()),
-        test_loader_(s.data().test, s.eval_loader_options(c_.eval_batch_size)),
+        test_loader_(s.data().test, s.eval_loader_options(c_.eval_batch_size, /*sharded=*/true)),
         micro_per_epoch_(train_loader_.num_batches()),
         steps_per_epoch_(micro_per_epoch_ / c_.accumulation_steps),
         total_steps_(total_steps()),
@@ -151,8 +151,10 @@ class Fit {
   }
 
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
-  void save(const std::string& name, const CheckpointMeta& m) {
-    if (!folder_ || (!c_.save_checkpoints && name != "last.pt")) return;
+  void save(const std::string& name, CheckpointMeta m) {
+    if (!c_.save_checkpoints && name != "last.pt") return;
+    if (comm_) m.rank_rng = gather_rank_rng(*comm_, trainer_);  // every rank is here: rank 0 writes
+    if (!folder_) return;
     if (!all_finite(trainer_))
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
                   std::string(s_.recipe().amp ? "train without mixed precision (--no-use_amp), " : "") +
@@ -279,23 +281,47 @@ class Fit {
       if (log_step) {
         // Reading the loss to print it syncs the host with the device: only at log steps.
         // (With an unfused optimizer the fp16 grad scaler also reads its overflow flag every step.)
-        if (comm_) {  // each rank's loss is weighted by its share of the global batch: the sum is the job's
-          loss_sum = loss_sum.reshape({1}).to(torch::kFloat).clone();
-          comm_->all_reduce_sum(loss_sum)->wait();
-        }
-        const double loss = loss_sum.item<double>() / static_cast<double>(window_steps);
         const double secs = seconds_since(window_start);
-        const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
         const double step_ms = 1000.0 * secs / static_cast<double>(window_steps);
+        double loss = 0;
+        nlohmann::json ranks;
+        std::string ranks_line;
+        if (comm_) {
+          // One all-reduce carries the loss (each rank's weighted by its share of the global
+          // batch: the sum is the job's) and every rank's batch, step time and wait for the others.
+          const int world = comm_->size(), me = comm_->rank();
+          std::vector<double> mine(static_cast<size_t>(3 * world), 0.0);
+          mine[3 * me] = static_cast<double>(c_.batch_size);
+          mine[3 * me + 1] = step_ms;
+          mine[3 * me + 2] = 1000.0 * trainer_.take_comm_seconds() / static_cast<double>(window_steps);
+          auto all = torch::cat({loss_sum.reshape({1}).to(torch::kDouble),
+                                 torch::tensor(mine, torch::kDouble).to(loss_sum.device())});
+          comm_->all_reduce_sum(all)->wait();
+          all = all.cpu();
+          const auto* v = all.data_ptr<double>();
+          loss = v[0] / static_cast<double>(window_steps);
+          ranks_line = " | batch/wait ms by rank:";
+          for (int r = 0; r < world; ++r) {
+            const double* f = v + 1 + 3 * r;
+            ranks.push_back({{"rank", r}, {"batch", std::llround(f[0])}, {"step_ms", f[1]}, {"allreduce_ms", f[2]}});
+            ranks_line += fmt::format(" {}/{:.1f}", std::llround(f[0]), f[2]);
+          }
+        } else {
+          loss = loss_sum.item<double>() / static_cast<double>(window_steps);
+        }
+        const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
         const double wait = train_loader_.take_wait_seconds();
         r_.wait_seconds += wait;
-        progress_.update(r_.step, epoch, loss, lr, sps, step_ms);
+        progress_.update(r_.step, epoch, loss, lr, sps, step_ms, ranks_line);
         nlohmann::json rec = {{"event", "step"},    {"step", r_.step},
                               {"epoch", epoch},     {"loss", loss},
                               {"lr", lr},           {"samples_per_sec", sps},
                               {"step_ms", step_ms}, {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
         if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
-        if (comm_) rec["allreduce_ms"] = 1000.0 * trainer_.take_comm_seconds() / static_cast<double>(window_steps);
+        if (comm_) {
+          rec["allreduce_ms"] = ranks[comm_->rank()]["allreduce_ms"];
+          rec["ranks"] = ranks;
+        }
         if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
         if (s_.recipe().grad_scaler && rec["loss_scale"].get<double>() < kCollapsedScale)
           fall_back_amp(rec["loss_scale"].get<double>(), epoch);
@@ -327,11 +353,11 @@ class Fit {
     // stop there would be one rank's alone); the next log step agrees on the stop.
     auto must_stop = [&] { return !comm_ && !stop_now(0).empty(); };
     const auto eval_start = Clock::now();
-    r_.last_eval = evaluate(trainer_, test_loader_, must_stop);
+    r_.last_eval = evaluate(trainer_, test_loader_, must_stop, comm_);
     // The average is what one deploys: it decides "best" and early stopping.
     if (trainer_.ema() && !r_.last_eval.interrupted) {
       trainer_.ema()->swap(trainer_.model());
-      r_.last_ema_eval = evaluate(trainer_, test_loader_, must_stop);
+      r_.last_ema_eval = evaluate(trainer_, test_loader_, must_stop, comm_);
       trainer_.ema()->swap(trainer_.model());
     }
     if (r_.last_eval.interrupted || r_.last_ema_eval.interrupted) {

@@ -118,6 +118,10 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
     for (const auto& p : trainer_->model().parameters()) state.push_back(p.detach());
     for (const auto& b : trainer_->model().buffers()) state.push_back(b);
     comm_->broadcast(state, 0);
+    // Then each rank its own random stream (dropout masks), rank 0 the one-process one; a
+    // resume puts back each rank's saved state.
+    if (options_.ranks.rank > 0)
+      torch::manual_seed(mix_seed(static_cast<uint64_t>(rc_.resolved.seed), 0x7a4bu, static_cast<uint64_t>(options_.ranks.rank)));
     if (rc_.resolved.balance == "auto") balance_ranks();
     trainer_->set_comm(comm_.get(), static_cast<double>(rc_.resolved.batch_size) / static_cast<double>(global_batch_size()),
                        rc_.resolved.ddp_bucket_mb);
@@ -343,14 +347,16 @@ int64_t Session::global_batch_size() const {
   return rank_batch_sizes_.empty() ? rc_.resolved.batch_size * options_.ranks.world_size : sum;
 }
 
-LoaderOptions Session::eval_loader_options(int64_t batch_size) const {
+LoaderOptions Session::eval_loader_options(int64_t batch_size, bool sharded) const {
   LoaderOptions o = train_loader_options();
   o.batch_size = batch_size;
   o.shuffle = o.drop_last = false;
-  // Every rank evaluates the whole test set, so that all decide "best" and early stopping alike.
-  o.rank = 0;
-  o.world_size = 1;
   o.rank_batch_sizes.clear();
+  o.each_sample_once = sharded;
+  if (!sharded) {
+    o.rank = 0;
+    o.world_size = 1;
+  }
   return o;
 }
 

@@ -70,7 +70,9 @@ class Session {
 
   // Loader settings for training (shuffled, this rank's share) and for a pass in order.
   LoaderOptions train_loader_options() const;
-  LoaderOptions eval_loader_options(int64_t batch_size) const;
+  // The whole test set; `sharded`: this rank's share of it, each sample on one rank (the
+  // sums are then reduced over the ranks, see evaluate()).
+  LoaderOptions eval_loader_options(int64_t batch_size, bool sharded = false) const;
 
   // What this Session built, in one line (device, precision, memory format, data, model): every
   // command prints it, so the same run reads the same in train, eval, infer and benchmark.

@@ -124,7 +124,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   if (!c.export_path.empty()) check_writable(c.export_path, "export file");  // now, not after the run
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
-  if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer());  // refusals before any write
+  if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
   std::string resharded;
   if (!from.checkpoint.empty() && at.batch > 0 &&
       (run.world_size != ranks.world_size || run.global_batch_size != s.global_batch_size())) {

@@ -1,0 +1,37 @@
+// `gputrain benchmark` with several ranks (gputrain launch, torchrun, srun): what data parallel
+// buys over each rank training alone, and how much of the all-reduce backward hides.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "bench/runner.h"
+#include "dist/comm.h"
+
+namespace gputrain {
+
+struct DataParallelResult {
+  std::string variant;           // the variant measured (the full recipe where it runs)
+  std::vector<int64_t> batch;    // each rank's batch
+  std::vector<double> alone;     // each rank's samples/s training alone (all at once, no all-reduce)
+  std::vector<double> together;  // each rank's samples/s in the data-parallel job
+  double global = 0;             // the job's samples/s: the sum of `together`
+  double scaling_efficiency = 0; // global / the sum of `alone`
+  double allreduce_ms = 0;       // per step, all-reduced in one bucket after backward: nothing hidden
+  double exposed_ms = 0;         // per step, in --ddp_bucket_mb buckets during backward: the wait left
+  double overlap = 0;            // 1 - exposed / allreduce: the share of communication backward hid
+  double bucket_mb = 0;
+};
+
+// Every rank calls it at the same point, with the same variant. The all-reduce times are rank 0's
+// (every rank waits about as long: the slowest rank sets the pace).
+DataParallelResult measure_data_parallel(const Variant& v, std::shared_ptr<const DataSplits> data,
+                                         const BenchSettings& s, const std::shared_ptr<Comm>& comm,
+                                         const StepCallback& on_step);
+
+std::string format_data_parallel(const DataParallelResult& r);
+nlohmann::json to_json(const DataParallelResult& r);
+
+}  // namespace gputrain
