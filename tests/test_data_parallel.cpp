@@ -309,3 +309,30 @@ TEST_CASE("data parallel: benchmark on 2 ranks adds the data-parallel row", "[di
   CHECK(j["overlap_fraction"].get<double>() <= 1);
   CHECK(nlohmann::json::parse(test::read_file(dir / "b.json"))["variants"].size() == 2);  // the table, rank 0's
 }
+
+TEST_CASE("data parallel: --sync_bn makes 2 ranks x 32 of a BatchNorm CNN train the weights and statistics of 1 x 64",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string cnn =
+      "train --dataset synthetic --input_shape 1x16x16 --num_classes 4 --synthetic_train_size 512 --synthetic_test_size 64 "
+      "--model cnn --width 8 --optimizer sgd --lr 0.05 --max_steps 8 --epochs 1 --num_workers 0 --threads 1 --no-use_amp "
+      "--log_every 4 ";
+  auto one = test::run_gputrain(cnn + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  auto sync = test::run_gputrain("launch --nproc_per_node 2 -- " + cnn + "--batch_size 32 --sync_bn --output_dir " +
+                                 (dir / "sync") + " --export " + (dir / "sync.st"));
+  INFO(sync.out << sync.err);
+  REQUIRE(sync.exit_code == 0);
+  CHECK_THAT(sync.out, Catch::Contains("2 BatchNorm layers use the global batch's statistics"));
+  check_same_weights(dir / "one.st", dir / "sync.st");  // running means and variances included
+  // Without it each rank normalizes by its own 32 samples, as DDP does: other weights.
+  auto local = test::run_gputrain("launch --nproc_per_node 2 -- " + cnn + "--batch_size 32 --output_dir " + (dir / "local") +
+                                  " --export " + (dir / "local.st"));
+  REQUIRE(local.exit_code == 0);
+  CHECK_FALSE(torch::allclose(load_safetensors(dir / "one.st").at("features.1.running_mean"),
+                              load_safetensors(dir / "local.st").at("features.1.running_mean"), 1e-5, 1e-6));
+  // One process: nothing to synchronize, said in one line.
+  auto alone = test::run_gputrain(cnn + "--batch_size 64 --sync_bn --max_steps 1 --output_dir " + (dir / "alone"));
+  CHECK(alone.exit_code == 0);
+  CHECK_THAT(alone.out, Catch::Contains("sync_bn               true -> false (one process: its batch is the global batch)"));
+}

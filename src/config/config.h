@@ -116,8 +116,9 @@ struct Config {
   // Data parallel (several ranks: gputrain launch, torchrun, srun)
   double dist_timeout = 300;  // seconds a rank waits for the others (joining, a collective) before failing
   double ddp_bucket_mb = 25;  // gradients all-reduced in buckets of this size as backward fills them; 0: after backward
-  std::string rank_batch_sizes;
-  std::string balance = "off";  // auto: rank batch sizes from a short probe of each rank's speed  // "96,64": each rank's own batch size (GPUs of different speeds); "" = --batch_size each
+  std::string rank_batch_sizes;  // "96,64": each rank's own batch size (GPUs of different speeds); "" = --batch_size each
+  std::string balance = "off";   // auto: rank batch sizes from a short probe of each rank's speed
+  bool sync_bn = false;          // BatchNorm statistics of the global batch (all-reduced); else each rank's own
   bool deterministic = false;     // deterministic algorithms (bit-identical resumes)
   double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;

@@ -216,6 +216,11 @@ std::vector<Field> make_fields() {
        &C::rank_batch_sizes,
        "parallel",
        "each rank's batch size, e.g. 96,64 for unequal GPUs (the update still equals one batch of their sum)"},
+      {"sync_bn",
+       &C::sync_bn,
+       "parallel",
+       "BatchNorm normalizes with the whole global batch's statistics (all-reduced in forward and backward); off: each "
+       "rank's own, as DDP"},
       {"deterministic", &C::deterministic, "speed", "deterministic algorithms (bit-identical resume)"},
   };
 }

@@ -1,6 +1,7 @@
 // cnn: two conv-BN-ReLU-pool stages and a small classifier; the quickstart model.
 #include <torch/nn.h>
 
+#include "models/batch_norm.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -10,7 +11,7 @@ namespace nn = torch::nn;
 
 void add_conv_stage(nn::Sequential& seq, int64_t in, int64_t out) {
   seq->push_back(nn::Conv2d(nn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
-  seq->push_back(nn::BatchNorm2d(out));
+  seq->push_back(BatchNorm2d(out));
   seq->push_back(nn::ReLU(nn::ReLUOptions(true)));
   seq->push_back(nn::MaxPool2d(2));
 }

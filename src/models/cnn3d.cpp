@@ -3,6 +3,7 @@
 // axis shrinks fast; then a global average pool and a Linear head.
 #include <torch/nn.h>
 
+#include "models/batch_norm.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -21,7 +22,7 @@ class Cnn3d : public Net {
       const int64_t out = w << std::min<int64_t>(i, 4);  // widths w, 2w, .. 16w, then flat
       const int64_t sd = d >= 2 ? 2 : 1, shw = h >= 16 && wd >= 16 ? 2 : 1;
       blocks_->push_back(nn::Conv3d(nn::Conv3dOptions(in, out, 3).stride({sd, shw, shw}).padding(1).bias(false)));
-      blocks_->push_back(nn::BatchNorm3d(out));
+      blocks_->push_back(BatchNorm3d(out));
       blocks_->push_back(nn::ReLU(nn::ReLUOptions(true)));
       in = out;
       d = (d - 1) / sd + 1;  // kernel 3, padding 1: ceil(d / stride)

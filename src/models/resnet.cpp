@@ -4,6 +4,7 @@
 #include <torch/nn.h>
 
 #include "core/error.h"
+#include "models/batch_norm.h"
 #include "models/checkpoint_block.h"
 #include "models/registry.h"
 
@@ -21,7 +22,7 @@ class Block : public nn::Module {
  protected:
   void add_downsample(int64_t in, int64_t out, int64_t stride) {
     if (stride != 1 || in != out)
-      downsample_ = register_module("downsample", nn::Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
+      downsample_ = register_module("downsample", nn::Sequential(conv(in, out, 1, stride), BatchNorm2d(out)));
   }
   torch::Tensor shortcut(const torch::Tensor& x) { return downsample_ ? downsample_->forward(x) : x; }
 
@@ -34,9 +35,9 @@ class BasicBlock : public Block {
   static constexpr int64_t kExpansion = 1;
   BasicBlock(int64_t in, int64_t planes, int64_t stride) {
     conv1_ = register_module("conv1", conv(in, planes, 3, stride));
-    bn1_ = register_module("bn1", nn::BatchNorm2d(planes));
+    bn1_ = register_module("bn1", BatchNorm2d(planes));
     conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
-    bn2_ = register_module("bn2", nn::BatchNorm2d(planes));
+    bn2_ = register_module("bn2", BatchNorm2d(planes));
     add_downsample(in, planes, stride);
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -47,7 +48,7 @@ class BasicBlock : public Block {
 
  private:
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
-  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
+  BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
 };
 
 // torchvision's v1.5 bottleneck: the stride sits on the 3x3 conv, not the first 1x1.
@@ -56,11 +57,11 @@ class Bottleneck : public Block {
   static constexpr int64_t kExpansion = 4;
   Bottleneck(int64_t in, int64_t planes, int64_t stride) {
     conv1_ = register_module("conv1", conv(in, planes, 1, 1));
-    bn1_ = register_module("bn1", nn::BatchNorm2d(planes));
+    bn1_ = register_module("bn1", BatchNorm2d(planes));
     conv2_ = register_module("conv2", conv(planes, planes, 3, stride));
-    bn2_ = register_module("bn2", nn::BatchNorm2d(planes));
+    bn2_ = register_module("bn2", BatchNorm2d(planes));
     conv3_ = register_module("conv3", conv(planes, planes * kExpansion, 1, 1));
-    bn3_ = register_module("bn3", nn::BatchNorm2d(planes * kExpansion));
+    bn3_ = register_module("bn3", BatchNorm2d(planes * kExpansion));
     add_downsample(in, planes * kExpansion, stride);
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -72,7 +73,7 @@ class Bottleneck : public Block {
 
  private:
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
-  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
+  BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
 };
 
 bool small_stem(const ModelSpec& s) {
@@ -89,7 +90,7 @@ class ResNet : public Net {
     const int64_t w = s.width > 0 ? s.width : 64;
     small_stem_ = small_stem(s);
     conv1_ = register_module("conv1", small_stem_ ? conv(s.input_shape[0], w, 3, 1) : conv(s.input_shape[0], w, 7, 2));
-    bn1_ = register_module("bn1", nn::BatchNorm2d(w));
+    bn1_ = register_module("bn1", BatchNorm2d(w));
     int64_t in = w;
     for (int stage = 0; stage < 4; ++stage) {
       const int64_t planes = w << stage;
@@ -123,7 +124,7 @@ class ResNet : public Net {
   bool checkpointing_;
   bool small_stem_ = true;
   nn::Conv2d conv1_{nullptr};
-  nn::BatchNorm2d bn1_{nullptr};
+  BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<B>> blocks_;  // every block of layer1..layer4, in order
   nn::Linear fc_{nullptr};
 };

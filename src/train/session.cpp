@@ -91,7 +91,10 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
 
   rank_batch_sizes_ = parse_rank_batch_sizes(rc_.resolved.rank_batch_sizes, options_.ranks.world_size);
   machine_ = probe_machine(rc_.resolved.device != "cpu");
-  if (options_.ranks.world_size > 1) join_ranks();
+  if (options_.ranks.world_size > 1)
+    join_ranks();
+  else if (rc_.resolved.sync_bn)
+    rc_.decide("sync_bn", false, "one process: its batch is the global batch");
   recipe_ = resolve_recipe(rc_, machine_);
   apply_global_switches(recipe_);
   if (options_.ranks.world_size > 1) {
@@ -123,8 +126,12 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
     if (options_.ranks.rank > 0)
       torch::manual_seed(mix_seed(static_cast<uint64_t>(rc_.resolved.seed), 0x7a4bu, static_cast<uint64_t>(options_.ranks.rank)));
     if (rc_.resolved.balance == "auto") balance_ranks();
-    trainer_->set_comm(comm_.get(), static_cast<double>(rc_.resolved.batch_size) / static_cast<double>(global_batch_size()),
-                       rc_.resolved.ddp_bucket_mb);
+    const int norms =
+        trainer_->set_comm(comm_.get(), static_cast<double>(rc_.resolved.batch_size) / static_cast<double>(global_batch_size()),
+                           rc_.resolved.ddp_bucket_mb, rc_.resolved.sync_bn);
+    if (rc_.resolved.sync_bn)
+      recipe_.report.push_back({"sync_bn", norms > 0 ? fmt::format("{} BatchNorm layers use the global batch's statistics", norms)
+                                                     : fmt::format("no BatchNorm layer in {}: nothing to synchronize", rc_.resolved.model)});
   }
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();

@@ -15,6 +15,7 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "models/batch_norm.h"
 #include "train/autocast.h"
 #include "train/fused_optim.h"
 
@@ -92,9 +93,15 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
   return eager_step(micro);
 }
 
-void Trainer::set_comm(Comm* comm, double share, double bucket_mb) {
+int Trainer::set_comm(Comm* comm, double share, double bucket_mb, bool sync_bn) {
   share_ = share;
+  comm_ = comm;
   sync_ = std::make_unique<GradSync>(*model_, *comm, bucket_mb);
+  sync_norms_.clear();
+  if (sync_bn)
+    for (const auto& m : model_->modules())
+      if (auto* norm = dynamic_cast<SyncableNorm*>(m.get())) sync_norms_.push_back(norm);
+  return static_cast<int>(sync_norms_.size());
 }
 
 void Trainer::set_precision(const Recipe& precision) {
@@ -224,6 +231,17 @@ bool Trainer::probe(const Batch& b) {
 StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   model_->train();
   StepResult r;
+  // --sync_bn: the norms all-reduce in this step's forwards and backwards only (every rank runs
+  // them alike); probes and checks that one rank runs alone keep local statistics.
+  struct SyncNorms {
+    const std::vector<SyncableNorm*>& norms;
+    SyncNorms(const std::vector<SyncableNorm*>& n, Comm* comm) : norms(n) {
+      for (auto* x : norms) x->sync_over(comm);
+    }
+    ~SyncNorms() {
+      for (auto* x : norms) x->sync_over(nullptr);
+    }
+  } sync_norms(sync_norms_, comm_);
   updating_ = false;
   if (steps_ + 1 == faults().oom_step && split_ == 1)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");

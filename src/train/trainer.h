@@ -18,6 +18,8 @@
 
 namespace gputrain {
 
+class SyncableNorm;
+
 struct TrainerOptions {
   int64_t accumulation_steps = 1;
   double clip_max_norm = 0.0;  // 0 = no clipping
@@ -58,8 +60,9 @@ class Trainer {
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
   // Data parallel: the gradients are summed over `comm`'s ranks after backward, each rank's
   // loss weighted by its `share` of the global batch (its batch size over their sum), so the
-  // update equals one big batch's.
-  void set_comm(Comm* comm, double share, double bucket_mb);
+  // update equals one big batch's. `sync_bn`: BatchNorm layers normalize with the global batch's
+  // statistics during the training steps; returns how many layers that is.
+  int set_comm(Comm* comm, double share, double bucket_mb, bool sync_bn = false);
 
   // Host seconds the step waited for the gradient all-reduce after backward since the last call:
   // the communication that backward did not hide, and the wait for slower ranks.
@@ -79,6 +82,8 @@ class Trainer {
   GradScaler scaler_;
   std::unique_ptr<Ema> ema_;
   std::unique_ptr<GradSync> sync_;
+  Comm* comm_ = nullptr;
+  std::vector<SyncableNorm*> sync_norms_;  // --sync_bn: synchronized inside try_step only
   double share_ = 1;
   int64_t split_ = 1;
   int64_t steps_ = 0;
