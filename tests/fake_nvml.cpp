@@ -12,17 +12,17 @@ struct FakeMemory {
   unsigned long long total, free, used;
 };
 
-static int g_device;  // the handle points here
+static int g_devices[2] = {0, 1};  // two GPUs; the handle points at the index
 
 int nvmlInit_v2() { return std::getenv("FAKE_NVML_FAIL_INIT") ? 1 : 0; }
 int nvmlShutdown() { return 0; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
-  if (index != 0) return 2;  // NVML_ERROR_INVALID_ARGUMENT: one GPU here
-  *device = &g_device;
+  if (index > 1) return 2;  // NVML_ERROR_INVALID_ARGUMENT: two GPUs here
+  *device = &g_devices[index];
   return 0;
 }
-int nvmlDeviceGetUtilizationRates(void*, FakeUtilization* u) {
-  *u = {75, 40};
+int nvmlDeviceGetUtilizationRates(void* device, FakeUtilization* u) {
+  *u = {*static_cast<int*>(device) == 0 ? 75u : 50u, 40};
   return 0;
 }
 int nvmlDeviceGetMemoryInfo(void*, FakeMemory* m) {

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "dist/launcher.h"
 #include "dist/rank_env.h"
+#include "train/balance.h"
 #include "test_util.h"
 
 using namespace gputrain;
@@ -167,4 +168,15 @@ TEST_CASE("launch: SIGTERM to the launcher reaches every rank, and it exits 143"
   CHECK(WEXITSTATUS(status) == 143);
   const std::string log = test::read_file(dir / "log");
   CHECK_THAT(log, Catch::Contains("got-term-0") && Catch::Contains("got-term-1"));
+}
+
+TEST_CASE("balance: the global batch split by speed, within each rank's memory", "[dist]") {
+  using V = std::vector<int64_t>;
+  CHECK(split_by_speed({1, 1}, {0, 0}, 64) == V{32, 32});
+  CHECK(split_by_speed({1, 2}, {0, 0}, 64) == V{43, 21});  // twice as fast, twice the batch
+  CHECK(split_by_speed({1, 2}, {30, 0}, 64) == V{30, 34});  // the fast rank holds only 30
+  CHECK(split_by_speed({1, 1, 1}, {10, 0, 0}, 90) == V{10, 40, 40});
+  CHECK(split_by_speed({1, 1}, {40.7, 24.2}, 64) == V{40, 24});  // exactly full
+  CHECK(split_by_speed({1, 1}, {10, 10}, 64) == V{32, 32});  // cannot fit: by speed, the OOM backoff splits
+  CHECK(split_by_speed({1, 100}, {0, 0}, 8) == V{7, 1});    // every rank keeps at least one sample
 }

@@ -39,8 +39,8 @@ nlohmann::json sample_a_while(Monitor& m, const std::string& csv) {
 TEST_CASE("monitor: NVML readings reach monitor.csv and the summary", "[monitor]") {
   test::TempDir dir;
   ScopedEnv nvml("GPUTRAIN_NVML_LIBRARY", FAKE_NVML_PATH);
-  Monitor m(dir / "monitor.csv", 0.01, 0);
-  CHECK_THAT(m.status(), Catch::Contains("GPU utilization, memory, temperature, power, SM clock, throttle reasons"));
+  Monitor m(dir / "monitor.csv", 0.01, {0});
+  CHECK_THAT(m.status(), Catch::Contains("GPU 0 utilization, memory, temperature, power, SM clock, throttle reasons"));
   auto j = sample_a_while(m, dir / "monitor.csv");
   REQUIRE(j["samples"].get<int>() >= 3);
   CHECK(j["mean_gpu_util"].get<double>() == 75.0);
@@ -50,8 +50,8 @@ TEST_CASE("monitor: NVML readings reach monitor.csv and the summary", "[monitor]
   CHECK(j["peak_rss_bytes"].get<int64_t>() > 0);
   std::string csv = test::read_file(dir / "monitor.csv");
   CHECK_THAT(csv, Catch::StartsWith("time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,"
-                                    "gpu_temp_c,gpu_power_w,sm_clock_mhz,throttle_reasons\n"));
-  CHECK_THAT(csv, Catch::Contains(",75,40,5368709120,65,250.0,1755,4\n"));
+                                    "gpu_temp_c,gpu_power_w,sm_clock_mhz,throttle_reasons,gpu\n"));
+  CHECK_THAT(csv, Catch::Contains(",75,40,5368709120,65,250.0,1755,4,0\n"));
 
   // The report charts them.
   test::write_file(dir / "metrics.jsonl", "{\"event\":\"step\",\"step\":1,\"loss\":1.0}\n");
@@ -65,23 +65,46 @@ TEST_CASE("monitor: without working NVML, host stats only and one line says why"
   test::TempDir dir;
   SECTION("no library") {
     ScopedEnv nvml("GPUTRAIN_NVML_LIBRARY", dir / "libnvidia-ml.so.1");
-    Monitor m(dir / "monitor.csv", 0.01, 0);
+    Monitor m(dir / "monitor.csv", 0.01, {0});
     CHECK_THAT(m.status(), Catch::Contains("no GPU telemetry (" + (dir / "libnvidia-ml.so.1") + " not found)"));
     auto j = sample_a_while(m, dir / "monitor.csv");
     CHECK(j.contains("mean_cpu_percent"));
     CHECK_FALSE(j.contains("mean_gpu_util"));
-    CHECK_THAT(test::read_file(dir / "monitor.csv"), Catch::Contains(",,,,,,\n"));
+    CHECK_THAT(test::read_file(dir / "monitor.csv"), Catch::Contains(",,,,,,,\n"));
   }
   SECTION("NVML does not initialize") {
     ScopedEnv nvml("GPUTRAIN_NVML_LIBRARY", FAKE_NVML_PATH);
     ScopedEnv fail("FAKE_NVML_FAIL_INIT", "1");
-    Monitor m(dir / "monitor.csv", 0.01, 0);
+    Monitor m(dir / "monitor.csv", 0.01, {0});
     CHECK_THAT(m.status(), Catch::Contains("no GPU telemetry (NVML did not initialize)"));
     CHECK_FALSE(m.finish().contains("mean_gpu_util"));
   }
   SECTION("no such GPU index") {
     ScopedEnv nvml("GPUTRAIN_NVML_LIBRARY", FAKE_NVML_PATH);
-    Monitor m(dir / "monitor.csv", 0.01, 3);
+    Monitor m(dir / "monitor.csv", 0.01, {3});
     CHECK_THAT(m.status(), Catch::Contains("no GPU telemetry (NVML did not initialize)"));
   }
+}
+
+TEST_CASE("monitor: with data parallel, one telemetry row per GPU of the node in monitor.csv, the summary and the report",
+          "[monitor]") {
+  test::TempDir dir;
+  ScopedEnv nvml("GPUTRAIN_NVML_LIBRARY", FAKE_NVML_PATH);  // two GPUs: 75% and 50% busy
+  Monitor m(dir / "monitor.csv", 0.01, {0, 1});
+  CHECK_THAT(m.status(), Catch::Contains("GPUs 0,1 utilization"));
+  auto j = sample_a_while(m, dir / "monitor.csv");
+  REQUIRE(j["gpus"].size() == 2);
+  CHECK(j["gpus"][0]["gpu"] == 0);
+  CHECK(j["gpus"][0]["mean_gpu_util"].get<double>() == 75.0);
+  CHECK(j["gpus"][1]["gpu"] == 1);
+  CHECK(j["gpus"][1]["mean_gpu_util"].get<double>() == 50.0);
+  CHECK(j["mean_gpu_util"].get<double>() == 75.0);  // the first GPU's, as with one
+  const std::string csv = test::read_file(dir / "monitor.csv");
+  CHECK_THAT(csv, Catch::Contains(",75,40,5368709120,65,250.0,1755,4,0\n") && Catch::Contains(",50,40,5368709120,65,250.0,1755,4,1\n"));
+
+  test::write_file(dir / "metrics.jsonl", "{\"event\":\"step\",\"step\":1,\"loss\":1.0}\n" +
+                                              nlohmann::json({{"event", "summary"}, {"step", 1}, {"monitor", j}}).dump() + "\n");
+  const std::string html = test::read_file(write_html_report(dir.path.string()));
+  CHECK_THAT(html, Catch::Contains("GPU 0") && Catch::Contains("GPU 1"));
+  CHECK_THAT(html, Catch::Contains("<tr><td>GPU 1</td><td>50.0%</td><td>50.0%</td>"));
 }

@@ -215,7 +215,7 @@ TEST_CASE("run folder: a record torn by a crash stays one skipped line, the reco
 }
 
 TEST_CASE("monitor: a full disk is an error the run reports, not a crash of the sampler's thread", "[run_folder]") {
-  gputrain::Monitor full("/dev/full", 0.01, -1);
+  gputrain::Monitor full("/dev/full", 0.01, {});
   CHECK(full.write_error() == "writing /dev/full: No space left on device");
   full.finish();
 }

@@ -108,6 +108,12 @@ int64_t cuda_peak_reserved(int device) {
   return stats.reserved_bytes[0].peak;
 }
 
+int64_t cuda_free_bytes(int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  size_t free_b = 0, total_b = 0;
+  return cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? static_cast<int64_t>(free_b) : 0;
+}
+
 void cuda_reset_peak(int device) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
 }

@@ -34,6 +34,8 @@ void set_cuda_rng_state(int device, const at::Tensor& state);
 int64_t cuda_peak_allocated(int device);
 int64_t cuda_peak_reserved(int device);  // held by the cache, allocated or not
 void cuda_reset_peak(int device);
+// Bytes the driver has free on a GPU (outside every process's caches).
+int64_t cuda_free_bytes(int device);
 void cuda_synchronize(int device);
 // Returns cached, unused blocks to the driver (after an out-of-memory error).
 void cuda_empty_cache();

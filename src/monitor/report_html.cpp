@@ -106,7 +106,9 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
   return out;
 }
 
-// monitor.csv columns by name -> (time, value) points.
+// monitor.csv columns by name -> (time, value) points. With a `gpu` column (one row per GPU per
+// sample), the GPU columns are named per GPU ("gpu_util@1") and the host columns are taken
+// from one GPU's rows only.
 std::map<std::string, Points> read_monitor(const fs::path& path) {
   std::map<std::string, Points> cols;
   std::ifstream in(path);
@@ -116,17 +118,29 @@ std::map<std::string, Points> read_monitor(const fs::path& path) {
     std::vector<std::string> v;
     std::stringstream ss(s);
     for (std::string cell; std::getline(ss, cell, ',');) v.push_back(cell);
+    if (!s.empty() && s.back() == ',') v.push_back("");
     return v;
   };
   if (std::getline(in, line)) header = split(line);
   const auto columns = std::count(line.begin(), line.end(), ',');
+  const auto gpu_col = std::find(header.begin(), header.end(), "gpu") - header.begin();
+  std::string first_gpu;
   while (std::getline(in, line)) {
     if (std::count(line.begin(), line.end(), ',') != columns) continue;  // a row torn by a crash
     auto cells = split(line);
     if (cells.empty() || cells[0].empty() || cells[0] == "time_s") continue;
+    const std::string gpu = static_cast<size_t>(gpu_col) < cells.size() ? cells[static_cast<size_t>(gpu_col)] : "";
+    if (first_gpu.empty()) first_gpu = gpu;
+    const bool host = gpu == first_gpu;
     double t = std::atof(cells[0].c_str());
-    for (size_t i = 1; i < cells.size() && i < header.size(); ++i)
-      if (!cells[i].empty()) cols[header[i]].push_back({t, std::atof(cells[i].c_str())});
+    for (size_t i = 1; i < cells.size() && i < header.size(); ++i) {
+      if (cells[i].empty() || static_cast<std::ptrdiff_t>(i) == gpu_col) continue;
+      const bool gpu_field = header[i].rfind("gpu_", 0) == 0 || header[i] == "sm_clock_mhz" || header[i] == "throttle_reasons";
+      if (gpu_field && !gpu.empty())
+        cols[header[i] + "@" + gpu].push_back({t, std::atof(cells[i].c_str())});
+      else if (gpu_field || host)
+        cols[header[i]].push_back({t, std::atof(cells[i].c_str())});
+    }
   }
   return cols;
 }
@@ -220,15 +234,35 @@ std::string write_html_report(const std::string& run_dir) {
     for (auto [t, v] : mon["rss_bytes"]) rss_mib.push_back({t, v / 1048576.0});
     o << chart("Host CPU (% of one core)", "seconds", {{"cpu", mon["cpu_percent"]}})
       << chart("Host RSS (MiB)", "seconds", {{"rss", rss_mib}});
-    if (mon.count("gpu_util")) {
-      Points mem_gib;
-      for (auto [t, v] : mon["gpu_mem_used_bytes"]) mem_gib.push_back({t, v / 1073741824.0});
-      o << chart("GPU utilization (%)", "seconds", {{"util", mon["gpu_util"]}})
-        << chart("GPU memory used (GiB)", "seconds", {{"memory", mem_gib}})
-        << chart("GPU power (W)", "seconds", {{"power", mon["gpu_power_w"]}})
-        << chart("GPU temperature (C)", "seconds", {{"temperature", mon["gpu_temp_c"]}});
+    // One series per GPU ("gpu_util@0", ...), or the one of a monitor.csv without a gpu column.
+    std::vector<std::string> gpus;
+    for (const auto& [name, points] : mon)
+      if (name.rfind("gpu_util@", 0) == 0) gpus.push_back(name.substr(9));
+    auto series = [&](const std::string& column, double scale) {
+      std::vector<Series> out;
+      for (const std::string& g : gpus.empty() ? std::vector<std::string>{""} : gpus) {
+        Points p;
+        for (auto [t, v] : mon[g.empty() ? column : column + "@" + g]) p.push_back({t, v * scale});
+        out.push_back({g.empty() ? "GPU" : "GPU " + g, p});
+      }
+      return out;
+    };
+    if (!gpus.empty() || mon.count("gpu_util")) {
+      o << chart("GPU utilization (%)", "seconds", series("gpu_util", 1))
+        << chart("GPU memory used (GiB)", "seconds", series("gpu_mem_used_bytes", 1.0 / 1073741824.0))
+        << chart("GPU power (W)", "seconds", series("gpu_power_w", 1)) << chart("GPU temperature (C)", "seconds", series("gpu_temp_c", 1));
     } else {
       o << "<p class=\"none\">no GPU telemetry</p>";
+    }
+    // The run's summary per GPU: one row each.
+    if (!summary.is_null() && summary.contains("monitor") && summary["monitor"].contains("gpus")) {
+      o << "<table><tr><th>GPU</th><th>mean utilization</th><th>max utilization</th><th>peak memory</th><th>mean "
+           "power</th></tr>";
+      for (const auto& g : summary["monitor"]["gpus"])
+        o << fmt::format("<tr><td>GPU {}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{}</td><td>{:.0f} W</td></tr>",
+                         g.value("gpu", 0), number(g, "mean_gpu_util"), number(g, "max_gpu_util"),
+                         format_bytes(number(g, "peak_gpu_mem_used_bytes")), number(g, "mean_gpu_power_w"));
+      o << "</table>";
     }
   }
 

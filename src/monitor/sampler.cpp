@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace gputrain {
@@ -27,7 +28,7 @@ struct NvmlMemory {
 };
 constexpr const char* kMonitorHeader =
     "time_s,cpu_percent,rss_bytes,gpu_util,gpu_mem_util,gpu_mem_used_bytes,gpu_temp_c,gpu_power_w,sm_clock_mhz,"
-    "throttle_reasons";
+    "throttle_reasons,gpu";
 constexpr int kNvmlTemperatureGpu = 0;
 constexpr int kNvmlClockSm = 1;
 
@@ -65,14 +66,14 @@ struct Monitor::Nvml {
   int (*throttle)(void*, unsigned long long*);
 };
 
-Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
-    : interval_(interval_s), gpu_index_(gpu_index) {
+Monitor::Monitor(const std::string& csv_path, double interval_s, std::vector<int> gpus)
+    : interval_(interval_s), gpus_(std::move(gpus)) {
   if (interval_ <= 0) {
     status_ = "off (--monitor_interval 0)";
     return;
   }
   status_ = "host CPU and RSS every " + std::to_string(interval_).substr(0, 4) + " s";
-  if (gpu_index_ >= 0) {
+  if (!gpus_.empty()) {
     // GPUTRAIN_NVML_LIBRARY names another copy (an unusual install, or the tests' stand-in).
     const char* env = std::getenv("GPUTRAIN_NVML_LIBRARY");
     const std::string library = env && *env ? env : "libnvidia-ml.so.1";
@@ -93,12 +94,18 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
       fn_->throttle =
           reinterpret_cast<int (*)(void*, unsigned long long*)>(sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
       // NVML's index is the physical one; with CUDA_VISIBLE_DEVICES remapping this may differ.
-      if (fn_->init && fn_->handle && fn_->init() == 0 &&
-          fn_->handle(static_cast<unsigned int>(gpu_index_), &device_) == 0) {
-        status_ += "; GPU utilization, memory, temperature, power, SM clock, throttle reasons (NVML)";
+      bool all = fn_->init && fn_->handle && fn_->init() == 0;
+      for (int g : gpus_) {
+        void* device = nullptr;
+        all = all && fn_->handle(static_cast<unsigned int>(g), &device) == 0;
+        devices_.push_back(device);
+      }
+      if (all) {
+        status_ += fmt::format("; GPU{} {} utilization, memory, temperature, power, SM clock, throttle reasons (NVML)",
+                               gpus_.size() > 1 ? "s" : "", fmt::join(gpus_, ","));
       } else {
         status_ += "; no GPU telemetry (NVML did not initialize)";
-        device_ = nullptr;
+        devices_.clear();
       }
     }
   }
@@ -119,7 +126,7 @@ Monitor::Monitor(const std::string& csv_path, double interval_s, int gpu_index)
 
 Monitor::~Monitor() {
   finish();
-  if (device_ && fn_->shutdown) fn_->shutdown();
+  if (!devices_.empty() && fn_->shutdown) fn_->shutdown();
   if (nvml_) dlclose(nvml_);
 }
 
@@ -131,18 +138,21 @@ MonitorSample Monitor::sample() {
   last_wall_s_ = wall;
   last_cpu_s_ = cpu;
   s.rss_bytes = rss_bytes();
-  if (device_) {
-    s.gpu = true;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    void* device = devices_[i];
+    GpuReading g;
+    g.index = gpus_[i];
     NvmlUtilization u{};
     NvmlMemory mem{};
     unsigned int temp = 0, power_mw = 0, clock = 0;
     unsigned long long throttle = 0;
-    if (fn_->utilization && fn_->utilization(device_, &u) == 0) s.gpu_util = u.gpu, s.gpu_mem_util = u.memory;
-    if (fn_->memory && fn_->memory(device_, &mem) == 0) s.gpu_mem_used = static_cast<int64_t>(mem.used);
-    if (fn_->temperature && fn_->temperature(device_, kNvmlTemperatureGpu, &temp) == 0) s.gpu_temp_c = temp;
-    if (fn_->power && fn_->power(device_, &power_mw) == 0) s.gpu_power_w = power_mw / 1000.0;
-    if (fn_->clock && fn_->clock(device_, kNvmlClockSm, &clock) == 0) s.sm_clock_mhz = clock;
-    if (fn_->throttle && fn_->throttle(device_, &throttle) == 0) s.throttle_reasons = throttle;
+    if (fn_->utilization && fn_->utilization(device, &u) == 0) g.util = u.gpu, g.mem_util = u.memory;
+    if (fn_->memory && fn_->memory(device, &mem) == 0) g.mem_used = static_cast<int64_t>(mem.used);
+    if (fn_->temperature && fn_->temperature(device, kNvmlTemperatureGpu, &temp) == 0) g.temp_c = temp;
+    if (fn_->power && fn_->power(device, &power_mw) == 0) g.power_w = power_mw / 1000.0;
+    if (fn_->clock && fn_->clock(device, kNvmlClockSm, &clock) == 0) g.sm_clock_mhz = clock;
+    if (fn_->throttle && fn_->throttle(device, &throttle) == 0) g.throttle_reasons = throttle;
+    s.gpus.push_back(g);
   }
   return s;
 }
@@ -161,13 +171,12 @@ void Monitor::loop() {
 void Monitor::record() {
   MonitorSample s = sample();
   samples_.push_back(s);
-  std::string row = fmt::format("{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
-  if (s.gpu)
-    row += fmt::format("{:.0f},{:.0f},{},{:.0f},{:.1f},{:.0f},{}\n", s.gpu_util, s.gpu_mem_util, s.gpu_mem_used,
-                       s.gpu_temp_c, s.gpu_power_w, s.sm_clock_mhz, s.throttle_reasons);
-  else
-    row += ",,,,,,\n";
-  append(row);
+  const std::string host = fmt::format("{:.3f},{:.1f},{},", s.time_s, s.cpu_percent, s.rss_bytes);
+  std::string rows;
+  for (const auto& g : s.gpus)
+    rows += host + fmt::format("{:.0f},{:.0f},{},{:.0f},{:.1f},{:.0f},{},{}\n", g.util, g.mem_util, g.mem_used, g.temp_c,
+                               g.power_w, g.sm_clock_mhz, g.throttle_reasons, g.index);
+  append(rows.empty() ? host + ",,,,,,,\n" : rows);
 }
 
 void Monitor::append(const std::string& text) {
@@ -201,24 +210,35 @@ nlohmann::json Monitor::finish() {
   }
   nlohmann::json j = {{"samples", samples_.size()}};
   if (samples_.empty()) return j;
-  double cpu = 0, util = 0, power = 0, max_util = 0;
-  int64_t peak_rss = 0, peak_gpu_mem = 0;
+  double cpu = 0;
+  int64_t peak_rss = 0;
   for (const auto& s : samples_) {
     cpu += s.cpu_percent;
     peak_rss = std::max(peak_rss, s.rss_bytes);
-    util += s.gpu_util;
-    power += s.gpu_power_w;
-    max_util = std::max(max_util, s.gpu_util);
-    peak_gpu_mem = std::max(peak_gpu_mem, s.gpu_mem_used);
   }
   const double n = static_cast<double>(samples_.size());
   j["mean_cpu_percent"] = cpu / n;
   j["peak_rss_bytes"] = peak_rss;
-  if (samples_.front().gpu) {
-    j["mean_gpu_util"] = util / n;
-    j["max_gpu_util"] = max_util;
-    j["peak_gpu_mem_used_bytes"] = peak_gpu_mem;
-    j["mean_gpu_power_w"] = power / n;
+  // Per GPU (every sample reads the same GPUs); the first one's figures also at the top level.
+  for (size_t i = 0; i < samples_.front().gpus.size(); ++i) {
+    double util = 0, power = 0, max_util = 0;
+    int64_t peak_mem = 0;
+    for (const auto& s : samples_) {
+      const GpuReading& g = s.gpus[i];
+      util += g.util;
+      power += g.power_w;
+      max_util = std::max(max_util, g.util);
+      peak_mem = std::max(peak_mem, g.mem_used);
+    }
+    nlohmann::json gpu = {{"gpu", samples_.front().gpus[i].index},
+                          {"mean_gpu_util", util / n},
+                          {"max_gpu_util", max_util},
+                          {"peak_gpu_mem_used_bytes", peak_mem},
+                          {"mean_gpu_power_w", power / n}};
+    if (i == 0)
+      for (const auto& field : gpu.items())
+        if (field.key() != "gpu") j[field.key()] = field.value();
+    j["gpus"].push_back(gpu);
   }
   return j;
 }

@@ -266,13 +266,14 @@ std::string RunFolder::checkpoint_path(const std::string& name) const {
   return (fs::path(dir_) / "checkpoints" / name).string();
 }
 
-void RunFolder::start(const nlohmann::json& config_record, bool tensorboard, double monitor_interval, int gpu_index) {
+void RunFolder::start(const nlohmann::json& config_record, bool tensorboard, double monitor_interval,
+                      const std::vector<int>& gpus) {
   // TensorBoard first: a folder it cannot create (a usage error) leaves no half-started run.
   if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>((fs::path(dir_) / "tensorboard").string());
   started_ = true;
   write_file_atomically((fs::path(dir_) / "config.json").string(), config_record.dump(2) + "\n");
   metrics_ = std::make_unique<MetricsWriter>((fs::path(dir_) / "metrics.jsonl").string());
-  monitor_ = std::make_unique<Monitor>((fs::path(dir_) / "monitor.csv").string(), monitor_interval, gpu_index);
+  monitor_ = std::make_unique<Monitor>((fs::path(dir_) / "monitor.csv").string(), monitor_interval, gpus);
 }
 
 void RunFolder::write(const nlohmann::json& record) {

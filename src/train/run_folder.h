@@ -49,7 +49,8 @@ class RunFolder {
 
   // The run begins: the TensorBoard folder, config.json (written atomically: tmp, fsync,
   // rename), metrics.jsonl and the monitor.
-  void start(const nlohmann::json& config_record, bool tensorboard, double monitor_interval, int gpu_index);
+  // `gpus`: the GPUs the monitor reads (empty: host stats only).
+  void start(const nlohmann::json& config_record, bool tensorboard, double monitor_interval, const std::vector<int>& gpus);
   // One metrics.jsonl record; step and eval records go to TensorBoard too.
   void write(const nlohmann::json& record);
   Monitor& monitor() { return *monitor_; }

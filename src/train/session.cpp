@@ -15,6 +15,7 @@
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
 #include "train/auto_workers.h"
+#include "train/balance.h"
 #include "train/keep_state.h"
 #include "train/optim.h"
 #include "train/resolve_recipe.h"
@@ -163,14 +164,23 @@ void Session::balance_ranks() {
   if (!c.rank_batch_sizes.empty())
     throw usage_error("--balance auto and --rank_batch_sizes both set", "give the sizes, or let --balance auto find them");
   // Each rank times forward and backward on --batch_size samples of the training data (the
-  // first warm-up step left out); the generators and batch-norm statistics are put back.
+  // first warm-up step left out); the generators and batch-norm statistics are put back. On a
+  // GPU the step's peak memory per sample, against what the device has left, says how many
+  // samples fit.
   LoaderOptions o = eval_loader_options(c.batch_size);
   o.num_workers = 0;
   Loader loader(data_->train, o);
   loader.start_epoch(0);
   const auto batch = loader.next();
   if (!batch) throw runtime_error("--balance auto: no training batch to time");
-  double seconds = 0;
+  const int dev = recipe_.cuda ? recipe_.device.index() : -1;
+  int64_t base = 0;
+  if (dev >= 0) {
+    cuda_synchronize(dev);
+    cuda_reset_peak(dev);
+    base = cuda_peak_allocated(dev);  // what the model and optimizer hold before the step
+  }
+  double seconds = 0, capacity = 0;
   {
     KeepRng keep_rng(recipe_.device);
     TensorSnapshot buffers(trainer_->model(), /*with_parameters=*/false);
@@ -187,31 +197,33 @@ void Session::balance_ranks() {
     }
     buffers.restore();
   }
-  // Every rank's time, then batch sizes proportional to speed that add up to the global batch.
-  auto times = torch::zeros({world}, torch::TensorOptions().dtype(torch::kDouble).device(recipe_.device));
-  times[rank] = seconds;
-  comm_->all_reduce_sum(times)->wait();
-  times = times.cpu();
-  const int64_t global = c.batch_size * world;
-  double speed_sum = 0;
-  for (int r = 0; r < world; ++r) speed_sum += 1.0 / times[r].item<double>();
-  std::vector<int64_t> sizes;
-  std::vector<std::string> texts, ms;
-  int64_t assigned = 0;
-  for (int r = 0; r < world; ++r) {
-    const double share = (1.0 / times[r].item<double>()) / speed_sum;
-    sizes.push_back(std::max<int64_t>(1, std::llround(share * static_cast<double>(global))));
-    assigned += sizes.back();
+  if (dev >= 0) {
+    const double per_sample = static_cast<double>(cuda_peak_allocated(dev) - base) / static_cast<double>(c.batch_size);
+    const double room = static_cast<double>(cuda_free_bytes(dev) + cuda_peak_reserved(dev) - base);
+    if (per_sample > 0) capacity = std::max(1.0, 0.9 * room / per_sample);
   }
-  // Rounding: the largest takes up the difference (never below 1).
-  auto largest = std::max_element(sizes.begin(), sizes.end());
-  *largest = std::max<int64_t>(1, *largest + global - assigned);
+  // Every rank's time and capacity, then sizes proportional to speed, within memory, that add
+  // up to the global batch.
+  auto all = torch::zeros({2 * world}, torch::TensorOptions().dtype(torch::kDouble).device(recipe_.device));
+  all[2 * rank] = seconds;
+  all[2 * rank + 1] = capacity;
+  comm_->all_reduce_sum(all)->wait();
+  all = all.cpu();
+  std::vector<double> times, capacities;
+  for (int r = 0; r < world; ++r) {
+    times.push_back(all[2 * r].item<double>());
+    capacities.push_back(all[2 * r + 1].item<double>());
+  }
+  const std::vector<int64_t> sizes = split_by_speed(times, capacities, c.batch_size * world);
+  std::vector<std::string> texts, ms, fit;
   for (int r = 0; r < world; ++r) {
     texts.push_back(std::to_string(sizes[static_cast<size_t>(r)]));
-    ms.push_back(fmt::format("{:.1f}", 1000 * times[r].item<double>()));
+    ms.push_back(fmt::format("{:.1f}", 1000 * times[static_cast<size_t>(r)]));
+    fit.push_back(capacities[static_cast<size_t>(r)] > 0 ? fmt::format("{:.0f}", capacities[static_cast<size_t>(r)]) : "-");
   }
   rank_batch_sizes_ = sizes;
-  const std::string why = fmt::format("balance auto: step times {} ms per {} samples", join(ms, ", "), c.batch_size);
+  std::string why = fmt::format("balance auto: step times {} ms per {} samples", join(ms, ", "), c.batch_size);
+  if (dev >= 0) why += fmt::format("; samples that fit in memory {}", join(fit, ", "));
   rc_.decide("rank_batch_sizes", join(texts, ","), why);
   rc_.decide("batch_size", sizes[static_cast<size_t>(rank)], fmt::format("rank {}'s of {}", rank, join(texts, ",")));
   recipe_.report.push_back({"balance", fmt::format("rank batch sizes {} ({})", join(texts, ","), why)});
@@ -346,6 +358,17 @@ LoaderOptions Session::train_loader_options() const {
   o.world_size = options_.ranks.world_size;
   o.rank_batch_sizes = rank_batch_sizes_;
   return o;
+}
+
+std::vector<int> Session::node_gpus() const {
+  if (!recipe_.cuda) return {};
+  const RankEnv& e = options_.ranks;
+  if (e.world_size == 1) return {recipe_.device.index()};
+  // As join_ranks places them: local rank r on visible GPU r mod the GPU count.
+  std::vector<int> gpus;
+  const int visible = std::max<int>(1, static_cast<int>(machine_.gpus.size()));
+  for (int r = 0; r < std::min(e.local_world_size, visible); ++r) gpus.push_back(r % visible);
+  return gpus;
 }
 
 int64_t Session::global_batch_size() const {

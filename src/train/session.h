@@ -52,6 +52,9 @@ class Session {
   const Config& config() const { return rc_.resolved; }  // what this run uses
   const ResolvedConfig& resolution() const { return rc_; }
   const MachineInfo& machine() const { return machine_; }
+  // The GPUs this node's ranks train on (this process's one without data parallel; empty on
+  // the CPU): what rank 0's monitor reads.
+  std::vector<int> node_gpus() const;
   const Recipe& recipe() const { return recipe_; }
   const DataSplits& data() const { return *data_; }
   std::shared_ptr<const DataSplits> shared_data() const { return data_; }

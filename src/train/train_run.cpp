@@ -147,7 +147,7 @@ int run_training(const std::vector<FlagArg>& flags) {
                         ? exit_code_for_signal(stop_signal())
                         : 0;
   RunFolder& folder = *owned;
-  folder.start(record, c.tensorboard, c.monitor_interval, s.recipe().cuda ? s.recipe().device.index() : -1);
+  folder.start(record, c.tensorboard, c.monitor_interval, s.node_gpus());
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
   if (!from.checkpoint.empty()) {
