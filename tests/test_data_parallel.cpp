@@ -26,14 +26,14 @@ const std::string kMlp =
     "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 1 --max_steps 20 --epochs 1 --num_workers 0 "
     "--threads 1 --no-use_amp --log_every 5 ";
 
-void check_same_weights(const std::string& a, const std::string& b) {
+void check_same_weights(const std::string& a, const std::string& b, double rtol = 1e-5, double atol = 1e-6) {
   auto wa = load_safetensors(a), wb = load_safetensors(b);
   REQUIRE(wa.size() == wb.size());
   REQUIRE_FALSE(wa.empty());
   for (const auto& [name, t] : wa) {
     INFO(name);
     REQUIRE(wb.count(name));
-    CHECK(torch::allclose(t, wb.at(name), 1e-5, 1e-6));
+    CHECK(torch::allclose(t, wb.at(name), rtol, atol));
   }
 }
 
@@ -335,4 +335,42 @@ TEST_CASE("data parallel: --sync_bn makes 2 ranks x 32 of a BatchNorm CNN train 
   auto alone = test::run_gputrain(cnn + "--batch_size 64 --sync_bn --max_steps 1 --output_dir " + (dir / "alone"));
   CHECK(alone.exit_code == 0);
   CHECK_THAT(alone.out, Catch::Contains("sync_bn               true -> false (one process: its batch is the global batch)"));
+}
+
+// Two GPUs or more: the same equivalences over NCCL (device tensors, buckets from autograd
+// hooks on the GPU, BatchNorm sums on the device), and an AMP run where the ranks agree on
+// found_inf. The sums run in another order than one GPU's, so the tolerance is looser.
+TEST_CASE("cuda: 2 GPUs over NCCL train the weights of 1 GPU x 64, --sync_bn and AMP too", "[cuda]") {
+  if (torch::cuda::device_count() < 2) {
+    WARN("skipped: NCCL data parallel needs 2 GPUs, this machine has " << torch::cuda::device_count());
+    return;
+  }
+  test::TempDir dir;
+  const std::string gpu = "--device cuda --no-tf32 ";
+  auto one = test::run_gputrain(kMlp + gpu + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  for (const char* mb : {"25", "0.001"}) {
+    auto two = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + gpu + "--batch_size 32 --ddp_bucket_mb " + mb +
+                                  " --output_dir " + (dir / "two") + mb + " --export " + (dir / "two") + mb + ".st");
+    INFO(two.out << two.err);
+    REQUIRE(two.exit_code == 0);
+    CHECK_THAT(two.out, Catch::Contains("data parallel         2 ranks over NCCL"));
+    check_same_weights(dir / "one.st", dir / "two" + std::string(mb) + ".st", 1e-4, 1e-5);
+  }
+  const std::string cnn =
+      "train --dataset synthetic --input_shape 1x16x16 --num_classes 4 --synthetic_train_size 512 --synthetic_test_size 64 "
+      "--model cnn --width 8 --optimizer sgd --lr 0.05 --max_steps 8 --epochs 1 --num_workers 0 --threads 1 --no-use_amp "
+      "--log_every 4 " + gpu;
+  auto bn1 = test::run_gputrain(cnn + "--batch_size 64 --output_dir " + (dir / "bn1") + " --export " + (dir / "bn1.st"));
+  REQUIRE(bn1.exit_code == 0);
+  auto bn2 = test::run_gputrain("launch --nproc_per_node 2 -- " + cnn + "--batch_size 32 --sync_bn --output_dir " +
+                                (dir / "bn2") + " --export " + (dir / "bn2.st"));
+  INFO(bn2.out << bn2.err);
+  REQUIRE(bn2.exit_code == 0);
+  check_same_weights(dir / "bn1.st", dir / "bn2.st", 1e-4, 1e-5);
+  auto amp = test::run_gputrain("launch --nproc_per_node 2 -- train --preset smoke --device cuda --use_amp --output_dir " +
+                                (dir / "amp"));
+  INFO(amp.out << amp.err);
+  CHECK(amp.exit_code == 0);
 }

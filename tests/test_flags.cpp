@@ -9,6 +9,7 @@
 #include "config/fields.h"
 #include "config/merge.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "test_util.h"
 
 using namespace gputrain;
@@ -106,6 +107,17 @@ TEST_CASE("wrong types and out-of-range values are all reported in one go", "[fl
   CHECK(any_contains(p, "--use_amp has value 'maybe'"));
   CHECK(any_contains(p, "unknown flag '--bogus'"));
   CHECK(p.size() == 9);
+}
+
+TEST_CASE("integers are the whole text in decimal: no spaces, signs that are not minus, or overflow", "[flags]") {
+  CHECK(parse_integer("12") == 12);
+  CHECK(parse_integer("-3") == -3);
+  CHECK(parse_integer("9223372036854775807") == INT64_MAX);
+  for (const char* bad : {"", " 1", "1 ", "+1", "1.5", "1e3", "0x10", "12a", "9223372036854775808"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_integer(bad).has_value());
+  }
+  CHECK_THAT(problems_of({"--epochs", "3x"}).at(0), Catch::Contains("--epochs has value '3x' (expected an integer)"));
 }
 
 TEST_CASE("a flag without its value, and --no- on a non-boolean, are errors", "[flags][errors]") {

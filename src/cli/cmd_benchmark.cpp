@@ -52,13 +52,11 @@ int cmd_benchmark(const std::vector<std::string>& words) {
   auto take_int = [&](const char* name, int64_t& into, int64_t min) {
     auto v = args.take_value(name);
     if (!v) return;
-    try {
-      size_t end = 0;
-      into = std::stoll(*v, &end);
-      if (end != v->size() || into < min) throw std::invalid_argument("range");
-    } catch (const std::exception&) {
+    const auto n = parse_integer(*v);
+    if (n && *n >= min)
+      into = *n;
+    else
       problems.push_back(fmt::format("flag --{} has value '{}' (expected an integer >= {})", name, *v, min));
-    }
   };
   take_int("warmup_steps", q.settings.warmup_steps, 0);
   take_int("steps", q.settings.steps, 1);

@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "dist/launcher.h"
 
 namespace gputrain {
@@ -15,16 +16,9 @@ namespace {
 
 int int_flag(const std::string& name, const std::optional<std::string>& v, int fallback, int lo, int hi) {
   if (!v) return fallback;
-  size_t used = 0;
-  int n = 0;
-  try {
-    n = std::stoi(*v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v->size() || n < lo || n > hi)
-    throw usage_error(fmt::format("--{} '{}' must be an integer from {} to {}", name, *v, lo, hi));
-  return n;
+  const auto n = parse_integer(*v);
+  if (!n || *n < lo || *n > hi) throw usage_error(fmt::format("--{} '{}' must be an integer from {} to {}", name, *v, lo, hi));
+  return static_cast<int>(*n);
 }
 
 }  // namespace

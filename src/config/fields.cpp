@@ -1,7 +1,6 @@
 // The table of configuration fields and the code that sets them from JSON and from flags.
 #include "config/fields.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -339,10 +338,9 @@ void set_field_flag(Config& c, const Field& f, const std::optional<std::string>&
             c.*m = kAuto;
             return;
           }
-          int64_t x = 0;
-          auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-          if (ec != std::errc() || end != s.data() + s.size()) return wrong(f.takes_auto ? "an integer or auto" : "an integer");
-          c.*m = x;
+          const auto x = parse_integer(s);
+          if (!x) return wrong(f.takes_auto ? "an integer or auto" : "an integer");
+          c.*m = *x;
         } else if constexpr (std::is_same_v<T, double>) {
           const std::string& s = *value;
           char* end = nullptr;

@@ -2,6 +2,7 @@
 #include "core/text.h"
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -97,6 +98,13 @@ std::vector<std::string> split_list(std::string_view text, ListItems items) {
     if (end == std::string_view::npos) return out;
     start = end + 1;
   }
+}
+
+std::optional<int64_t> parse_integer(std::string_view text) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
 }
 
 }  // namespace gputrain

@@ -1,6 +1,7 @@
 // Small text helpers: "did you mean" suggestions, joining, trimming.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,10 @@ enum class ListItems { kExact, kTrimmed };
 std::vector<std::string> split_list(std::string_view text, ListItems items);
 
 std::string join(const std::vector<std::string>& items, std::string_view sep);
+
+// The whole text as a decimal integer ("12", "-3"), or nothing: no spaces, no "+", no trailing
+// characters, nothing out of range. Callers say in their own words what was wrong.
+std::optional<int64_t> parse_integer(std::string_view text);
 
 // A shape as "3x32x32" ("()" when empty).
 std::string shape_text(const std::vector<int64_t>& shape);

@@ -2,25 +2,21 @@
 #include "dist/rank_env.h"
 
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace gputrain {
 namespace {
 
 int parse_int(const std::string& text, const std::string& what) {
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) throw std::invalid_argument(fmt::format("{} '{}' is not an integer", what, text));
-  return v;
+  const auto v = parse_integer(text);
+  if (!v || *v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max()) throw std::invalid_argument(fmt::format("{} '{}' is not an integer", what, text));
+  return static_cast<int>(*v);
 }
 
 // Splits at commas outside brackets: "n[1-2,4],m" -> "n[1-2,4]", "m".

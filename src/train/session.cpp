@@ -52,17 +52,11 @@ std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world)
   std::vector<int64_t> out;
   if (sizes.empty()) return out;
   for (const auto& item : split_list(sizes, ListItems::kTrimmed)) {
-    int64_t b = 0;
-    size_t used = 0;
-    try {
-      b = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || b < 1)
+    const auto b = parse_integer(item);
+    if (!b || *b < 1)
       throw usage_error(fmt::format("--rank_batch_sizes '{}': '{}' is not a batch size of 1 or more", sizes, item),
                         "one positive integer per rank, e.g. --rank_batch_sizes 96,64");
-    out.push_back(b);
+    out.push_back(*b);
   }
   if (static_cast<int>(out.size()) != world)
     throw usage_error(fmt::format("--rank_batch_sizes '{}' names {} ranks; this job has {}", sizes, out.size(), world),
