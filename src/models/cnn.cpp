@@ -1,4 +1,5 @@
 // cnn: two conv-BN-ReLU-pool stages and a small classifier; the quickstart model.
+#include <fmt/format.h>
 #include <torch/nn.h>
 
 #include "models/batch_norm.h"
@@ -27,11 +28,19 @@ class Cnn : public Net {
     features_ = register_module("features", features);
     fc1_ = register_module("fc1", nn::Linear(2 * w * std::max<int64_t>(h, 1) * std::max<int64_t>(wd, 1), 128));
     fc2_ = register_module("fc2", nn::Linear(128, s.num_classes));
+    // Pieces: each conv stage (conv, BN, ReLU, pool: features.0-3 and 4-7), fc1, fc2.
+    for (size_t first : {0, 4}) {
+      std::vector<std::shared_ptr<nn::Module>> parts;
+      for (size_t i = first; i < first + 4; ++i) parts.push_back(features_->ptr(i));
+      add_piece(fmt::format("features.{}-{}", first, first + 3), [this, first](torch::Tensor x) {
+        for (size_t k = first; k < first + 4; ++k) x = features_->begin()[static_cast<std::ptrdiff_t>(k)].forward(x);
+        return x;
+      }, parts);
+    }
+    add_piece("fc1", [this](torch::Tensor x) { return torch::relu(fc1_(x.flatten(1))); }, {fc1_.ptr()});
+    add_piece("fc2", [this](torch::Tensor x) { return fc2_(x); }, {fc2_.ptr()});
   }
-  torch::Tensor forward(torch::Tensor x) override {
-    x = features_->forward(x).flatten(1);
-    return fc2_(torch::relu(fc1_(x)));
-  }
+  torch::Tensor forward(torch::Tensor x) override { return forward_pieces(x); }
 
  private:
   nn::Sequential features_{nullptr};

@@ -1,6 +1,7 @@
 // cnn3d: for volumes C x D x H x W (e.g. 2 x 256 x 21 x 21 spectrogram-like stacks). Conv3d-BN-ReLU
 // blocks halve the depth axis D each time (and H, W while they are at least 16), so a long D
 // axis shrinks fast; then a global average pool and a Linear head.
+#include <fmt/format.h>
 #include <torch/nn.h>
 
 #include "models/batch_norm.h"
@@ -30,11 +31,18 @@ class Cnn3d : public Net {
       wd = (wd - 1) / shw + 1;
     }
     fc_ = register_module("fc", nn::Linear(in, s.num_classes));
+    // Pieces: each block (conv, BN, ReLU), then pool and fc.
+    for (int64_t i = 0; i < depth; ++i) {
+      const auto first = static_cast<size_t>(3 * i);
+      add_piece(fmt::format("blocks.{}-{}", first, first + 2), [this, first](torch::Tensor x) {
+        for (size_t k = first; k < first + 3; ++k) x = blocks_->begin()[static_cast<std::ptrdiff_t>(k)].forward(x);
+        return x;
+      }, {blocks_->ptr(first), blocks_->ptr(first + 1), blocks_->ptr(first + 2)});
+    }
+    // Global average pool (deterministic on CUDA, unlike adaptive pooling), then the classifier.
+    add_piece("fc", [this](torch::Tensor x) { return fc_(x.mean({2, 3, 4})); }, {fc_.ptr()});
   }
-  torch::Tensor forward(torch::Tensor x) override {
-    x = blocks_->forward(x);
-    return fc_(x.mean({2, 3, 4}));  // global average pool (deterministic on CUDA)
-  }
+  torch::Tensor forward(torch::Tensor x) override { return forward_pieces(x); }
 
  private:
   nn::Sequential blocks_{nullptr};

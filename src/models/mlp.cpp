@@ -15,13 +15,11 @@ class Mlp : public Net {
     fc1_ = register_module("fc1", torch::nn::Linear(in, hidden));
     fc2_ = register_module("fc2", torch::nn::Linear(hidden, hidden));
     fc3_ = register_module("fc3", torch::nn::Linear(hidden, s.num_classes));
+    add_piece("fc1", [this](torch::Tensor x) { return torch::relu(fc1_(x.flatten(1))); }, {fc1_.ptr()});
+    add_piece("fc2", [this](torch::Tensor x) { return torch::relu(fc2_(x)); }, {fc2_.ptr()});
+    add_piece("fc3", [this](torch::Tensor x) { return fc3_(x); }, {fc3_.ptr()});
   }
-  torch::Tensor forward(torch::Tensor x) override {
-    x = x.flatten(1);
-    x = torch::relu(fc1_(x));
-    x = torch::relu(fc2_(x));
-    return fc3_(x);
-  }
+  torch::Tensor forward(torch::Tensor x) override { return forward_pieces(x); }
 
  private:
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};

@@ -112,6 +112,37 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
   return net;
 }
 
+void Net::add_piece(std::string name, std::function<torch::Tensor(torch::Tensor)> run,
+                    const std::vector<std::shared_ptr<torch::nn::Module>>& modules, std::vector<torch::Tensor> tensors) {
+  for (const auto& m : modules) {
+    for (const auto& p : m->parameters()) tensors.push_back(p);
+    for (const auto& b : m->buffers()) tensors.push_back(b);
+  }
+  pieces_.push_back({std::move(name), std::move(run), std::move(tensors)});
+}
+
+torch::Tensor Net::run_pieces(torch::Tensor x, size_t begin, size_t end) const {
+  for (size_t i = begin; i < end; ++i) {
+    const auto& p = pieces_[i];
+    // Parameters change device in place (set_data), so the handles kept here follow them.
+    if (!p.tensors.empty() && x.device() != p.tensors.front().device()) x = x.to(p.tensors.front().device());
+    x = p.run(x);
+  }
+  return x;
+}
+
+torch::Tensor Net::forward_pieces(const torch::Tensor& x) const {
+  auto y = run_pieces(x, 0, pieces_.size());
+  return y.device() == x.device() ? y : y.to(x.device());
+}
+
+void place_pieces(Net& net, size_t begin, size_t end, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = begin; i < end; ++i)
+    for (auto t : net.pieces()[i].tensors)
+      if (t.device() != device) t.set_data(t.data().to(device));
+}
+
 int64_t parameter_count(const Net& net) {
   int64_t n = 0;
   for (const auto& p : net.parameters()) n += p.numel();

@@ -1,5 +1,6 @@
 // The model registry: a name -> factory table, and the Net interface every model implements.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,11 +22,33 @@ struct ModelSpec {
   bool grad_checkpointing = false;   // recompute residual blocks / encoder layers in backward
 };
 
+// One piece of a model's forward: pipeline stages are cut between pieces (--pipeline_stages).
+struct Piece {
+  std::string name;  // "fc1", "layer2.1": for the log
+  std::function<torch::Tensor(torch::Tensor)> run;
+  std::vector<torch::Tensor> tensors;  // the parameters and buffers it uses (placement, counts)
+};
+
 class Net : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
   // FLOPs of one sample's forward pass (models/flops.h), counted in make_model's probe; for MFU.
   double flops_per_sample = 0;
+
+  // The forward as consecutive pieces; empty when the model cannot be split into stages.
+  const std::vector<Piece>& pieces() const { return pieces_; }
+  // Pieces [begin, end) on x. Where stages put pieces on several devices, x follows them.
+  torch::Tensor run_pieces(torch::Tensor x, size_t begin, size_t end) const;
+
+ protected:
+  // A model that declares pieces makes its forward forward_pieces(x): one source of truth.
+  void add_piece(std::string name, std::function<torch::Tensor(torch::Tensor)> run,
+                 const std::vector<std::shared_ptr<torch::nn::Module>>& modules, std::vector<torch::Tensor> tensors = {});
+  // Every piece in order; the result on x's device (evaluation of a model spread over devices).
+  torch::Tensor forward_pieces(const torch::Tensor& x) const;
+
+ private:
+  std::vector<Piece> pieces_;
 };
 using NetPtr = std::shared_ptr<Net>;
 
@@ -33,6 +56,8 @@ using NetPtr = std::shared_ptr<Net>;
 NetPtr make_model(const std::string& name, const ModelSpec& spec);
 std::vector<std::string> model_names();
 int64_t parameter_count(const Net& net);
+// Moves pieces [begin, end) of `net` (their parameters and buffers) to `device`.
+void place_pieces(Net& net, size_t begin, size_t end, const torch::Device& device);
 
 // The sample ranks a model takes (empty = any rank), and how they read, e.g. "C x H x W".
 std::vector<size_t> model_input_ranks(const std::string& name);

@@ -1,6 +1,7 @@
 // resnet18/34/50 with torchvision's layer names and shapes (conv1, bn1, layer1.0.conv1, ...,
 // layerN.0.downsample.0/1, fc), so weights map one to one. Two stems: ImageNet (7x7/2 conv +
 // 3x3/2 max-pool) and small-image (3x3/1 conv, no max-pool) for 28-64 pixel inputs.
+#include <fmt/format.h>
 #include <torch/nn.h>
 
 #include "core/error.h"
@@ -92,6 +93,7 @@ class ResNet : public Net {
     conv1_ = register_module("conv1", small_stem_ ? conv(s.input_shape[0], w, 3, 1) : conv(s.input_shape[0], w, 7, 2));
     bn1_ = register_module("bn1", BatchNorm2d(w));
     int64_t in = w;
+    std::vector<std::string> block_names;
     for (int stage = 0; stage < 4; ++stage) {
       const int64_t planes = w << stage;
       auto layer = nn::ModuleList();
@@ -99,26 +101,23 @@ class ResNet : public Net {
         auto block = std::make_shared<B>(in, planes, b == 0 && stage > 0 ? 2 : 1);
         layer->push_back(block);
         blocks_.push_back(block);
+        block_names.push_back(fmt::format("layer{}.{}", stage + 1, b));
         in = planes * B::kExpansion;
       }
       register_module("layer" + std::to_string(stage + 1), layer);
     }
     fc_ = register_module("fc", nn::Linear(in, s.num_classes));
+    // Pieces: the stem, each residual block, the pool and classifier.
+    add_piece("stem", [this](torch::Tensor x) {
+      x = torch::relu(bn1_(conv1_(x)));
+      return small_stem_ ? x : torch::max_pool2d(x, 3, 2, 1);
+    }, {conv1_.ptr(), bn1_.ptr()});
+    for (size_t i = 0; i < blocks_.size(); ++i)
+      add_piece(block_names[i], [this, i](torch::Tensor x) { return run_block(i, x); }, {blocks_[i]});
+    // Global average pool: unlike adaptive_avg_pool2d, deterministic on CUDA.
+    add_piece("fc", [this](torch::Tensor x) { return fc_(x.mean({2, 3})); }, {fc_.ptr()});
   }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(bn1_(conv1_(x)));
-    if (!small_stem_) x = torch::max_pool2d(x, 3, 2, 1);
-    const bool recompute = checkpointing_ && checkpointing_active(*this);
-    for (auto& block : blocks_) {
-      if (recompute)
-        x = checkpoint_block(
-            block, [b = block.get()](const torch::Tensor& t) { return b->forward(t); }, x);
-      else
-        x = block->forward(x);
-    }
-    x = x.mean({2, 3});  // global average pool; unlike adaptive_avg_pool2d, deterministic on CUDA
-    return fc_(x);
-  }
+  torch::Tensor forward(torch::Tensor x) override { return forward_pieces(x); }
 
  private:
   bool checkpointing_;
@@ -127,6 +126,13 @@ class ResNet : public Net {
   BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<B>> blocks_;  // every block of layer1..layer4, in order
   nn::Linear fc_{nullptr};
+
+  torch::Tensor run_block(size_t i, const torch::Tensor& x) {
+    const auto& b = blocks_[i];
+    if (checkpointing_ && checkpointing_active(*this))
+      return checkpoint_block(b, [p = b.get()](const torch::Tensor& t) { return p->forward(t); }, x);
+    return b->forward(x);
+  }
 };
 
 }  // namespace

@@ -47,28 +47,18 @@ class Transformer : public Net {
     }
     norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({d})));
     head_ = register_module("head", nn::Linear(d, s.num_classes));
+    // Pieces: the embedding, each encoder layer, the head.
+    if (sequence_)
+      add_piece("embed", [this](torch::Tensor x) { return embed(x); }, {embed_.ptr()}, {pos_, cls_});
+    else
+      add_piece("embed", [this](torch::Tensor x) { return embed(x); }, {}, {feature_weight_, feature_bias_, cls_});
+    for (size_t i = 0; i < encoder_layers_.size(); ++i)
+      add_piece(fmt::format("layers.{}", i), [this, i](torch::Tensor h) { return encode(i, h); }, {encoder_layers_[i]});
+    add_piece("head", [this](torch::Tensor h) { return head_(norm_(h.select(0, 0))); },  // the CLS token's final state
+              {norm_.ptr(), head_.ptr()});
   }
 
-  torch::Tensor forward(torch::Tensor x) override {
-    torch::Tensor tokens;  // (N, T, d)
-    if (sequence_)
-      tokens = embed_(x);
-    else
-      tokens = x.flatten(1).unsqueeze(-1) * feature_weight_ + feature_bias_;
-    tokens = torch::cat({cls_.expand({tokens.size(0), 1, cls_.size(2)}), tokens}, 1);
-    if (sequence_) tokens = tokens + pos_;
-    // LibTorch's encoder layer has no batch_first: it takes (T, N, d).
-    auto h = tokens.transpose(0, 1);
-    const bool recompute = checkpointing_ && checkpointing_active(*this);
-    for (auto& layer : encoder_layers_) {
-      if (recompute)
-        h = checkpoint_block(
-            layer, [l = layer.get()](const torch::Tensor& t) { return l->forward(t); }, h);
-      else
-        h = layer->forward(h);
-    }
-    return head_(norm_(h.select(0, 0)));  // the CLS token's final state
-  }
+  torch::Tensor forward(torch::Tensor x) override { return forward_pieces(x); }
 
  private:
   bool checkpointing_;
@@ -79,6 +69,24 @@ class Transformer : public Net {
   std::vector<std::shared_ptr<nn::TransformerEncoderLayerImpl>> encoder_layers_;
   nn::LayerNorm norm_{nullptr};
   nn::Linear head_{nullptr};
+
+  // Tokens (T + 1, N, d) with the CLS token first: LibTorch's encoder layer has no batch_first.
+  torch::Tensor embed(const torch::Tensor& x) {
+    torch::Tensor tokens;  // (N, T, d)
+    if (sequence_)
+      tokens = embed_(x);
+    else
+      tokens = x.flatten(1).unsqueeze(-1) * feature_weight_ + feature_bias_;
+    tokens = torch::cat({cls_.expand({tokens.size(0), 1, cls_.size(2)}), tokens}, 1);
+    if (sequence_) tokens = tokens + pos_;
+    return tokens.transpose(0, 1);
+  }
+  torch::Tensor encode(size_t i, const torch::Tensor& h) {
+    const auto& layer = encoder_layers_[i];
+    if (checkpointing_ && checkpointing_active(*this))
+      return checkpoint_block(layer, [l = layer.get()](const torch::Tensor& t) { return l->forward(t); }, h);
+    return layer->forward(h);
+  }
 };
 
 }  // namespace
