@@ -119,6 +119,12 @@ struct Config {
   std::string rank_batch_sizes;  // "96,64": each rank's own batch size (GPUs of different speeds); "" = --batch_size each
   std::string balance = "off";   // auto: rank batch sizes from a short probe of each rank's speed
   bool sync_bn = false;          // BatchNorm statistics of the global batch (all-reduced); else each rank's own
+
+  // Pipeline stages (a model split over devices)
+  int64_t pipeline_stages = 1;            // consecutive stages of the model, each on its own device (CPU: thread)
+  int64_t micro_batches = kAuto;          // micro-batches per batch flowing through the stages; auto: 4 per stage
+  std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b
+  std::string stage_balance = "params";   // where the cuts go: equal parameter counts
   bool deterministic = false;     // deterministic algorithms (bit-identical resumes)
   double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;

@@ -220,6 +220,33 @@ std::vector<Field> make_fields() {
        "parallel",
        "BatchNorm normalizes with the whole global batch's statistics (all-reduced in forward and backward); off: each "
        "rank's own, as DDP"},
+      {"pipeline_stages",
+       &C::pipeline_stages,
+       "parallel",
+       "split the model into this many consecutive stages, each on its own device (GPUs cuda:0.., or a thread each "
+       "on a CPU), with micro-batches flowing through them",
+       {},
+       1,
+       64},
+      {"micro_batches",
+       &C::micro_batches,
+       "parallel",
+       "micro-batches each batch is cut into for the pipeline stages (auto: 4 per stage)",
+       {},
+       1,
+       1 << 20,
+       true},
+      {"pipeline_schedule",
+       &C::pipeline_schedule,
+       "parallel",
+       "gpipe: all forwards, then all backwards; 1f1b: one forward, one backward (at most as many micro-batches' "
+       "activations alive as stages)",
+       {"gpipe", "1f1b"}},
+      {"stage_balance",
+       &C::stage_balance,
+       "parallel",
+       "where the stages are cut: params = the largest stage's parameter count as small as possible",
+       {"params"}},
       {"deterministic", &C::deterministic, "speed", "deterministic algorithms (bit-identical resume)"},
   };
 }

@@ -32,6 +32,9 @@ std::optional<int64_t> parse_integer(std::string_view text);
 // A shape as "3x32x32" ("()" when empty).
 std::string shape_text(const std::vector<int64_t>& shape);
 
+// 11689512 -> "11,689,512": counts read by people.
+std::string with_commas(int64_t n);
+
 // Human-readable byte count: "1.5 GiB".
 std::string format_bytes(double bytes);
 

@@ -10,20 +10,6 @@
 #include "models/registry.h"
 
 namespace gputrain {
-namespace {
-
-// 11689512 -> "11,689,512": parameter counts are read by people.
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-}  // namespace
-
 void print_model_table(const Config& c) {
   const auto shape = parse_shape(c.input_shape);  // validated with the config
   const int64_t outputs = c.num_classes > 0 ? c.num_classes : 10;

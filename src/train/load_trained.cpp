@@ -17,6 +17,9 @@ Trained load_trained(const std::string& checkpoint, const std::vector<FlagArg>& 
   if (has_flag(flags, "test_file")) saved.requested["val_split"] = 0.0;
   Config c = resolve_resumed_config(saved.requested, flags);
   c.resume.clear();
+  // A pipeline-trained checkpoint holds the model whole: eval and infer run it on one device.
+  c.pipeline_stages = 1;
+  c.micro_batches = kAuto;
   SessionOptions o;  // (designated initializers here set off a false GCC 12 -Wmaybe-uninitialized)
   o.pinned = saved.resolved;
   o.search_batch_size = o.check_amp = false;  // eval and infer neither search nor take gradients

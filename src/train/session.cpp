@@ -64,22 +64,36 @@ std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world)
   return out;
 }
 
-std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, const Dataset& train) {
+// `stage_devices`: --pipeline_stages' devices (empty: the whole model on recipe.device).
+std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, const Dataset& train,
+                                       const std::vector<torch::Device>& stage_devices) {
   // Regression models output one value per target.
   const int64_t outputs = train.is_regression() ? train.target_numel() : train.num_classes();
   NetPtr model = make_model(c.model, model_spec(c, train.sample_shape(), outputs));
   model->to(recipe.device);
   if (recipe.channels_last) to_channels_last(*model);
+  std::vector<Stage> stages;
+  if (!stage_devices.empty()) stages = split_model(*model, c.model, stage_devices);
   auto optimizer = make_optimizer(c, *model, recipe.fused_optimizer);  // after the moves: it must hold the final tensors
-  return std::make_unique<Trainer>(
+  auto trainer = std::make_unique<Trainer>(
       model, std::move(optimizer), recipe,
       TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});
+  if (!stages.empty()) {
+    PipelineOptions o;
+    o.stages = stages;
+    o.micro_batches = c.micro_batches;
+    o.schedule = c.pipeline_schedule == "gpipe" ? PipelineSchedule::kGpipe : PipelineSchedule::k1f1b;
+    o.threads_per_stage = std::max(1, at::get_num_threads() / static_cast<int>(stages.size()));
+    o.amp = recipe.amp;
+    o.amp_dtype = recipe.amp_dtype;
+    trainer->set_pipeline(std::make_unique<Pipeline>(*model, o));
+  }
+  return trainer;
 }
 
 }  // namespace
 
 Session::Session(const Config& requested, SessionOptions options) : rc_(requested), options_(std::move(options)) {
-  if (options_.stages != 1) throw std::logic_error("Session: pipeline parallel is not built yet");
   pin(options_.pinned);
   auto problems = model_option_problems(rc_.resolved);  // before any data is read
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
@@ -90,6 +104,7 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
     join_ranks();
   else if (rc_.resolved.sync_bn)
     rc_.decide("sync_bn", false, "one process: its batch is the global batch");
+  if (rc_.resolved.pipeline_stages > 1 || rc_.resolved.micro_batches != kAuto) plan_stages();
   recipe_ = resolve_recipe(rc_, machine_);
   apply_global_switches(recipe_);
   if (options_.ranks.world_size > 1) {
@@ -108,7 +123,14 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
   resolve_from_data();
 
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
-  trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train);
+  trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train, stage_devices());
+  if (const Pipeline* p = trainer_->pipeline()) {
+    const auto& o = p->options();
+    recipe_.report.push_back(
+        {"pipeline", fmt::format("{} stages x {} micro-batches, {}: {}; {} intra-op thread{} per stage", o.stages.size(),
+                                 o.micro_batches, rc_.resolved.pipeline_schedule, describe_stages(trainer_->model(), o.stages),
+                                 o.threads_per_stage, o.threads_per_stage == 1 ? "" : "s")});
+  }
   if (comm_) {
     // Every rank starts from rank 0's weights and buffers (the same seed makes them equal
     // already; a resume loads them on every rank; this makes it certain).
@@ -150,6 +172,42 @@ void Session::join_ranks() {
   }
   if (c.cuda_graphs) rc_.decide("cuda_graphs", false, why + ": not with data parallel yet");
   if (c.auto_batch_size) rc_.decide("auto_batch_size", false, why + ": each rank would search alone");
+}
+
+void Session::plan_stages() {
+  const Config c = rc_.resolved;
+  const int64_t n = c.pipeline_stages;
+  if (n == 1) {
+    if (c.micro_batches != 1)
+      throw usage_error(fmt::format("--micro_batches {} needs --pipeline_stages 2 or more", c.micro_batches),
+                        "on one device, --accumulation_steps cuts a step into micro-batches");
+    return;
+  }
+  if (options_.ranks.world_size > 1)
+    throw usage_error(fmt::format("--pipeline_stages {} with {} data-parallel ranks: stages and ranks do not combine yet", n,
+                                  options_.ranks.world_size),
+                      "run the stages in one process, or the ranks without --pipeline_stages");
+  const int64_t micro = c.micro_batches == kAuto ? 4 * n : c.micro_batches;
+  if (micro > c.batch_size)
+    rc_.decide("micro_batches", c.batch_size, fmt::format("a batch of {} samples holds no more", c.batch_size));
+  else if (c.micro_batches == kAuto)
+    rc_.decide("micro_batches", micro, "auto: 4 per stage");
+  const std::string why = "not with pipeline stages";
+  if (c.cuda_graphs) rc_.decide("cuda_graphs", false, why + " (yet)");
+  if (c.auto_batch_size) rc_.decide("auto_batch_size", false, why + ": each stage's device has its own memory");
+}
+
+std::vector<torch::Device> Session::stage_devices() const {
+  const int64_t n = rc_.resolved.pipeline_stages;
+  if (n == 1) return {};
+  if (!recipe_.cuda) return std::vector<torch::Device>(static_cast<size_t>(n), torch::kCPU);  // a thread each
+  const int64_t first = recipe_.device.index(), gpus = static_cast<int64_t>(machine_.gpus.size());
+  if (first + n > gpus)
+    throw usage_error(fmt::format("--pipeline_stages {} from cuda:{} needs {} GPUs; this machine has {}", n, first, first + n, gpus),
+                      "use fewer stages, or --device cpu (each stage a thread)");
+  std::vector<torch::Device> devices;
+  for (int64_t s = 0; s < n; ++s) devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(first + s));
+  return devices;
 }
 
 void Session::balance_ranks() {

@@ -23,11 +23,10 @@ namespace gputrain {
 
 struct SessionOptions {
   // Where this process sits in a data-parallel job (the loaders take every w-th sample from
-  // rank r; gradients are all-reduced over c10d). Pipeline parallel (the model split over
-  // `stages` devices) is not built yet.
+  // rank r; gradients are all-reduced over c10d). Pipeline stages come from the Config
+  // (--pipeline_stages); combining them with ranks is refused for now.
   RankEnv ranks;
   std::shared_ptr<Comm> comm;  // joined by the caller when ranks.world_size > 1; the Session connects it
-  int stages = 1;
   // Data already loaded by an earlier Session with the same data flags (benchmark variants differ
   // only in speed switches, so they share one dataset).
   std::shared_ptr<const DataSplits> data;
@@ -106,6 +105,8 @@ class Session {
   void choose_num_workers();  // --num_workers auto
   void check_precision();     // --amp_check
   void join_ranks();          // data parallel: this rank's device and batch size
+  void plan_stages();         // --pipeline_stages: micro-batches, and what does not combine with stages
+  std::vector<torch::Device> stage_devices() const;  // empty without stages
   void balance_ranks();       // --balance auto
 };
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -32,7 +33,10 @@ std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& params) {
 
 torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
   if (grads.empty()) return torch::zeros({});
-  return torch::stack(at::_foreach_norm(grads, 2, torch::kFloat)).norm();
+  auto norms = at::_foreach_norm(grads, 2, torch::kFloat);
+  for (auto& n : norms)  // pipeline stages: gradients on several devices, the total on the first's
+    if (n.device() != norms.front().device()) n = n.to(norms.front().device());
+  return torch::stack(norms).norm();
 }
 
 }  // namespace
@@ -42,8 +46,10 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double ma
   auto total = total_norm(grads);
   if (grads.empty()) return total;
   // min(1, max_norm / norm): scaling by a device tensor avoids reading the norm on the host.
-  auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
-  at::_foreach_mul_(grads, coef.to(grads[0].scalar_type()));
+  auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0).to(grads[0].scalar_type());
+  std::map<std::string, std::vector<torch::Tensor>> by_device;  // one device per foreach call
+  for (const auto& g : grads) by_device[g.device().str()].push_back(g);
+  for (auto& [device, list] : by_device) at::_foreach_mul_(list, coef.to(list.front().device()));
   return total;
 }
 
@@ -109,6 +115,7 @@ void Trainer::set_precision(const Recipe& precision) {
   ctx_.amp_dtype = precision.amp_dtype;
   ctx_.grad_scaler = precision.grad_scaler;
   scaler_ = GradScaler(ctx_.grad_scaler, ctx_.device);
+  if (pipeline_) pipeline_->set_amp(ctx_.amp, ctx_.amp_dtype);
   graph_.reset();
   static_in_.clear();
   static_out_ = {};
@@ -187,6 +194,12 @@ StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
       if (graph_ && graph_->captured()) drop_graph("out of memory in an eager step");
       optimizer_->zero_grad(/*set_to_none=*/true);
       if (ctx_.cuda) cuda_empty_cache();
+      // Pipeline stages cut the batch into micro-batches already: more of them is the remedy.
+      if (pipeline_)
+        throw runtime_error(fmt::format("out of memory with pipeline stages (step {})", steps_ + 1),
+                            fmt::format("raise --micro_batches (now {}) for smaller micro-batches, or use more "
+                                        "--pipeline_stages",
+                                        pipeline_->options().micro_batches));
       // After the update began, some weights may have moved already: redoing the step would
       // apply it twice. Smaller chunks would not help there anyway (the optimizer's state is
       // what did not fit).
@@ -252,8 +265,24 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   int64_t local = 0;
   for (const auto& b : micro) local += b.y.size(0);
   const double total = static_cast<double>(local) / share_;
+  // Each (micro-)batch's loss weighted by its share, and what backward starts from.
+  const auto weighted = [&](const torch::Tensor& out, const torch::Tensor& y) {
+    auto loss = task_loss(out, y, opt_.loss);
+    return static_cast<double>(y.size(0)) != total ? loss * (static_cast<double>(y.size(0)) / total) : loss;
+  };
+  const auto scaled = [&](const torch::Tensor& loss) {
+    auto s = scaler_.scale(loss);
+    if (scaler_.enabled() && faults().overflow_step >= 0 && steps_ + 1 >= faults().overflow_step)
+      s = s * std::numeric_limits<double>::infinity();  // the gradients overflow, the loss does not
+    return s;
+  };
   for (size_t m = 0; m < micro.size(); ++m) {
     const auto& b = micro[m];
+    if (pipeline_) {  // the stages cut the batch into their own micro-batches
+      auto loss = pipeline_->run(b.x, b.y, weighted, scaled);
+      r.loss = r.loss.defined() ? r.loss + loss : loss;
+      continue;
+    }
     auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
     for (size_t i = 0; i < xs.size(); ++i) {
       if (sync_ && m + 1 == micro.size() && i + 1 == xs.size()) sync_->arm();  // the step's last backward
@@ -262,14 +291,9 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
       torch::Tensor loss;
       {
         AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
-        auto logits = model_->forward(xs[i]);
-        loss = task_loss(logits, ys[i], opt_.loss);
-        if (static_cast<double>(ys[i].size(0)) != total) loss = loss * (static_cast<double>(ys[i].size(0)) / total);
+        loss = weighted(model_->forward(xs[i]), ys[i]);
       }
-      auto scaled = scaler_.scale(loss);
-      if (scaler_.enabled() && faults().overflow_step >= 0 && steps_ + 1 >= faults().overflow_step)
-        scaled = scaled * std::numeric_limits<double>::infinity();  // the gradients overflow, the loss does not
-      scaled.backward();  // backward runs outside autocast, as in PyTorch
+      scaled(loss).backward();  // backward runs outside autocast, as in PyTorch
       auto detached = loss.detach();
       r.loss = r.loss.defined() ? r.loss + detached : detached;
     }

@@ -15,6 +15,7 @@
 #include "train/grad_scaler.h"
 #include "train/grad_sync.h"
 #include "train/loss.h"
+#include "train/pipeline.h"
 
 namespace gputrain {
 
@@ -68,6 +69,11 @@ class Trainer {
   // the communication that backward did not hide, and the wait for slower ranks.
   double take_comm_seconds() { return sync_ ? sync_->take_wait_seconds() : 0; }
 
+  // --pipeline_stages: every loader batch runs through `pipeline`'s stages in micro-batches
+  // (the model's pieces already placed on the stages' devices).
+  void set_pipeline(std::unique_ptr<Pipeline> pipeline) { pipeline_ = std::move(pipeline); }
+  Pipeline* pipeline() { return pipeline_.get(); }
+
   // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
   // scaler, and a captured graph is dropped to be captured again in the new precision.
   void set_precision(const Recipe& precision);
@@ -84,6 +90,7 @@ class Trainer {
   std::unique_ptr<GradSync> sync_;
   Comm* comm_ = nullptr;
   std::vector<SyncableNorm*> sync_norms_;  // --sync_bn: synchronized inside try_step only
+  std::unique_ptr<Pipeline> pipeline_;
   double share_ = 1;
   int64_t split_ = 1;
   int64_t steps_ = 0;

@@ -1,0 +1,314 @@
+// Pipeline stages: one thread per stage, tensors handed between them through a mailbox, each
+// stage's forwards and backwards in its schedule's order.
+#include "train/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <unordered_map>
+
+#include <ATen/Parallel.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/autograd.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "train/autocast.h"
+
+namespace gputrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Thrown in a stage that was waiting when another stage failed; that other error is the one
+// run() reports.
+struct Aborted : std::exception {
+  const char* what() const noexcept override { return "pipeline stage stopped: another stage failed"; }
+};
+
+// Counts the bytes the allocators hand out while it is installed in a thread (the hook ATen's
+// memory profiler uses): live bytes and their peak, over every stage thread of a run.
+class MemoryCounter : public c10::MemoryReportingInfoBase {
+ public:
+  void reportMemoryUsage(void* ptr, int64_t size, size_t, size_t, c10::Device) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (size > 0) {
+      sizes_[ptr] = size;
+      live_ += size;
+      peak_ = std::max(peak_, live_);
+    } else if (auto it = sizes_.find(ptr); it != sizes_.end()) {  // freed; allocated before the run: not counted
+      live_ -= it->second;
+      sizes_.erase(it);
+    }
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+  int64_t peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peak_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<void*, int64_t> sizes_;
+  int64_t live_ = 0, peak_ = 0;
+};
+
+// (forward?, micro-batch) in the order stage `s` of `n` runs them.
+std::vector<std::pair<bool, int64_t>> schedule_of(PipelineSchedule schedule, int s, int n, int64_t micro) {
+  std::vector<std::pair<bool, int64_t>> ops;
+  if (schedule == PipelineSchedule::kGpipe) {
+    for (int64_t m = 0; m < micro; ++m) ops.push_back({true, m});
+    for (int64_t m = 0; m < micro; ++m) ops.push_back({false, m});
+    return ops;
+  }
+  // Backwards in the same ascending order on every stage: the gradients accumulate in the order
+  // one device's accumulation would add them.
+  const int64_t warmup = std::min<int64_t>(n - s - 1, micro);
+  for (int64_t m = 0; m < warmup; ++m) ops.push_back({true, m});
+  for (int64_t m = warmup; m < micro; ++m) {
+    ops.push_back({true, m});
+    ops.push_back({false, m - warmup});
+  }
+  for (int64_t m = micro - warmup; m < micro; ++m) ops.push_back({false, m});
+  return ops;
+}
+
+}  // namespace
+
+std::vector<Stage> cut_stages(const std::vector<double>& cost, int stages) {
+  const size_t n = cost.size(), k = static_cast<size_t>(stages);
+  std::vector<double> prefix(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost[i];
+  // best[j][i]: the smallest largest-stage cost of pieces [0, i) in j stages; from[j][i]: where
+  // the last of those stages begins.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(k + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<size_t>> from(k + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (size_t j = 1; j <= k; ++j)
+    for (size_t i = j; i <= n; ++i)
+      for (size_t b = j - 1; b < i; ++b) {
+        const double c = std::max(best[j - 1][b], prefix[i] - prefix[b]);
+        if (c < best[j][i]) {
+          best[j][i] = c;
+          from[j][i] = b;
+        }
+      }
+  std::vector<Stage> out(k);
+  for (size_t j = k, i = n; j > 0; --j) {
+    out[j - 1].begin = from[j][i];
+    out[j - 1].end = i;
+    i = from[j][i];
+  }
+  return out;
+}
+
+namespace {
+
+int64_t piece_parameters(const Piece& p) {
+  int64_t n = 0;
+  for (const auto& t : p.tensors)
+    if (t.requires_grad()) n += t.numel();
+  return n;
+}
+
+}  // namespace
+
+std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices) {
+  const auto& pieces = net.pieces();
+  const int stages = static_cast<int>(devices.size());
+  if (pieces.empty())
+    throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages", stages, name),
+                      "models that split: mlp, cnn, cnn3d, resnet18, resnet34, resnet50, transformer");
+  if (static_cast<int>(pieces.size()) < stages)
+    throw usage_error(fmt::format("--pipeline_stages {}: model '{}' splits into at most {} stages", stages, name, pieces.size()),
+                      "use fewer stages, or a deeper model (--depth)");
+  std::vector<double> costs;
+  for (const auto& p : pieces) costs.push_back(static_cast<double>(piece_parameters(p)));
+  auto out = cut_stages(costs, stages);
+  for (size_t s = 0; s < out.size(); ++s) {
+    out[s].device = devices[s];
+    place_pieces(net, out[s].begin, out[s].end, devices[s]);
+  }
+  return out;
+}
+
+std::string describe_stages(const Net& net, const std::vector<Stage>& stages) {
+  std::string text;
+  for (const auto& s : stages) {
+    int64_t params = 0;
+    for (size_t i = s.begin; i < s.end; ++i) params += piece_parameters(net.pieces()[i]);
+    const auto& first = net.pieces()[s.begin].name;
+    const auto& last = net.pieces()[s.end - 1].name;
+    text += fmt::format("{}{} {}{} ({} parameters)", text.empty() ? "" : " | ", s.device.str(), first,
+                        s.end - s.begin > 1 ? " .. " + last : "", with_commas(params));
+  }
+  return text;
+}
+
+Pipeline::Pipeline(Net& net, PipelineOptions options) : net_(net), opt_(std::move(options)) {
+  for (size_t s = 0; s < opt_.stages.size(); ++s) threads_.emplace_back([this, s] { worker(static_cast<int>(s)); });
+}
+
+Pipeline::~Pipeline() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void Pipeline::set_amp(bool amp, torch::ScalarType dtype) {
+  opt_.amp = amp;
+  opt_.amp_dtype = dtype;
+}
+
+void Pipeline::send(int direction, int from, int64_t micro, torch::Tensor t) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mail_[{direction, from, micro}] = std::move(t);
+  }
+  cv_.notify_all();
+}
+
+torch::Tensor Pipeline::receive(int direction, int from, int64_t micro) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto key = std::make_tuple(direction, from, micro);
+  cv_.wait(lock, [&] { return aborted_ || mail_.count(key) > 0; });
+  if (aborted_) throw Aborted();
+  auto t = std::move(mail_[key]);
+  mail_.erase(key);
+  return t;
+}
+
+void Pipeline::worker(int stage) {
+  // Each stage its own share of the cores (intra-op threads are set per thread).
+  at::set_num_threads(std::max(1, opt_.threads_per_stage));
+  int64_t seen = 0;
+  while (true) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
+      if (quit_) return;
+      seen = generation_;
+      job = job_;
+    }
+    std::exception_ptr error;
+    try {
+      c10::DebugInfoGuard count(c10::DebugInfoKind::PROFILER_STATE, job.counter);
+      run_stage(stage, job);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error) {
+        errors_[static_cast<size_t>(stage)] = error;
+        aborted_ = true;
+      }
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void Pipeline::run_stage(int s, const Job& job) {
+  const Stage& stage = opt_.stages[static_cast<size_t>(s)];
+  const int n = static_cast<int>(opt_.stages.size());
+  const bool first = s == 0, last = s == n - 1;
+  const auto micro = static_cast<int64_t>(job.xs->size());
+  std::vector<torch::Tensor> inputs(static_cast<size_t>(micro)), roots(static_cast<size_t>(micro));
+  double busy = 0;
+  for (const auto& [forward, m] : schedule_of(opt_.schedule, s, n, micro)) {
+    const auto i = static_cast<size_t>(m);
+    if (forward) {
+      // What arrives from the stage before is a detached copy: a leaf whose gradient this stage's
+      // backward fills, to be sent back.
+      torch::Tensor in = first ? (*job.xs)[i] : receive(0, s - 1, m);
+      const auto t0 = Clock::now();
+      if (!first && in.is_floating_point()) in.requires_grad_(true);
+      torch::Tensor out;
+      {
+        AutocastGuard autocast(opt_.amp, stage.device.type(), opt_.amp_dtype);
+        out = net_.run_pieces(in, stage.begin, stage.end);
+        if (last) out = (*job.loss)(out, (*job.ys)[i]);
+      }
+      if (last) {
+        losses_[i] = out.detach();
+        out = (*job.scale)(out);  // backward starts from the scaled loss, outside autocast
+      } else {
+        send(0, s, m, out.detach().to(opt_.stages[static_cast<size_t>(s) + 1].device, /*non_blocking=*/true));
+      }
+      if (!first) inputs[i] = in;
+      roots[i] = out;
+      busy += since(t0);
+    } else {
+      torch::Tensor grad = last ? torch::Tensor() : receive(1, s + 1, m);
+      const auto t0 = Clock::now();
+      if (last)
+        roots[i].backward();
+      else
+        torch::autograd::backward({roots[i]}, {grad});
+      if (!first) {
+        auto g = inputs[i].grad();
+        if (!g.defined()) g = torch::zeros_like(inputs[i]);
+        send(1, s, m, g.to(opt_.stages[static_cast<size_t>(s) - 1].device, /*non_blocking=*/true));
+      }
+      roots[i] = inputs[i] = torch::Tensor();  // this micro-batch's activations go now
+      busy += since(t0);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.busy_seconds[static_cast<size_t>(s)] = busy;
+}
+
+torch::Tensor Pipeline::run(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss, const ScaleFn& scale) {
+  const auto start = Clock::now();
+  std::vector<torch::Tensor> xs = x.chunk(opt_.micro_batches), ys = y.chunk(opt_.micro_batches);
+  for (auto& t : xs) t = t.to(opt_.stages.front().device, /*non_blocking=*/true);
+  for (auto& t : ys) t = t.to(opt_.stages.back().device, /*non_blocking=*/true);
+  auto counter = std::make_shared<MemoryCounter>();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    mail_.clear();
+    losses_.assign(xs.size(), torch::Tensor());
+    errors_.assign(opt_.stages.size(), nullptr);
+    stats_.busy_seconds.assign(opt_.stages.size(), 0);
+    aborted_ = false;
+    done_ = 0;
+    job_ = {&xs, &ys, &loss, &scale, counter};
+    ++generation_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_ == static_cast<int>(opt_.stages.size()); });
+    mail_.clear();
+  }
+  stats_.seconds = since(start);
+  stats_.peak_bytes = counter->peak();
+  // The failure itself, not a stage that stopped because of it.
+  std::exception_ptr error;
+  for (const auto& e : errors_) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const Aborted&) {
+      if (!error) error = e;
+      continue;
+    } catch (...) {
+    }
+    error = e;
+    break;
+  }
+  if (error) std::rethrow_exception(error);
+  torch::Tensor sum;
+  for (const auto& l : losses_) sum = sum.defined() ? sum + l : l;
+  return sum;
+}
+
+}  // namespace gputrain

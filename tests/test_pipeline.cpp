@@ -1,0 +1,215 @@
+// Pipeline stages on the CPU (a thread per stage): the gradients and weights of one device
+// accumulating over the same micro-batches, for both schedules; 1F1B holds fewer activations
+// than GPipe; a pipeline checkpoint evaluates on one device; what cannot be split says so.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "test_util.h"
+#include "train/export.h"
+#include "train/loss.h"
+#include "train/pipeline.h"
+
+using namespace gputrain;
+
+namespace {
+
+NetPtr model(const std::string& name, std::vector<int64_t> shape) {
+  torch::manual_seed(7);
+  ModelSpec s;
+  s.input_shape = std::move(shape);
+  s.num_classes = 5;
+  s.width = name == "transformer" ? 16 : 8;
+  s.depth = 3;
+  return make_model(name, s);
+}
+
+// One device: the micro-batches' losses, each weighted by its share, backward one after another.
+torch::Tensor accumulate(Net& net, const torch::Tensor& x, const torch::Tensor& y, int64_t micro) {
+  torch::Tensor sum;
+  auto xs = x.chunk(micro), ys = y.chunk(micro);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto loss = task_loss(net.forward(xs[i]), ys[i]) * (static_cast<double>(ys[i].size(0)) / static_cast<double>(y.size(0)));
+    loss.backward();
+    sum = sum.defined() ? sum + loss.detach() : loss.detach();
+  }
+  return sum;
+}
+
+torch::Tensor piped(Net& net, int stages, PipelineSchedule schedule, const torch::Tensor& x, const torch::Tensor& y,
+                    int64_t micro, PipelineStats* stats = nullptr) {
+  PipelineOptions o;
+  o.stages = split_model(net, "test", std::vector<torch::Device>(static_cast<size_t>(stages), torch::kCPU));
+  o.micro_batches = micro;
+  o.schedule = schedule;
+  Pipeline p(net, o);
+  const double n = static_cast<double>(y.size(0));
+  auto loss = p.run(
+      x, y, [&](const torch::Tensor& out, const torch::Tensor& t) { return task_loss(out, t) * (static_cast<double>(t.size(0)) / n); },
+      [](const torch::Tensor& l) { return l; });
+  if (stats) *stats = p.last_stats();
+  return loss;
+}
+
+void check_same(Net& a, Net& b) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (const auto& item : pa) {
+    INFO(item.key());
+    REQUIRE(item.value().grad().defined());
+    CHECK(torch::allclose(item.value().grad(), pb[item.key()].grad(), 1e-5, 1e-6));
+  }
+  auto ba = a.named_buffers(), bb = b.named_buffers();
+  for (const auto& item : ba) {
+    INFO(item.key());
+    CHECK(torch::allclose(item.value().to(torch::kDouble), bb[item.key()].to(torch::kDouble), 1e-5, 1e-6));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: the cuts make the largest stage as small as they can", "[pipeline]") {
+  auto ranges = [](const std::vector<Stage>& s) {
+    std::vector<std::pair<size_t, size_t>> r;
+    for (const auto& x : s) r.push_back({x.begin, x.end});
+    return r;
+  };
+  using R = std::vector<std::pair<size_t, size_t>>;
+  CHECK(ranges(cut_stages({1, 1, 1, 1}, 2)) == R{{0, 2}, {2, 4}});
+  CHECK(ranges(cut_stages({5, 1, 1, 1, 1, 1}, 2)) == R{{0, 1}, {1, 6}});
+  CHECK(ranges(cut_stages({1, 2, 3, 4, 5}, 3)) == R{{0, 3}, {3, 4}, {4, 5}});
+  CHECK(ranges(cut_stages({0, 0, 9}, 3)) == R{{0, 1}, {1, 2}, {2, 3}});  // never an empty stage
+}
+
+TEST_CASE("pipeline: 2 and 3 stages x 4 micro-batches give one device's gradients, both schedules", "[pipeline]") {
+  struct Case {
+    const char* name;
+    std::vector<int64_t> shape;
+  };
+  for (const auto& c : {Case{"mlp", {12}}, Case{"transformer", {6, 4}}, Case{"cnn", {1, 8, 8}}}) {
+    for (int stages : {2, 3}) {
+      for (auto schedule : {PipelineSchedule::kGpipe, PipelineSchedule::k1f1b}) {
+        INFO(c.name << ", " << stages << " stages, " << (schedule == PipelineSchedule::kGpipe ? "gpipe" : "1f1b"));
+        std::vector<int64_t> dims = {32};
+        dims.insert(dims.end(), c.shape.begin(), c.shape.end());
+        torch::manual_seed(3);
+        auto x = torch::randn(dims), y = torch::randint(0, 5, {32});
+        auto one = model(c.name, c.shape), two = model(c.name, c.shape);
+        one->train();
+        two->train();
+        auto l1 = accumulate(*one, x, y, 4);
+        auto l2 = piped(*two, stages, schedule, x, y, 4);
+        CHECK(l2.item<double>() == Approx(l1.item<double>()).epsilon(1e-6));
+        check_same(*one, *two);  // gradients, and BatchNorm's running statistics (the CNN)
+      }
+    }
+  }
+}
+
+TEST_CASE("pipeline: 1F1B holds fewer activation bytes at once than GPipe", "[pipeline]") {
+  auto x = torch::randn({256, 64}), y = torch::randint(0, 5, {256});
+  int64_t peak[2];
+  for (auto schedule : {PipelineSchedule::kGpipe, PipelineSchedule::k1f1b}) {
+    torch::manual_seed(7);
+    ModelSpec s;
+    s.input_shape = {64};
+    s.num_classes = 5;
+    s.width = 256;
+    auto net = make_model("mlp", s);
+    PipelineStats stats;
+    piped(*net, 2, schedule, x, y, 8, &stats);
+    peak[schedule == PipelineSchedule::k1f1b] = stats.peak_bytes;
+    CHECK(stats.busy_seconds.size() == 2);
+    CHECK(stats.seconds > 0);
+  }
+  WARN("peak bytes of one step, 2 stages x 8 micro-batches: GPipe " << peak[0] << ", 1F1B " << peak[1]);
+  CHECK(peak[0] > 0);
+  CHECK(peak[1] < peak[0]);
+}
+
+TEST_CASE("pipeline: a stage's error stops the others and is the one reported", "[pipeline]") {
+  auto net = model("mlp", {12});
+  PipelineOptions o;
+  o.stages = split_model(*net, "mlp", {torch::kCPU, torch::kCPU});
+  o.micro_batches = 4;
+  Pipeline p(*net, o);
+  auto x = torch::randn({16, 12}), y = torch::randint(0, 5, {16});
+  auto fail = [](const torch::Tensor&, const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("loss failed"); };
+  CHECK_THROWS_WITH(p.run(x, y, fail, [](const torch::Tensor& l) { return l; }), "loss failed");
+  // The pipeline still works afterwards.
+  auto ok = p.run(x, y, [](const torch::Tensor& out, const torch::Tensor& t) { return task_loss(out, t); },
+                  [](const torch::Tensor& l) { return l; });
+  CHECK(std::isfinite(ok.item<double>()));
+}
+
+namespace {
+
+const std::string kTrain =
+    "train --dataset synthetic --num_classes 5 --synthetic_train_size 640 --synthetic_test_size 64 --optimizer adamw "
+    "--lr 0.01 --clip_max_norm 1 --max_steps 10 --epochs 1 --num_workers 0 --threads 1 --no-use_amp --log_every 5 ";
+
+void check_same_weights(const std::string& a, const std::string& b) {
+  auto wa = load_safetensors(a), wb = load_safetensors(b);
+  REQUIRE(wa.size() == wb.size());
+  for (const auto& [name, t] : wa) {
+    INFO(name);
+    CHECK(torch::allclose(t, wb.at(name), 1e-5, 1e-6));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: 10 steps with stages train the weights of one device accumulating the same micro-batches",
+          "[pipeline][cli]") {
+  test::TempDir dir;
+  struct Case {
+    const char* flags;
+    const char* stages;
+  };
+  for (const auto& c : {Case{"--model mlp --input_shape 12 --width 16 ", "--pipeline_stages 3 --pipeline_schedule gpipe "},
+                        Case{"--model transformer --input_shape 6x4 --width 16 --depth 2 ", "--pipeline_stages 2 "},
+                        Case{"--model cnn --input_shape 1x8x8 --width 4 ", "--pipeline_stages 2 "}}) {
+    INFO(c.flags << c.stages);
+    auto one = test::run_gputrain(kTrain + c.flags + "--batch_size 16 --accumulation_steps 4 --output_dir " + (dir / "one") +
+                                  " --export " + (dir / "one.st"));
+    INFO(one.out << one.err);
+    REQUIRE(one.exit_code == 0);
+    auto pp = test::run_gputrain(kTrain + c.flags + c.stages + "--micro_batches 4 --batch_size 64 --output_dir " +
+                                    (dir / "piped") + " --export " + (dir / "piped.st"));
+    INFO(pp.out << pp.err);
+    REQUIRE(pp.exit_code == 0);
+    CHECK_THAT(pp.out, Catch::Contains("x 4 micro-batches"));
+    check_same_weights(dir / "one.st", dir / "piped.st");
+    // The checkpoint holds the model whole: eval runs it on one device, to the loss training saw.
+    auto e = test::run_gputrain("eval --checkpoint " + (dir / "piped/checkpoints/last.pt") + " --json " + (dir / "e.json"));
+    INFO(e.out << e.err);
+    REQUIRE(e.exit_code == 0);
+    CHECK_THAT(e.out, !Catch::Contains("pipeline "));
+    double trained = 0;
+    for (const auto& r : test::read_jsonl(dir / "piped/metrics.jsonl"))
+      if (r["event"] == "eval") trained = r["test_loss"].get<double>();
+    CHECK(nlohmann::json::parse(test::read_file(dir / "e.json"))["test_loss"].get<double>() == Approx(trained).epsilon(1e-6));
+    for (const char* d : {"one", "piped"}) std::filesystem::remove_all(dir / d);
+  }
+}
+
+TEST_CASE("pipeline: the smoke preset trains on 2 stages; what cannot be split is exit 2 in one line", "[pipeline][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain("train --pipeline_stages 2 --micro_batches 4 --preset smoke --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("pipeline              2 stages x 4 micro-batches, 1f1b: cpu"));
+
+  auto lstm = test::run_gputrain("train --preset smoke --dataset synthetic --input_shape 8x4 --model lstm --pipeline_stages 2 "
+                                 "--output_dir " + (dir / "lstm"));
+  CHECK(lstm.exit_code == 2);
+  CHECK_THAT(lstm.err, Catch::Contains("--pipeline_stages 2: model 'lstm' cannot be split into stages"));
+  auto deep = test::run_gputrain("train --preset smoke --model mlp --pipeline_stages 4 --output_dir " + (dir / "deep"));
+  CHECK(deep.exit_code == 2);
+  CHECK_THAT(deep.err, Catch::Contains("model 'mlp' splits into at most 3 stages"));
+  auto micro = test::run_gputrain("train --preset smoke --micro_batches 4 --output_dir " + (dir / "micro"));
+  CHECK(micro.exit_code == 2);
+  CHECK_THAT(micro.err, Catch::Contains("--micro_batches 4 needs --pipeline_stages 2 or more"));
+  CHECK_FALSE(std::filesystem::exists(dir / "lstm"));
+}
