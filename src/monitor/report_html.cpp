@@ -164,6 +164,50 @@ std::string epoch_table(const std::vector<nlohmann::json>& epochs) {
   return o.str();
 }
 
+// --pipeline_stages: each stage's device, pieces and parameters (the run's "pipeline" record), how
+// busy it was and the most bytes it held in a step (the step records), and the bubble against
+// the theoretical one.
+std::string pipeline_section(const nlohmann::json& plan, const std::vector<nlohmann::json>& steps) {
+  if (plan.is_null()) return "";
+  const size_t n = plan["stages"].size();
+  std::vector<Series> busy(n);
+  std::vector<double> busy_sum(n, 0), peak(n, 0);
+  double bubble_sum = 0;
+  size_t counted = 0;
+  for (size_t s = 0; s < n; ++s) busy[s].name = fmt::format("stage {}", s);
+  for (const auto& r : steps) {
+    if (!r.contains("pipeline")) continue;
+    const auto& p = r["pipeline"];
+    for (size_t s = 0; s < n && s < p["busy"].size(); ++s) {
+      busy[s].points.push_back({number(r, "step"), p["busy"][s].get<double>()});
+      busy_sum[s] += p["busy"][s].get<double>();
+      if (p.contains("stage_peak_bytes") && s < p["stage_peak_bytes"].size())
+        peak[s] = std::max(peak[s], p["stage_peak_bytes"][s].get<double>());
+    }
+    bubble_sum += number(p, "bubble");
+    ++counted;
+  }
+  std::ostringstream o;
+  o << "<h2>Pipeline stages</h2>"
+    << fmt::format("<p>{} stages x {} micro-batches, {} schedule: bubble {} measured (mean over logged steps), {}% "
+                   "in theory ((N - 1) / (M + N - 1))</p>",
+                   n, plan.value("micro_batches", 0), escape(plan.value("schedule", "")),
+                   counted ? num(100 * bubble_sum / static_cast<double>(counted)) + "%" : std::string("not"),
+                   num(100 * number(plan, "theoretical_bubble")))
+    << "<table><tr><th>stage</th><th>device</th><th>pieces</th><th>parameters</th><th>mean busy</th>"
+       "<th>peak bytes in a step</th></tr>";
+  for (size_t s = 0; s < n; ++s) {
+    const auto& st = plan["stages"][s];
+    o << fmt::format("<tr><td>{}</td><td>{}</td><td>{} .. {}</td><td>{}</td><td>{}</td><td>{}</td></tr>", s,
+                     escape(st.value("device", "")), escape(st.value("first", "")), escape(st.value("last", "")),
+                     with_commas(static_cast<int64_t>(number(st, "parameters"))),
+                     counted ? num(100 * busy_sum[s] / static_cast<double>(counted)) + "%" : std::string("-"),
+                     peak[s] > 0 ? format_bytes(peak[s]) : std::string("-"));
+  }
+  o << "</table>" << chart("Stage busy fraction (last step of each log window)", "step", busy);
+  return o.str();
+}
+
 }  // namespace
 
 std::string write_html_report(const std::string& run_dir) {
@@ -173,7 +217,8 @@ std::string write_html_report(const std::string& run_dir) {
   auto records = read_jsonl(dir / "metrics.jsonl");
   Series loss{"loss", {}}, lr{"lr", {}}, sps{"samples/s", {}}, acc{"test accuracy", {}}, test_loss{"test loss", {}};
   nlohmann::json summary;
-  std::vector<nlohmann::json> epochs, events;
+  std::vector<nlohmann::json> epochs, events, steps;
+  nlohmann::json pipeline;
   for (const auto& r : records) {
     std::string ev = r.value("event", "");
     double step = number(r, "step");
@@ -181,12 +226,15 @@ std::string write_html_report(const std::string& run_dir) {
       loss.points.push_back({step, number(r, "loss")});
       lr.points.push_back({step, number(r, "lr")});
       sps.points.push_back({step, number(r, "samples_per_sec")});
+      steps.push_back(r);
     } else if (ev == "eval") {
       // Classification runs chart accuracy, regression runs their mean absolute error.
       if (r.contains("test_mae")) acc.name = "test mae";
       acc.points.push_back({number(r, "epoch") + 1, number(r, r.contains("test_mae") ? "test_mae" : "test_accuracy")});
       test_loss.points.push_back({number(r, "epoch") + 1, number(r, "test_loss")});
       epochs.push_back(r);
+    } else if (ev == "pipeline") {
+      pipeline = r;
     } else if (ev == "summary") {
       summary = r;
     } else if (ev == "amp_fallback" || ev == "oom" || ev == "resume" || ev == "stopped") {
@@ -212,7 +260,7 @@ std::string write_html_report(const std::string& run_dir) {
     << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
     << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
     << chart("Throughput (samples/s)", "step", {sps});
-  o << epoch_table(epochs);
+  o << epoch_table(epochs) << pipeline_section(pipeline, steps);
   if (!events.empty()) {
     o << "<h2>Events</h2><ul>";
     for (const auto& e : events) {

@@ -61,6 +61,21 @@ class Fit {
   }
 
   FitResult run() {
+    if (const Pipeline* p = trainer_.pipeline()) {  // what the report's stage table shows
+      const auto& o = p->options();
+      nlohmann::json stages = nlohmann::json::array();
+      for (size_t i = 0; i < o.stages.size(); ++i) {
+        const Stage& st = o.stages[i];
+        stages.push_back({{"stage", i},
+                          {"device", st.device.str()},
+                          {"first", trainer_.model().pieces()[st.begin].name},
+                          {"last", trainer_.model().pieces()[st.end - 1].name},
+                          {"parameters", stage_parameters(trainer_.model(), st)}});
+      }
+      write({{"event", "pipeline"}, {"step", r_.step}, {"micro_batches", o.micro_batches},
+             {"schedule", c_.pipeline_schedule}, {"stages", stages},
+             {"theoretical_bubble", theoretical_bubble(static_cast<int64_t>(o.stages.size()), o.micro_batches)}});
+    }
     // A run stopped during the evaluation after its last step resumes to run that evaluation.
     auto has_work = [&](int64_t epoch) {
       return r_.step < total_steps_ || (epoch == first_epoch_ && first_batch_ > 0);
@@ -285,7 +300,7 @@ class Fit {
         const double step_ms = 1000.0 * secs / static_cast<double>(window_steps);
         double loss = 0;
         nlohmann::json ranks;
-        std::string ranks_line;
+        std::string log_tail;
         if (comm_) {
           // One all-reduce carries the loss (each rank's weighted by its share of the global
           // batch: the sum is the job's) and every rank's batch, step time and wait for the others.
@@ -300,19 +315,32 @@ class Fit {
           all = all.cpu();
           const auto* v = all.data_ptr<double>();
           loss = v[0] / static_cast<double>(window_steps);
-          ranks_line = " | batch/wait ms by rank:";
+          log_tail = " | batch/wait ms by rank:";
           for (int r = 0; r < world; ++r) {
             const double* f = v + 1 + 3 * r;
             ranks.push_back({{"rank", r}, {"batch", std::llround(f[0])}, {"step_ms", f[1]}, {"allreduce_ms", f[2]}});
-            ranks_line += fmt::format(" {}/{:.1f}", std::llround(f[0]), f[2]);
+            log_tail += fmt::format(" {}/{:.1f}", std::llround(f[0]), f[2]);
           }
         } else {
           loss = loss_sum.item<double>() / static_cast<double>(window_steps);
         }
+        // Pipeline stages: how busy each stage was in the last step, and the bubble.
+        nlohmann::json pipeline;
+        if (const Pipeline* p = trainer_.pipeline()) {
+          const PipelineStats& st = p->last_stats();
+          std::vector<double> busy;
+          log_tail = " | busy by stage:";
+          for (double b : st.busy_seconds) {
+            busy.push_back(st.seconds > 0 ? b / st.seconds : 0.0);
+            log_tail += fmt::format(" {:.0f}%", 100 * busy.back());
+          }
+          pipeline = {{"busy", busy}, {"bubble", st.bubble()}, {"peak_bytes", st.peak_bytes},
+                      {"stage_peak_bytes", st.stage_peak_bytes}};
+        }
         const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
         const double wait = train_loader_.take_wait_seconds();
         r_.wait_seconds += wait;
-        progress_.update(r_.step, epoch, loss, lr, sps, step_ms, ranks_line);
+        progress_.update(r_.step, epoch, loss, lr, sps, step_ms, log_tail);
         nlohmann::json rec = {{"event", "step"},    {"step", r_.step},
                               {"epoch", epoch},     {"loss", loss},
                               {"lr", lr},           {"samples_per_sec", sps},
@@ -322,6 +350,7 @@ class Fit {
           rec["allreduce_ms"] = ranks[comm_->rank()]["allreduce_ms"];
           rec["ranks"] = ranks;
         }
+        if (!pipeline.is_null()) rec["pipeline"] = pipeline;
         if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
         if (s_.recipe().grad_scaler && rec["loss_scale"].get<double>() < kCollapsedScale)
           fall_back_amp(rec["loss_scale"].get<double>(), epoch);

@@ -19,6 +19,16 @@
 #include "train/autocast.h"
 
 namespace gputrain {
+
+// The bytes a run's allocations hold: live and peak, in all and by the stage that allocated them
+// (a tensor one stage makes and the next frees is the first's).
+struct MemoryCounts {
+  std::mutex mu;
+  std::unordered_map<void*, std::pair<int64_t, int>> sizes;  // pointer -> (bytes, stage)
+  int64_t live = 0, peak = 0;
+  std::vector<int64_t> stage_live, stage_peak;
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -31,31 +41,31 @@ struct Aborted : std::exception {
   const char* what() const noexcept override { return "pipeline stage stopped: another stage failed"; }
 };
 
-// Counts the bytes the allocators hand out while it is installed in a thread (the hook ATen's
-// memory profiler uses): live bytes and their peak, over every stage thread of a run.
+// Installed in each stage thread for a run (the hook ATen's memory profiler uses): the allocators
+// report every allocation and free made there.
 class MemoryCounter : public c10::MemoryReportingInfoBase {
  public:
+  MemoryCounter(std::shared_ptr<MemoryCounts> counts, int stage) : counts_(std::move(counts)), stage_(stage) {}
   void reportMemoryUsage(void* ptr, int64_t size, size_t, size_t, c10::Device) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    auto& c = *counts_;
+    std::lock_guard<std::mutex> lock(c.mu);
     if (size > 0) {
-      sizes_[ptr] = size;
-      live_ += size;
-      peak_ = std::max(peak_, live_);
-    } else if (auto it = sizes_.find(ptr); it != sizes_.end()) {  // freed; allocated before the run: not counted
-      live_ -= it->second;
-      sizes_.erase(it);
+      c.sizes[ptr] = {size, stage_};
+      c.live += size;
+      c.peak = std::max(c.peak, c.live);
+      auto s = static_cast<size_t>(stage_);
+      c.stage_peak[s] = std::max(c.stage_peak[s], c.stage_live[s] += size);
+    } else if (auto it = c.sizes.find(ptr); it != c.sizes.end()) {  // allocated before the run: not counted
+      c.live -= it->second.first;
+      c.stage_live[static_cast<size_t>(it->second.second)] -= it->second.first;
+      c.sizes.erase(it);
     }
   }
   bool memoryProfilingEnabled() const override { return true; }
-  int64_t peak() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return peak_;
-  }
 
  private:
-  std::mutex mu_;
-  std::unordered_map<void*, int64_t> sizes_;
-  int64_t live_ = 0, peak_ = 0;
+  std::shared_ptr<MemoryCounts> counts_;
+  int stage_;
 };
 
 // (forward?, micro-batch) in the order stage `s` of `n` runs them.
@@ -79,6 +89,17 @@ std::vector<std::pair<bool, int64_t>> schedule_of(PipelineSchedule schedule, int
 }
 
 }  // namespace
+
+double PipelineStats::bubble() const {
+  if (busy_seconds.empty() || seconds <= 0) return 0;
+  double busy = 0;
+  for (double b : busy_seconds) busy += b;
+  return std::max(0.0, 1.0 - busy / (static_cast<double>(busy_seconds.size()) * seconds));
+}
+
+double theoretical_bubble(int64_t stages, int64_t micro_batches) {
+  return static_cast<double>(stages - 1) / static_cast<double>(micro_batches + stages - 1);
+}
 
 std::vector<Stage> cut_stages(const std::vector<double>& cost, int stages) {
   const size_t n = cost.size(), k = static_cast<size_t>(stages);
@@ -138,11 +159,16 @@ std::vector<Stage> split_model(Net& net, const std::string& name, const std::vec
   return out;
 }
 
+int64_t stage_parameters(const Net& net, const Stage& stage) {
+  int64_t params = 0;
+  for (size_t i = stage.begin; i < stage.end; ++i) params += piece_parameters(net.pieces()[i]);
+  return params;
+}
+
 std::string describe_stages(const Net& net, const std::vector<Stage>& stages) {
   std::string text;
   for (const auto& s : stages) {
-    int64_t params = 0;
-    for (size_t i = s.begin; i < s.end; ++i) params += piece_parameters(net.pieces()[i]);
+    const int64_t params = stage_parameters(net, s);
     const auto& first = net.pieces()[s.begin].name;
     const auto& last = net.pieces()[s.end - 1].name;
     text += fmt::format("{}{} {}{} ({} parameters)", text.empty() ? "" : " | ", s.device.str(), first,
@@ -202,7 +228,7 @@ void Pipeline::worker(int stage) {
     }
     std::exception_ptr error;
     try {
-      c10::DebugInfoGuard count(c10::DebugInfoKind::PROFILER_STATE, job.counter);
+      c10::DebugInfoGuard count(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<MemoryCounter>(job.counts, stage));
       run_stage(stage, job);
     } catch (...) {
       error = std::current_exception();
@@ -274,7 +300,9 @@ torch::Tensor Pipeline::run(const torch::Tensor& x, const torch::Tensor& y, cons
   std::vector<torch::Tensor> xs = x.chunk(opt_.micro_batches), ys = y.chunk(opt_.micro_batches);
   for (auto& t : xs) t = t.to(opt_.stages.front().device, /*non_blocking=*/true);
   for (auto& t : ys) t = t.to(opt_.stages.back().device, /*non_blocking=*/true);
-  auto counter = std::make_shared<MemoryCounter>();
+  auto counts = std::make_shared<MemoryCounts>();
+  counts->stage_live.assign(opt_.stages.size(), 0);
+  counts->stage_peak.assign(opt_.stages.size(), 0);
   {
     std::unique_lock<std::mutex> lock(mu_);
     mail_.clear();
@@ -283,14 +311,15 @@ torch::Tensor Pipeline::run(const torch::Tensor& x, const torch::Tensor& y, cons
     stats_.busy_seconds.assign(opt_.stages.size(), 0);
     aborted_ = false;
     done_ = 0;
-    job_ = {&xs, &ys, &loss, &scale, counter};
+    job_ = {&xs, &ys, &loss, &scale, counts};
     ++generation_;
     cv_.notify_all();
     cv_.wait(lock, [&] { return done_ == static_cast<int>(opt_.stages.size()); });
     mail_.clear();
   }
   stats_.seconds = since(start);
-  stats_.peak_bytes = counter->peak();
+  stats_.peak_bytes = counts->peak;
+  stats_.stage_peak_bytes = counts->stage_peak;
   // The failure itself, not a stage that stopped because of it.
   std::exception_ptr error;
   for (const auto& e : errors_) {

@@ -13,7 +13,6 @@
 #include <tuple>
 #include <vector>
 
-#include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/types.h>
 
 #include "models/registry.h"
@@ -24,6 +23,8 @@ namespace gputrain {
 // 1F1B: after a warm-up of (stages - stage - 1) forwards, one forward then one backward, so a
 // stage holds at most `stages` micro-batches' activations.
 enum class PipelineSchedule { kGpipe, k1f1b };
+
+struct MemoryCounts;  // pipeline.cpp
 
 struct Stage {
   size_t begin = 0, end = 0;  // pieces [begin, end) of the model
@@ -44,7 +45,14 @@ struct PipelineStats {
   double seconds = 0;                // wall time of the run
   std::vector<double> busy_seconds;  // per stage: time in its forwards and backwards
   int64_t peak_bytes = 0;            // the most bytes the run's allocations held at once
+  std::vector<int64_t> stage_peak_bytes;  // the same, by the stage that allocated them
+
+  // The fraction of stage time spent idle: 1 - busy / (stages x wall time).
+  double bubble() const;
 };
+
+// GPipe's and 1F1B's idle fraction with equal stages and no transfer cost: (N - 1) / (M + N - 1).
+double theoretical_bubble(int64_t stages, int64_t micro_batches);
 
 // The cut points for `stages` stages over pieces of these costs (parameter counts or measured
 // times): consecutive ranges, none empty, with the largest stage cost as small as possible.
@@ -54,6 +62,9 @@ std::vector<Stage> cut_stages(const std::vector<double>& piece_costs, int stages
 // moves each stage's pieces to its device. A usage error when the model has no pieces (it cannot
 // be split) or fewer pieces than stages.
 std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices);
+
+// The parameters (trainable tensors' elements) of a stage's pieces.
+int64_t stage_parameters(const Net& net, const Stage& stage);
 
 // One line for the device report: "cpu fc1-fc2 (8,448 parameters) | cpu fc3 (330 parameters)".
 std::string describe_stages(const Net& net, const std::vector<Stage>& stages);
@@ -85,7 +96,7 @@ class Pipeline {
     const std::vector<torch::Tensor>* ys = nullptr;
     const LossFn* loss = nullptr;
     const ScaleFn* scale = nullptr;
-    std::shared_ptr<c10::DebugInfoBase> counter;  // counts the run's allocations in every stage thread
+    std::shared_ptr<MemoryCounts> counts;  // the run's allocations, counted in every stage thread
   };
 
   Net& net_;
