@@ -200,6 +200,21 @@ TEST_CASE("pipeline: the smoke preset trains on 2 stages; what cannot be split i
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("pipeline              2 stages x 4 micro-batches, 1f1b: cpu"));
+  // Every logged step says how busy each stage was; the report has the stage table.
+  for (const auto& rec : test::read_jsonl(dir / "run/metrics.jsonl"))
+    if (rec["event"] == "step") CHECK(rec["pipeline"]["busy"].size() == 2);
+  CHECK_THAT(test::read_file(dir / "run/report.html"), Catch::Contains("<h2>Pipeline stages</h2>"));
+
+  auto b = test::run_gputrain("benchmark --preset smoke --pipeline_stages 3 --micro_batches 6 --pipeline_schedule gpipe "
+                              "--variants baseline --steps 4 --warmup_steps 1 --json " + (dir / "b.json"));
+  INFO(b.out << b.err);
+  REQUIRE(b.exit_code == 0);
+  CHECK_THAT(b.out, Catch::Contains("pipeline (baseline): 3 stages x 6 micro-batches, gpipe: bubble"));
+  const auto p = nlohmann::json::parse(test::read_file(dir / "b.json"))["variants"][0]["pipeline"];
+  CHECK(p["theoretical_bubble"].get<double>() == Approx(2.0 / 8.0));
+  CHECK(p["busy"].size() == 3);
+  CHECK(p["bubble"].get<double>() >= 0);
+  CHECK(p["bubble"].get<double>() < 1);
 
   auto lstm = test::run_gputrain("train --preset smoke --dataset synthetic --input_shape 8x4 --model lstm --pipeline_stages 2 "
                                  "--output_dir " + (dir / "lstm"));

@@ -105,6 +105,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
     reset_peak_rss();
   }
   trainer.take_comm_seconds();  // the warm-up's
+  if (trainer.pipeline()) trainer.pipeline()->take_totals();
 
   double wall = 0, wait = 0;
   for (int64_t rep = 0; rep < s.repeats; ++rep) {
@@ -143,6 +144,17 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
   r.peak_memory_bytes = recipe.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
   r.comm_ms = r.step_ms.empty() ? 0 : 1000.0 * trainer.take_comm_seconds() / static_cast<double>(r.step_ms.size());
+  if (Pipeline* p = trainer.pipeline()) {
+    const PipelineStats t = p->take_totals();
+    PipelineResult pr;
+    pr.stages = static_cast<int64_t>(p->options().stages.size());
+    pr.micro_batches = p->options().micro_batches;
+    pr.schedule = c.pipeline_schedule;
+    pr.bubble = t.bubble();
+    pr.theoretical = theoretical_bubble(pr.stages, pr.micro_batches);
+    for (double b : t.busy_seconds) pr.busy.push_back(t.seconds > 0 ? b / t.seconds : 0);
+    r.pipeline = pr;
+  }
   r.loss = loss_sum.defined() ? loss_sum.item<double>() / static_cast<double>(s.steps) : std::nan("");
   return r;
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,14 @@
 namespace gputrain {
 
 class Comm;
+
+// --pipeline_stages: the stages over a variant's timed steps.
+struct PipelineResult {
+  int64_t stages = 0, micro_batches = 0;
+  std::string schedule;
+  double bubble = 0, theoretical = 0;  // idle fraction measured, and (N - 1) / (M + N - 1)
+  std::vector<double> busy;            // per stage: its share of the pipeline's wall time
+};
 
 struct VariantResult {
   std::string name, description, skipped;
@@ -28,6 +37,7 @@ struct VariantResult {
   bool loss_drift = false;        // loss differs from the baseline's beyond tolerance
   bool interrupted = false;       // a SIGINT/SIGTERM stopped it: no figures
   double comm_ms = 0;             // data parallel: per step, the wait for the gradients' all-reduce
+  std::optional<PipelineResult> pipeline;
 };
 
 // Called with (step, total steps) while a variant runs, for the progress line.

@@ -190,6 +190,12 @@ Pipeline::~Pipeline() {
   for (auto& t : threads_) t.join();
 }
 
+PipelineStats Pipeline::take_totals() {
+  PipelineStats t = std::move(totals_);
+  totals_ = {};
+  return t;
+}
+
 void Pipeline::set_amp(bool amp, torch::ScalarType dtype) {
   opt_.amp = amp;
   opt_.amp_dtype = dtype;
@@ -320,6 +326,14 @@ torch::Tensor Pipeline::run(const torch::Tensor& x, const torch::Tensor& y, cons
   stats_.seconds = since(start);
   stats_.peak_bytes = counts->peak;
   stats_.stage_peak_bytes = counts->stage_peak;
+  totals_.seconds += stats_.seconds;
+  totals_.busy_seconds.resize(stats_.busy_seconds.size(), 0);
+  totals_.stage_peak_bytes.resize(stats_.busy_seconds.size(), 0);
+  for (size_t s = 0; s < stats_.busy_seconds.size(); ++s) {
+    totals_.busy_seconds[s] += stats_.busy_seconds[s];
+    totals_.stage_peak_bytes[s] = std::max(totals_.stage_peak_bytes[s], stats_.stage_peak_bytes[s]);
+  }
+  totals_.peak_bytes = std::max(totals_.peak_bytes, stats_.peak_bytes);
   // The failure itself, not a stage that stopped because of it.
   std::exception_ptr error;
   for (const auto& e : errors_) {

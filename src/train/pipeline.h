@@ -89,6 +89,8 @@ class Pipeline {
   void set_amp(bool amp, torch::ScalarType dtype);
   const PipelineOptions& options() const { return opt_; }
   const PipelineStats& last_stats() const { return stats_; }
+  // The runs since the last call added up (seconds and busy seconds summed, peaks the largest).
+  PipelineStats take_totals();
 
  private:
   struct Job {
@@ -101,7 +103,7 @@ class Pipeline {
 
   Net& net_;
   PipelineOptions opt_;
-  PipelineStats stats_;
+  PipelineStats stats_, totals_;
   std::vector<std::thread> threads_;
 
   // Work handed to the stage threads, one generation per run().
