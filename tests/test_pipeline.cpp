@@ -228,3 +228,47 @@ TEST_CASE("pipeline: the smoke preset trains on 2 stages; what cannot be split i
   CHECK_THAT(micro.err, Catch::Contains("--micro_batches 4 needs --pipeline_stages 2 or more"));
   CHECK_FALSE(std::filesystem::exists(dir / "lstm"));
 }
+
+TEST_CASE("pipeline: a one-device run resumes with stages and ends where the one-device run does", "[pipeline][cli]") {
+  test::TempDir dir;
+  const std::string mlp = kTrain + "--model mlp --input_shape 12 --width 16 --batch_size 64 --max_steps 0 --lr_schedule constant --warmup_steps 0 ";
+  auto whole = test::run_gputrain(mlp + "--epochs 2 --output_dir " + (dir / "whole") + " --export " + (dir / "whole.st"));
+  REQUIRE(whole.exit_code == 0);
+  REQUIRE(test::run_gputrain(mlp + "--epochs 1 --output_dir " + (dir / "run")).exit_code == 0);
+  auto resumed = test::run_gputrain(mlp + "--epochs 2 --resume auto --pipeline_stages 2 --micro_batches 4 --output_dir " +
+                                    (dir / "run") + " --export " + (dir / "resumed.st"));
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("resumed from") && Catch::Contains("pipeline              2 stages"));
+  check_same_weights(dir / "whole.st", dir / "resumed.st");
+}
+
+// Two GPUs or more: the stages on cuda:0 and cuda:1 (activations and gradients copied between
+// them), against one GPU accumulating the same micro-batches; and fp16, whose overflow check
+// sees the gradients of both devices.
+TEST_CASE("cuda: pipeline stages on 2 GPUs train the weights of one GPU, fp16 too", "[cuda]") {
+  if (torch::cuda::device_count() < 2) {
+    WARN("skipped: pipeline stages on GPUs need 2, this machine has " << torch::cuda::device_count());
+    return;
+  }
+  test::TempDir dir;
+  const std::string gpu = kTrain + "--device cuda --no-tf32 --model transformer --input_shape 6x4 --width 16 --depth 2 ";
+  auto one = test::run_gputrain(gpu + "--batch_size 16 --accumulation_steps 4 --output_dir " + (dir / "one") + " --export " +
+                                (dir / "one.st"));
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  auto two = test::run_gputrain(gpu + "--pipeline_stages 2 --micro_batches 4 --batch_size 64 --output_dir " + (dir / "two") +
+                                " --export " + (dir / "two.st"));
+  INFO(two.out << two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.out, Catch::Contains("cuda:0") && Catch::Contains("cuda:1"));
+  auto wa = load_safetensors(dir / "one.st"), wb = load_safetensors(dir / "two.st");
+  for (const auto& [name, t] : wa) {
+    INFO(name);
+    CHECK(torch::allclose(t, wb.at(name), 1e-4, 1e-5));
+  }
+  auto fp16 = test::run_gputrain("train --preset smoke --device cuda --use_amp --amp_dtype fp16 --pipeline_stages 2 "
+                                 "--output_dir " + (dir / "fp16"));
+  INFO(fp16.out << fp16.err);
+  CHECK(fp16.exit_code == 0);
+}
