@@ -216,6 +216,13 @@ TEST_CASE("pipeline: the smoke preset trains on 2 stages; what cannot be split i
   CHECK(p["bubble"].get<double>() >= 0);
   CHECK(p["bubble"].get<double>() < 1);
 
+  // --stage_balance time: cut by a measured profile of the pieces, and the run still trains.
+  auto timed = test::run_gputrain("train --preset smoke --model resnet18 --width 4 --pipeline_stages 3 --stage_balance time "
+                                  "--max_steps 2 --output_dir " + (dir / "timed"));
+  INFO(timed.out << timed.err);
+  CHECK(timed.exit_code == 0);
+  CHECK_THAT(timed.out, Catch::Contains("cut by measured piece times (ms: "));
+
   auto lstm = test::run_gputrain("train --preset smoke --dataset synthetic --input_shape 8x4 --model lstm --pipeline_stages 2 "
                                  "--output_dir " + (dir / "lstm"));
   CHECK(lstm.exit_code == 2);

@@ -124,7 +124,7 @@ struct Config {
   int64_t pipeline_stages = 1;            // consecutive stages of the model, each on its own device (CPU: thread)
   int64_t micro_batches = kAuto;          // micro-batches per batch flowing through the stages; auto: 4 per stage
   std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b
-  std::string stage_balance = "params";   // where the cuts go: equal parameter counts
+  std::string stage_balance = "params";   // where the cuts go: by parameter counts, or by measured piece times
   bool deterministic = false;     // deterministic algorithms (bit-identical resumes)
   double monitor_interval = 1.0;  // seconds between monitor.csv samples; 0 = off
   int64_t log_every = 50;

@@ -245,8 +245,9 @@ std::vector<Field> make_fields() {
       {"stage_balance",
        &C::stage_balance,
        "parallel",
-       "where the stages are cut: params = the largest stage's parameter count as small as possible",
-       {"params"}},
+       "where the stages are cut, making the largest stage as small as possible: params = by parameter counts, time = by "
+       "a short profile of each piece's forward and backward",
+       {"params", "time"}},
       {"deterministic", &C::deterministic, "speed", "deterministic algorithms (bit-identical resume)"},
   };
 }

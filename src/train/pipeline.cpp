@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/device_cuda.h"
 #include "core/text.h"
 #include "train/autocast.h"
 
@@ -140,7 +141,8 @@ int64_t piece_parameters(const Piece& p) {
 
 }  // namespace
 
-std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices) {
+std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices,
+                               std::vector<double> costs) {
   const auto& pieces = net.pieces();
   const int stages = static_cast<int>(devices.size());
   if (pieces.empty())
@@ -149,14 +151,51 @@ std::vector<Stage> split_model(Net& net, const std::string& name, const std::vec
   if (static_cast<int>(pieces.size()) < stages)
     throw usage_error(fmt::format("--pipeline_stages {}: model '{}' splits into at most {} stages", stages, name, pieces.size()),
                       "use fewer stages, or a deeper model (--depth)");
-  std::vector<double> costs;
-  for (const auto& p : pieces) costs.push_back(static_cast<double>(piece_parameters(p)));
+  if (costs.empty())
+    for (const auto& p : pieces) costs.push_back(static_cast<double>(piece_parameters(p)));
   auto out = cut_stages(costs, stages);
   for (size_t s = 0; s < out.size(); ++s) {
     out[s].device = devices[s];
     place_pieces(net, out[s].begin, out[s].end, devices[s]);
   }
   return out;
+}
+
+std::vector<double> piece_seconds(Net& net, const torch::Tensor& x) {
+  const auto& pieces = net.pieces();
+  const int dev = x.is_cuda() ? x.device().index() : -1;
+  auto sync = [&] {
+    if (dev >= 0) cuda_synchronize(dev);
+  };
+  constexpr int kRuns = 3;
+  std::vector<std::vector<double>> runs(pieces.size());
+  for (int run = 0; run <= kRuns; ++run) {  // run 0 warms up
+    std::vector<torch::Tensor> outs;
+    std::vector<double> forward;
+    torch::Tensor h = x;
+    for (const auto& p : pieces) {
+      torch::Tensor in = h.detach();
+      if (&p != &pieces.front() && in.is_floating_point()) in.requires_grad_(true);
+      sync();
+      const auto t0 = Clock::now();
+      outs.push_back(p.run(in));
+      sync();
+      forward.push_back(since(t0));
+      h = outs.back();
+    }
+    for (size_t i = pieces.size(); i-- > 0;) {
+      const auto t0 = Clock::now();
+      torch::autograd::backward({outs[i]}, {torch::ones_like(outs[i])});
+      sync();
+      if (run > 0) runs[i].push_back(forward[i] + since(t0));
+    }
+  }
+  std::vector<double> seconds;
+  for (auto& r : runs) {
+    std::sort(r.begin(), r.end());
+    seconds.push_back(r[r.size() / 2]);
+  }
+  return seconds;
 }
 
 int64_t stage_parameters(const Net& net, const Stage& stage) {

@@ -58,10 +58,16 @@ double theoretical_bubble(int64_t stages, int64_t micro_batches);
 // times): consecutive ranges, none empty, with the largest stage cost as small as possible.
 std::vector<Stage> cut_stages(const std::vector<double>& piece_costs, int stages);
 
-// --pipeline_stages: cuts `net` (model `name`) into one stage per device by parameter count and
-// moves each stage's pieces to its device. A usage error when the model has no pieces (it cannot
-// be split) or fewer pieces than stages.
-std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices);
+// --pipeline_stages: cuts `net` (model `name`) into one stage per device by `costs` per piece
+// (empty: parameter counts) and moves each stage's pieces to its device. A usage error when the
+// model has no pieces (it cannot be split) or fewer pieces than stages.
+std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices,
+                               std::vector<double> costs = {});
+
+// --stage_balance time: each piece's forward and backward seconds on `x` (the median of 3 runs
+// after a warm-up, each piece on its own detached input), on the model's device. The caller
+// keeps the buffers and random generators; the parameters' gradients are left for it to clear.
+std::vector<double> piece_seconds(Net& net, const torch::Tensor& x);
 
 // The parameters (trainable tensors' elements) of a stage's pieces.
 int64_t stage_parameters(const Net& net, const Stage& stage);

@@ -19,6 +19,7 @@
 #include "train/keep_state.h"
 #include "train/optim.h"
 #include "train/resolve_recipe.h"
+#include "train/autocast.h"
 
 namespace gputrain {
 namespace {
@@ -64,31 +65,16 @@ std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world)
   return out;
 }
 
-// `stage_devices`: --pipeline_stages' devices (empty: the whole model on recipe.device).
-std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, const Dataset& train,
-                                       const std::vector<torch::Device>& stage_devices) {
+std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, const Dataset& train) {
   // Regression models output one value per target.
   const int64_t outputs = train.is_regression() ? train.target_numel() : train.num_classes();
   NetPtr model = make_model(c.model, model_spec(c, train.sample_shape(), outputs));
   model->to(recipe.device);
   if (recipe.channels_last) to_channels_last(*model);
-  std::vector<Stage> stages;
-  if (!stage_devices.empty()) stages = split_model(*model, c.model, stage_devices);
   auto optimizer = make_optimizer(c, *model, recipe.fused_optimizer);  // after the moves: it must hold the final tensors
-  auto trainer = std::make_unique<Trainer>(
+  return std::make_unique<Trainer>(
       model, std::move(optimizer), recipe,
       TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});
-  if (!stages.empty()) {
-    PipelineOptions o;
-    o.stages = stages;
-    o.micro_batches = c.micro_batches;
-    o.schedule = c.pipeline_schedule == "gpipe" ? PipelineSchedule::kGpipe : PipelineSchedule::k1f1b;
-    o.threads_per_stage = std::max(1, at::get_num_threads() / static_cast<int>(stages.size()));
-    o.amp = recipe.amp;
-    o.amp_dtype = recipe.amp_dtype;
-    trainer->set_pipeline(std::make_unique<Pipeline>(*model, o));
-  }
-  return trainer;
 }
 
 }  // namespace
@@ -123,14 +109,8 @@ Session::Session(const Config& requested, SessionOptions options) : rc_(requeste
   resolve_from_data();
 
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
-  trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train, stage_devices());
-  if (const Pipeline* p = trainer_->pipeline()) {
-    const auto& o = p->options();
-    recipe_.report.push_back(
-        {"pipeline", fmt::format("{} stages x {} micro-batches, {}: {}; {} intra-op thread{} per stage", o.stages.size(),
-                                 o.micro_batches, rc_.resolved.pipeline_schedule, describe_stages(trainer_->model(), o.stages),
-                                 o.threads_per_stage, o.threads_per_stage == 1 ? "" : "s")});
-  }
+  trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train);
+  if (rc_.resolved.pipeline_stages > 1) make_stages();
   if (comm_) {
     // Every rank starts from rank 0's weights and buffers (the same seed makes them equal
     // already; a resume loads them on every rank; this makes it certain).
@@ -195,6 +175,48 @@ void Session::plan_stages() {
   const std::string why = "not with pipeline stages";
   if (c.cuda_graphs) rc_.decide("cuda_graphs", false, why + " (yet)");
   if (c.auto_batch_size) rc_.decide("auto_batch_size", false, why + ": each stage's device has its own memory");
+}
+
+void Session::make_stages() {
+  const Config& c = rc_.resolved;
+  Net& net = trainer_->model();
+  const auto devices = stage_devices();
+  std::vector<double> costs;  // empty: by parameter count
+  std::string measured;
+  if (c.stage_balance == "time" && !net.pieces().empty()) {
+    // Each piece's forward and backward on one micro-batch of training data, on this device, in
+    // the run's precision; the generators and batch-norm statistics are put back.
+    LoaderOptions o = eval_loader_options(std::max<int64_t>(1, c.batch_size / c.micro_batches));
+    o.num_workers = 0;
+    Loader loader(data_->train, o);
+    loader.start_epoch(0);
+    const auto batch = loader.next();
+    if (!batch) throw runtime_error("--stage_balance time: no training batch to time");
+    KeepRng keep_rng(recipe_.device);
+    TensorSnapshot buffers(net, /*with_parameters=*/false);
+    net.train();
+    {
+      AutocastGuard autocast(recipe_.amp, recipe_.device.type(), recipe_.amp_dtype);
+      costs = piece_seconds(net, batch->x);
+    }
+    buffers.restore();
+    trainer_->optimizer().zero_grad(/*set_to_none=*/true);
+    std::vector<std::string> ms;
+    for (double s : costs) ms.push_back(fmt::format("{:.2f}", 1000 * s));
+    measured = fmt::format("; cut by measured piece times (ms: {})", join(ms, " "));
+  }
+  PipelineOptions o;
+  o.stages = split_model(net, c.model, devices, costs);
+  o.micro_batches = c.micro_batches;
+  o.schedule = c.pipeline_schedule == "gpipe" ? PipelineSchedule::kGpipe : PipelineSchedule::k1f1b;
+  o.threads_per_stage = std::max(1, at::get_num_threads() / static_cast<int>(o.stages.size()));
+  o.amp = recipe_.amp;
+  o.amp_dtype = recipe_.amp_dtype;
+  trainer_->set_pipeline(std::make_unique<Pipeline>(net, o));
+  recipe_.report.push_back(
+      {"pipeline", fmt::format("{} stages x {} micro-batches, {}: {}; {} intra-op thread{} per stage{}", o.stages.size(),
+                               o.micro_batches, c.pipeline_schedule, describe_stages(net, o.stages), o.threads_per_stage,
+                               o.threads_per_stage == 1 ? "" : "s", measured)});
 }
 
 std::vector<torch::Device> Session::stage_devices() const {

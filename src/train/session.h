@@ -106,6 +106,7 @@ class Session {
   void check_precision();     // --amp_check
   void join_ranks();          // data parallel: this rank's device and batch size
   void plan_stages();         // --pipeline_stages: micro-batches, and what does not combine with stages
+  void make_stages();         // --pipeline_stages: cut the model, place the stages, hand the Trainer its pipeline
   std::vector<torch::Device> stage_devices() const;  // empty without stages
   void balance_ranks();       // --balance auto
 };

@@ -110,6 +110,11 @@ int Trainer::set_comm(Comm* comm, double share, double bucket_mb, bool sync_bn) 
   return static_cast<int>(sync_norms_.size());
 }
 
+void Trainer::set_pipeline(std::unique_ptr<Pipeline> pipeline) {
+  pipeline_ = std::move(pipeline);
+  if (ema_) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);  // before any step: the weights themselves
+}
+
 void Trainer::set_precision(const Recipe& precision) {
   ctx_.amp = precision.amp;
   ctx_.amp_dtype = precision.amp_dtype;

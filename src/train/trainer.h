@@ -70,8 +70,8 @@ class Trainer {
   double take_comm_seconds() { return sync_ ? sync_->take_wait_seconds() : 0; }
 
   // --pipeline_stages: every loader batch runs through `pipeline`'s stages in micro-batches
-  // (the model's pieces already placed on the stages' devices).
-  void set_pipeline(std::unique_ptr<Pipeline> pipeline) { pipeline_ = std::move(pipeline); }
+  // (the model's pieces already placed on the stages' devices; the EMA copy is taken again there).
+  void set_pipeline(std::unique_ptr<Pipeline> pipeline);
   Pipeline* pipeline() { return pipeline_.get(); }
 
   // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
