@@ -194,7 +194,7 @@ TEST_CASE("pipeline: 10 steps with stages train the weights of one device accumu
   }
 }
 
-TEST_CASE("pipeline: the smoke preset trains on 2 stages; what cannot be split is exit 2 in one line", "[pipeline][cli]") {
+TEST_CASE("pipeline: the smoke preset trains on 2 stages, and what cannot be split is exit 2 in one line", "[pipeline][cli]") {
   test::TempDir dir;
   auto r = test::run_gputrain("train --pipeline_stages 2 --micro_batches 4 --preset smoke --output_dir " + (dir / "run"));
   INFO(r.out << r.err);
