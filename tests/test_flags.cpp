@@ -264,9 +264,12 @@ TEST_CASE("command-local flags, and a local flag shadowing a field", "[flags]") 
   CHECK(b.positionals == std::vector<std::string>{"0.5"});
   CHECK(b.take_switch("lr"));
 
-  Args c = parse_command_line({"--json", "--no-json"}, {{"json", false}}, false);
-  CHECK(c.take_switch("json"));
+  // Given twice, the later one counts and none is left over (it would read as unknown).
+  Args c = parse_command_line({"--json", "--no-json", "--variants", "all", "--variants", "baseline"},
+                              {{"json", false}, {"variants", true}}, false);
   CHECK_FALSE(c.take_switch("json"));
+  CHECK(c.take_value("variants") == "baseline");
+  CHECK(c.flags.empty());
   Args d = parse_command_line({"--checkpoint"}, {{"checkpoint", true}}, false);
   CHECK(d.take_value("checkpoint") == "");  // given bare: the command says it needs a file
 }

@@ -27,7 +27,7 @@ say() { echo "setup: $*"; }
 
 # --- Debian packages --------------------------------------------------------------------
 apt_packages=(cmake ninja-build ccache g++ libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev libturbojpeg0-dev libpng-dev
-              libgloo-dev dataset-fashion-mnist clang libclang-rt-14-dev)  # clang: the libFuzzer targets; libgloo-dev: the headers torch's ProcessGroupGloo.hpp includes (src/dist/comm.cpp)
+              libgloo-dev dataset-fashion-mnist clang libclang-rt-14-dev shellcheck)  # clang: the libFuzzer targets; shellcheck: scripts/ are tested with it; libgloo-dev: the headers torch's ProcessGroupGloo.hpp includes (src/dist/comm.cpp)
 if [ "${GPUTRAIN_SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do

@@ -11,20 +11,29 @@
 
 namespace gputrain {
 
+namespace {
+
+// The last of `name`'s occurrences (a flag given twice: the later one wins, as for the config
+// flags), with every occurrence removed so none is left over as unknown.
+std::optional<FlagArg> take_last(std::vector<FlagArg>& flags, const std::string& name) {
+  std::optional<FlagArg> last;
+  for (const auto& f : flags)
+    if (f.name == name) last = f;
+  flags.erase(std::remove_if(flags.begin(), flags.end(), [&](const FlagArg& f) { return f.name == name; }), flags.end());
+  return last;
+}
+
+}  // namespace
+
 bool Args::take_switch(const std::string& name) {
-  auto it = std::find_if(flags.begin(), flags.end(), [&](const FlagArg& f) { return f.name == name; });
-  if (it == flags.end()) return false;
-  bool on = !it->negated && (!it->value || *it->value == "true" || *it->value == "1");
-  flags.erase(it);
-  return on;
+  const auto f = take_last(flags, name);
+  return f && !f->negated && (!f->value || *f->value == "true" || *f->value == "1");
 }
 
 std::optional<std::string> Args::take_value(const std::string& name) {
-  auto it = std::find_if(flags.begin(), flags.end(), [&](const FlagArg& f) { return f.name == name; });
-  if (it == flags.end()) return std::nullopt;
-  std::string v = it->value.value_or("");
-  flags.erase(it);
-  return v;
+  const auto f = take_last(flags, name);
+  if (!f) return std::nullopt;
+  return f->value.value_or("");
 }
 
 namespace {

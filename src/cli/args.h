@@ -14,7 +14,8 @@ struct Args {
 
   // Removes a boolean command-local flag (like --json or --help) and says whether it was set.
   bool take_switch(const std::string& name);
-  // Removes a command-local flag with a value; nullopt when absent, "" when given bare.
+  // Removes a command-local flag with a value; nullopt when absent, "" when given bare. Given
+  // twice, the later one counts (as for the configuration flags).
   std::optional<std::string> take_value(const std::string& name);
 };
 

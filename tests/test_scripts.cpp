@@ -1,0 +1,96 @@
+// The start scripts (scripts/): shellcheck-clean, each runs the smoke preset to exit 0 with its
+// outputs, a SIGTERM reaches gputrain (exit 143 and a checkpoint), bad settings are exit 2.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+
+using namespace gputrain;
+
+namespace {
+
+const std::string kScripts = std::string(GPUTRAIN_SOURCE_DIR) + "/scripts/";
+
+// Runs `line` under sh with the output in `log`; returns the exit code (128 + n for a signal).
+int shell(const std::string& line, const std::string& log) {
+  const int status = std::system((line + " >" + log + " 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string env(const std::string& run) {
+  return "GPUTRAIN=" + std::string(test::gputrain_exe()) + " PRESET=smoke RUN_DIR=" + run + " ";
+}
+
+}  // namespace
+
+TEST_CASE("scripts: shellcheck finds nothing", "[scripts]") {
+  if (std::system("command -v shellcheck >/dev/null") != 0) {
+    WARN("skipped: shellcheck is not installed (tools/setup.sh installs it)");
+    return;
+  }
+  test::TempDir dir;
+  const int code = shell("cd " + std::string(GPUTRAIN_SOURCE_DIR) + " && shellcheck -x scripts/*.sh", dir / "log");
+  INFO(test::read_file(dir / "log"));
+  CHECK(code == 0);
+}
+
+TEST_CASE("scripts: train, infer, train_then_infer on 2 ranks and benchmark run the smoke preset", "[scripts]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  CHECK(shell(env(run) + kScripts + "train.sh --epochs 1", dir / "train.log") == 0);
+  CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
+  // The same line again continues the run (--resume auto): one more epoch.
+  CHECK(shell(env(run) + kScripts + "train.sh --epochs 2", dir / "again.log") == 0);
+  CHECK_THAT(test::read_file(dir / "again.log"), Catch::Contains("resumed from"));
+  CHECK(shell(env(run) + kScripts + "infer.sh", dir / "infer.log") == 0);
+  CHECK(std::filesystem::exists(run + "/predictions.csv"));
+
+  const std::string both = dir / "both";
+  const int code = shell(env(both) + "NUM_GPUS=2 " + kScripts + "train_then_infer.sh --epochs 1", dir / "both.log");
+  INFO(test::read_file(dir / "both.log"));
+  CHECK(code == 0);
+  CHECK_THAT(test::read_file(dir / "both.log"), Catch::Contains("[rank0]"));  // gputrain launch ran the ranks
+  CHECK(std::filesystem::exists(both + "/predictions.csv"));
+
+  CHECK(shell(env(run) + "OUT=" + (dir / "b.md") + " " + kScripts + "benchmark.sh --variants baseline --steps 2 --warmup_steps 1",
+              dir / "bench.log") == 0);
+  CHECK_THAT(test::read_file(dir / "b.md"), Catch::Contains("| baseline |"));
+
+  // Bad settings: one line, exit 2.
+  CHECK(shell(env(run) + "NUM_GPUS=two " + kScripts + "train.sh", dir / "bad.log") == 2);
+  CHECK_THAT(test::read_file(dir / "bad.log"), Catch::Contains("NUM_GPUS='two' is not a positive number or auto"));
+  CHECK(shell(env(dir / "none") + kScripts + "infer.sh", dir / "none.log") == 2);
+  CHECK(shell(env(run) + "GPUTRAIN=/nonexistent " + kScripts + "train.sh", dir / "nobin.log") == 2);
+}
+
+TEST_CASE("scripts: SIGTERM to train.sh reaches gputrain: exit 143 and a checkpoint", "[scripts]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  const std::string cmd = env(run) + "exec " + kScripts + "train.sh --epochs 50 --log_every 3 --num_workers 0 >" +
+                          (dir / "out") + " 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto training = [&] {
+    std::ifstream in(run + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (line.find("\"event\":\"step\"") != std::string::npos) return true;
+    return false;
+  };
+  for (int i = 0; i < 600 && !training(); ++i) usleep(100000);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  INFO(test::read_file(dir / "out"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 143);
+  CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
+}
