@@ -16,7 +16,9 @@ if [ ! -d "$cache/torch/include" ]; then
   unzip -q -o "$cache"/wheel/torch-*.whl 'torch/include/*' -d "$cache"
   rm -rf "$cache/wheel"
 fi
-python3 - "$build/compile_commands.json" "$cache/torch/include" "$@" <<'EOF' | xargs -0 -P "$(nproc)" -I{} bash -c '{}'
+list="$(mktemp)"
+trap 'rm -f "$list"' EXIT
+python3 - "$build/compile_commands.json" "$cache/torch/include" "$@" >"$list" <<'EOF'
 import json, re, shlex, sys
 commands, include, only = sys.argv[1], sys.argv[2], sys.argv[3:]
 for e in json.load(open(commands)):
@@ -37,4 +39,10 @@ for e in json.load(open(commands)):
     cmd = "cd " + shlex.quote(e["directory"]) + " && " + " ".join(map(shlex.quote, out)) + " -fsyntax-only"
     print(f"{cmd} || {{ echo 'torch headers: {f} does not compile' >&2; exit 255; }}", end="\0")
 EOF
-echo "torch headers: every source compiles against torch ${version}"
+count="$(tr -cd '\0' <"$list" | wc -c)"
+if [ "$count" -eq 0 ]; then
+  echo "torch headers: no torch-using source in build/compile_commands.json matches ${*:-the build}" >&2
+  exit 2
+fi
+xargs -0 -P "$(nproc)" -I{} bash -c '{}' <"$list"
+echo "torch headers: all ${count} sources compile against torch ${version}"

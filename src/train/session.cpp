@@ -1,6 +1,7 @@
 // The Session: one run's pieces, built once, in one order, for every command.
 #include "train/session.h"
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include <algorithm>
