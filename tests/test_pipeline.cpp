@@ -241,6 +241,11 @@ TEST_CASE("pipeline: the smoke preset trains on 2 stages, and what cannot be spl
   CHECK(micro.exit_code == 2);
   CHECK_THAT(micro.err, Catch::Contains("--micro_batches 4 needs --pipeline_stages 2 or more"));
   CHECK_FALSE(std::filesystem::exists(dir / "lstm"));
+  // CPU stages share one random generator: recomputed dropout masks could differ, so refused.
+  auto recompute = test::run_gputrain("train --preset smoke --dataset synthetic --input_shape 8x4 --model transformer "
+                                      "--dropout 0.1 --grad_checkpointing --pipeline_stages 2 --output_dir " + (dir / "rc"));
+  CHECK(recompute.exit_code == 2);
+  CHECK_THAT(recompute.err, Catch::Contains("--grad_checkpointing with --dropout 0.1 and pipeline stages on a CPU"));
 }
 
 TEST_CASE("pipeline: a one-device run resumes with stages and ends where the one-device run does", "[pipeline][cli]") {

@@ -35,7 +35,7 @@ Pass run_pass(Trainer& t, const Batch& b, bool amp, c10::ScalarType dtype, doubl
   for (const auto& w : model.parameters())
     p.grads.push_back(w.grad().defined() ? w.grad().to(torch::kFloat) / scale : torch::zeros_like(w, torch::kFloat));
   std::vector<torch::Tensor> finite;
-  for (const auto& g : p.grads) finite.push_back(torch::isfinite(g).all());
+  for (const auto& g : p.grads) finite.push_back(torch::isfinite(g).all().to(p.grads.front().device()));
   p.finite = std::isfinite(p.loss) && torch::stack(finite).all().item<bool>();
   return p;
 }

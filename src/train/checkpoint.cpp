@@ -216,9 +216,10 @@ void check_optimizer_state(torch::optim::Optimizer& optimizer) {
 
 bool all_finite(Trainer& trainer) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> finite;  // one flag per tensor, on the device: a single host sync
+  std::vector<torch::Tensor> finite;  // one flag per tensor, on the run's device: a single host sync
+  const torch::Device device = trainer.context().device;  // (pipeline stages hold tensors on several)
   auto add = [&](const torch::Tensor& t) {
-    if (t.defined() && t.is_floating_point()) finite.push_back(torch::isfinite(t).all());
+    if (t.defined() && t.is_floating_point()) finite.push_back(torch::isfinite(t).all().to(device));
   };
   for (const auto& t : trainer.model().parameters()) add(t);
   for (const auto& t : trainer.model().buffers()) add(t);
@@ -255,6 +256,17 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     trainer.model().load(model);
     trainer.optimizer().load(optimizer);
     check_optimizer_state(trainer.optimizer());
+    // Pipeline stages on several devices: the archive is read onto the run's device, which
+    // moved every tensor there; each stage's pieces and their optimizer state go back.
+    if (Pipeline* p = trainer.pipeline()) {
+      p->place();
+      torch::NoGradGuard no_grad;
+      for (auto& group : trainer.optimizer().param_groups())
+        for (const auto& param : group.params())
+          if (auto it = trainer.optimizer().state().find(param.unsafeGetTensorImpl()); it != trainer.optimizer().state().end())
+            for (auto m : moments(*it->second))
+              if (m.defined() && m.device() != param.device()) m.set_data(m.data().to(param.device()));
+    }
     trainer.scaler().load(archive);
     // A run that adds --ema_decay on resume starts its average from the loaded weights.
     if (trainer.ema() && !trainer.ema()->load(archive))

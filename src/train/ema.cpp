@@ -33,10 +33,13 @@ void Ema::update(torch::nn::Module& module, const torch::Tensor& skipped) {
   }
   // The lerp weight (1 - decay) * (1 - skipped), a device scalar: zero where the step was skipped.
   if (params_.empty()) return;
-  const auto weight = ((1.0 - skipped.reshape({})) * (1.0 - decay_)).to(params_[0].device());
-  at::_foreach_lerp_(params_, weights, std::vector<torch::Tensor>(params_.size(), weight));
+  // (Pipeline stages hold tensors on several devices: each gets the weight on its own.)
+  const auto weight = (1.0 - skipped.reshape({})) * (1.0 - decay_);
+  std::vector<torch::Tensor> weights_on;
+  for (const auto& p : params_) weights_on.push_back(weight.device() == p.device() ? weight : weight.to(p.device()));
+  at::_foreach_lerp_(params_, weights, weights_on);
   for (size_t i = 0; i < buffers.size(); ++i)
-    buffers_[i].copy_(torch::where(skipped.reshape({}) > 0, buffers_[i], buffers[i]));
+    buffers_[i].copy_(torch::where(skipped.reshape({}).to(buffers_[i].device()) > 0, buffers_[i], buffers[i]));
 }
 
 void Ema::swap(torch::nn::Module& module) {

@@ -51,6 +51,12 @@ class MemoryCounter : public c10::MemoryReportingInfoBase {
     auto& c = *counts_;
     std::lock_guard<std::mutex> lock(c.mu);
     if (size > 0) {
+      // A pointer allocated again whose free was not seen (freed in a thread without the hook):
+      // the old block is gone.
+      if (auto it = c.sizes.find(ptr); it != c.sizes.end()) {
+        c.live -= it->second.first;
+        c.stage_live[static_cast<size_t>(it->second.second)] -= it->second.first;
+      }
       c.sizes[ptr] = {size, stage_};
       c.live += size;
       c.peak = std::max(c.peak, c.live);
@@ -233,6 +239,10 @@ PipelineStats Pipeline::take_totals() {
   PipelineStats t = std::move(totals_);
   totals_ = {};
   return t;
+}
+
+void Pipeline::place() {
+  for (const auto& s : opt_.stages) place_pieces(net_, s.begin, s.end, s.device);
 }
 
 void Pipeline::set_amp(bool amp, torch::ScalarType dtype) {

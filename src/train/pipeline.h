@@ -93,6 +93,8 @@ class Pipeline {
   torch::Tensor run(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss, const ScaleFn& scale);
 
   void set_amp(bool amp, torch::ScalarType dtype);
+  // Moves each stage's pieces to its device again (after a checkpoint load put them elsewhere).
+  void place();
   const PipelineOptions& options() const { return opt_; }
   const PipelineStats& last_stats() const { return stats_; }
   // The runs since the last call added up (seconds and busy seconds summed, peaks the largest).

@@ -223,7 +223,15 @@ void Session::make_stages() {
 std::vector<torch::Device> Session::stage_devices() const {
   const int64_t n = rc_.resolved.pipeline_stages;
   if (n == 1) return {};
-  if (!recipe_.cuda) return std::vector<torch::Device>(static_cast<size_t>(n), torch::kCPU);  // a thread each
+  const Config& c = rc_.resolved;
+  if (!recipe_.cuda) {
+    // The CPU stages share one random generator: a recomputed block's dropout mask could be drawn
+    // after another stage's draws and differ from the forward's.
+    if (c.grad_checkpointing && c.dropout > 0)
+      throw usage_error(fmt::format("--grad_checkpointing with --dropout {} and pipeline stages on a CPU", c.dropout),
+                        "the stage threads share one random generator: drop one of the two, or run the stages on GPUs");
+    return std::vector<torch::Device>(static_cast<size_t>(n), torch::kCPU);  // a thread each
+  }
   const int64_t first = recipe_.device.index(), gpus = static_cast<int64_t>(machine_.gpus.size());
   if (first + n > gpus)
     throw usage_error(fmt::format("--pipeline_stages {} from cuda:{} needs {} GPUs; this machine has {}", n, first, first + n, gpus),

@@ -284,7 +284,8 @@ StepResult Trainer::try_step(const std::vector<Batch>& micro) {
   for (size_t m = 0; m < micro.size(); ++m) {
     const auto& b = micro[m];
     if (pipeline_) {  // the stages cut the batch into their own micro-batches
-      auto loss = pipeline_->run(b.x, b.y, weighted, scaled);
+      // The loss comes from the last stage's device; the run reads it on its own.
+      auto loss = pipeline_->run(b.x, b.y, weighted, scaled).to(ctx_.device, /*non_blocking=*/true);
       r.loss = r.loss.defined() ? r.loss + loss : loss;
       continue;
     }
