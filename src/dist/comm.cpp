@@ -31,6 +31,7 @@ class C10dWork : public CommWork {
 struct Comm::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  int groups = 0;  // backends made so far: each gets its own key prefix in the store
 };
 
 namespace {
@@ -65,16 +66,20 @@ Comm::Comm(const RankEnv& env, double timeout_seconds)
 void Comm::connect(int device_index) {
   const RankEnv& env = env_;
   const auto timeout = millis(timeout_seconds_);
+  // Every Session connects (a benchmark makes one per variant). A new backend rendezvouses
+  // through the store: under the old one's keys, a rank could read the previous backend's
+  // address and wait on it forever. Every rank connects in the same order, so "pgN" matches.
+  auto store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("pg{}", impl_->groups++), impl_->store);
   try {
     if (device_index >= 0) {
-      impl_->backend = make_nccl_backend(impl_->store, env.rank, env.world_size, device_index, timeout);
+      impl_->backend = make_nccl_backend(store, env.rank, env.world_size, device_index, timeout);
     } else {
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       // The address the other ranks reach this one by: loopback on one machine, else this host.
       const bool local = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
       opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                     : c10d::ProcessGroupGloo::createDefaultDevice());
-      impl_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, opts);
+      impl_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
     }
   } catch (const std::exception& e) {
     std::string what = e.what();
