@@ -206,20 +206,21 @@ TEST_CASE("resume: a different preset is refused, auto without a checkpoint star
 TEST_CASE("the time limit stops in time with a checkpoint and the resume command", "[resilience]") {
   test::TempDir dir;
   auto t0 = std::chrono::steady_clock::now();
-  auto r = test::run_gputrain("train " + kFlags + " --epochs 400 --log_every 100 --time_limit 3 --output_dir " +
+  auto r = test::run_gputrain("train " + kFlags + " --epochs 400 --log_every 100 --time_limit 6 --output_dir " +
                               (dir / "run"));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("stopped (time limit 3)") && Catch::Contains("--resume auto"));
-  CHECK(secs < 15);  // a full run would take minutes; the limit is 3 s (wide slack for slow CI)
+  CHECK_THAT(r.out, Catch::Contains("stopped (time limit 6)") && Catch::Contains("--resume auto"));
+  CHECK(secs < 20);  // a full run would take minutes; the limit is 6 s (wide slack for slow CI)
   CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
-  // A limit of a few seconds is used, not given up at the first step (the slack scales with it).
+  // A limit of a few seconds is used, not given up at the first step (the slack scales with it;
+  // 3 s was too short when the suite runs two tests at a time on 2 cores).
   auto step = [](const std::string& out) {
     auto at = out.find(") at step ");
     return at == std::string::npos ? -1 : std::stoi(out.substr(at + 10));
   };
-  INFO("steps by the 3 s limit: " << step(r.out));
+  INFO("steps by the 6 s limit: " << step(r.out));
   CHECK(step(r.out) > 1);
 }
 
