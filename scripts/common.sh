@@ -1,6 +1,7 @@
 # Shared by the start scripts (sourced, not run): where gputrain is, and how to start it on
 # one GPU or several. Environment:
-#   GPUTRAIN   the binary (default: build/gputrain beside these scripts, else gputrain on PATH)
+#   GPUTRAIN   the binary (default: build/gputrain beside these scripts, the installed bin/,
+#              else gputrain on PATH)
 #   DATA_DIR   the dataset folder (--data_dir); unset: the preset's own
 #   RUN_DIR    the run folder (--output_dir; default runs/<date-time>)
 #   PRESET     the preset (default quickstart)
@@ -12,6 +13,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ -z "${GPUTRAIN:-}" ]]; then
   if [[ -x "$here/../build/gputrain" ]]; then
     GPUTRAIN="$here/../build/gputrain"
+  elif [[ -x "$here/../../../bin/gputrain" ]]; then  # installed: PREFIX/share/gputrain/scripts
+    GPUTRAIN="$here/../../../bin/gputrain"
   else
     GPUTRAIN="$(command -v gputrain || true)"
   fi

@@ -106,6 +106,42 @@ TEST_CASE("recipe: GPUs decide AMP dtype, TF32 and the device", "[recipe]") {
   CHECK_THROWS_AS(resolve_recipe(no_gpu, test::cpu_machine()), Error);
 }
 
+TEST_CASE("recipe: a GPU this torch has no kernels for is skipped, or refused when asked for", "[recipe]") {
+  GpuInfo p100{0, "Tesla P100-PCIE-16GB", 16LL << 30, 16LL << 30, 6, 0, 56, false, false, /*kernels=*/false};
+  // auto: one line at start, then the CPU (not a crash at the first kernel).
+  ResolvedConfig a(Config{});
+  std::string err;
+  {
+    test::CaptureStderr capture;
+    Recipe r = resolve_recipe(a, test::gpu_machine({p100}));
+    err = capture.text();
+    CHECK_FALSE(r.cuda);
+  }
+  CHECK(a.resolved.device == "cpu");
+  CHECK_THAT(a.reason("device"), Catch::Contains("Tesla P100-PCIE-16GB (sm_60) is not supported by this LibTorch"));
+  CHECK_THAT(err, Catch::Contains("gputrain: cuda:0 Tesla P100-PCIE-16GB (sm_60) is not supported") &&
+                      Catch::Contains("training on the CPU"));
+  // Beside a T4, auto takes the T4 even with less free memory.
+  p100.free_bytes = 16LL << 30;
+  ResolvedConfig mixed(Config{});
+  CHECK(resolve_recipe(mixed, test::gpu_machine({p100, test::t4(1, 2LL << 30)})).device.index() == 1);
+  // Asked for by name: exit 2 with a hint, nothing started.
+  for (const char* device : {"cuda", "cuda:0"}) {
+    INFO(device);
+    Config c;
+    c.device = device;
+    ResolvedConfig rc(c);
+    try {
+      resolve_recipe(rc, test::gpu_machine({p100}));
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(e.exit_code == 2);
+      CHECK_THAT(e.problems[0], Catch::Contains("not supported by this LibTorch"));
+      CHECK_THAT(e.hint, Catch::Contains("--device cpu"));
+    }
+  }
+}
+
 TEST_CASE("recipe: channels_last only for models with 2-D convolutions", "[recipe]") {
   for (const char* model : {"mlp", "lstm", "gru", "transformer", "cnn3d"}) {
     Config c;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 namespace gputrain::test {
@@ -46,6 +48,36 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
   return out;
 }
+
+// What this process writes to stderr while the object lives (for messages printed, not thrown).
+struct CaptureStderr {
+  std::FILE* file = std::tmpfile();
+  int saved = ::dup(STDERR_FILENO);
+  CaptureStderr() {
+    std::fflush(stderr);
+    ::dup2(::fileno(file), STDERR_FILENO);
+  }
+  ~CaptureStderr() {
+    restore();
+    std::fclose(file);
+  }
+  std::string text() {
+    restore();
+    std::string out;
+    std::rewind(file);
+    for (int ch; (ch = std::fgetc(file)) != EOF;) out += static_cast<char>(ch);
+    return out;
+  }
+
+ private:
+  void restore() {
+    if (saved < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    saved = -1;
+  }
+};
 
 // Path of the built gputrain binary (defined in test_main.cpp).
 const char* gputrain_exe();

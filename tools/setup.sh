@@ -10,6 +10,11 @@
 #   GPUTRAIN_BUILD_DIR      build folder (default: build)
 #   GPUTRAIN_BUILD_TYPE     CMake build type (default: Release)
 #   GPUTRAIN_SKIP_APT=1     do not touch Debian packages
+#   GPUTRAIN_TEST_TOOLS=0   leave out the Debian packages only the tests and fuzzers use
+#   GPUTRAIN_CUDA_ROOT      a CUDA toolkit with nvcc (default: /usr/local/cuda, else nvcc from PyPI)
+#   GPUTRAIN_BUILD_TARGET   what to build (default: everything, the tests included)
+# Argument: `deps` installs what the build needs and stops before configuring (the Dockerfile
+# runs that as a layer of its own, so a code change does not reinstall torch).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,8 +31,12 @@ build_type=${GPUTRAIN_BUILD_TYPE:-Release}
 say() { echo "setup: $*"; }
 
 # --- Debian packages --------------------------------------------------------------------
-apt_packages=(cmake ninja-build ccache g++ libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev libturbojpeg0-dev libpng-dev
-              libgloo-dev dataset-fashion-mnist clang libclang-rt-14-dev shellcheck)  # clang: the libFuzzer targets; shellcheck: scripts/ are tested with it; libgloo-dev: the headers torch's ProcessGroupGloo.hpp includes (src/dist/comm.cpp)
+# libgloo-dev: the headers torch's ProcessGroupGloo.hpp includes (src/dist/comm.cpp);
+# python3-venv and ca-certificates: the torch virtualenv on a bare Debian (Docker's base).
+apt_packages=(cmake ninja-build ccache g++ python3 python3-venv ca-certificates libcxxopts-dev nlohmann-json3-dev
+              catch2 zlib1g-dev libturbojpeg0-dev libpng-dev libgloo-dev dataset-fashion-mnist)
+# clang: the libFuzzer targets; shellcheck: scripts/ are tested with it.
+[ "${GPUTRAIN_TEST_TOOLS:-1}" = 0 ] || apt_packages+=(clang libclang-rt-14-dev shellcheck)
 if [ "${GPUTRAIN_SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do
@@ -86,6 +95,35 @@ if [ -z "$torch_prefix" ]; then
   torch_prefix=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('torch').origin), 'share', 'cmake'))")
 fi
 
+# --- CUDA compiler ----------------------------------------------------------------------
+# torch's CMake files enable the CUDA language when torch was built with CUDA, so configuring
+# needs nvcc although gputrain compiles no kernels. Without a toolkit (Docker, a machine with
+# only the driver), NVIDIA's nvcc wheels from PyPI, pinned to the CUDA runtime the torch wheel
+# brings, unpack beside that runtime in the virtualenv: one folder then holds a whole toolkit.
+cuda_root=${GPUTRAIN_CUDA_ROOT:-}
+[ -n "$cuda_root" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || cuda_root=/usr/local/cuda
+if [ -z "$cuda_root" ] && [ -z "${GPUTRAIN_TORCH_PREFIX:-}" ]; then
+  cuda_runtime=$("$py" -c "import importlib.metadata as m; print(m.version('nvidia-cuda-runtime'))" 2>/dev/null || true)
+  if [ -n "$cuda_runtime" ]; then
+    cuda_root="$(dirname "$(dirname "$torch_prefix")")/../nvidia/cu${cuda_runtime%%.*}"
+    cuda_root=$(cd "$cuda_root" && pwd)
+    if [ ! -x "$cuda_root/bin/nvcc" ]; then
+      if [ -n "${GPUTRAIN_TORCH_PYTHON:-}" ]; then
+        echo "setup: no CUDA compiler: install the CUDA toolkit $cuda_runtime, or set GPUTRAIN_CUDA_ROOT to one" >&2
+        exit 2
+      fi
+      say "no CUDA toolkit here: installing nvcc $cuda_runtime from PyPI into $venv"
+      "$py" -m pip install -q "nvidia-cuda-nvcc==$cuda_runtime" "nvidia-nvvm==$cuda_runtime" "nvidia-cuda-crt==$cuda_runtime"
+    fi
+    # The wheels name their libraries libX.so.N only; CMake's CUDA modules look for libX.so.
+    for lib in "$cuda_root"/lib/lib*.so.*; do
+      link="${lib%.so.*}.so"
+      [ -e "$link" ] || ln -s "$(basename "$lib")" "$link"
+    done
+  fi
+fi
+[ "${1:-}" != deps ] || { say "dependencies ready"; exit 0; }
+
 # ccache: key on paths relative to the checkout (CI builds fresh clones in new folders) and
 # accept the precompiled header.
 export CCACHE_BASEDIR="$root"
@@ -93,8 +131,9 @@ export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file
 
 # --- Configure and build --------------------------------------------------------------
 cuda_args=()
-if [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_args=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+if [ -n "$cuda_root" ]; then
+  cuda_args=(-DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc")
+  [ "$cuda_root" = /usr/local/cuda ] || cuda_args+=(-DCUDA_TOOLKIT_ROOT_DIR="$cuda_root")
 fi
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -106,5 +145,5 @@ if [ ! -f "$build_dir/build.ninja" ] || [ "$(cat "$build_dir/.setup-stamp" 2>/de
     -DCMAKE_PREFIX_PATH="$torch_prefix" "${cuda_args[@]}" "${launcher[@]}"
   echo "$stamp" > "$build_dir/.setup-stamp"
 fi
-cmake --build "$build_dir"
+cmake --build "$build_dir" ${GPUTRAIN_BUILD_TARGET:+--target "$GPUTRAIN_BUILD_TARGET"}
 say "done: $build_dir/gputrain"

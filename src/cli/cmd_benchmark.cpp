@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "config/merge.h"
+#include "core/device_probe.h"
 #include "core/error.h"
 #include "core/text.h"
 
@@ -78,7 +79,7 @@ int cmd_benchmark(const std::vector<std::string>& words) {
     if (*p && (*p)->empty()) problems.push_back("flags --json, --csv and --markdown need a file name");
   if (!args.positionals.empty()) problems.push_back("unexpected argument '" + args.positionals[0] + "'");
   try {
-    q.workload = resolve_config(args.flags);
+    q.workload = resolve_config(args.flags, [] { return probe_machine().gpus; });
   } catch (const Error& e) {
     problems.insert(problems.end(), e.problems.begin(), e.problems.end());
   }

@@ -16,7 +16,9 @@ int cmd_presets(const std::vector<std::string>& words) {
         "usage: gputrain presets             list presets with a one-line description\n"
         "       gputrain presets show NAME   print one preset as JSON\n\n"
         "Presets are searched in: $GPUTRAIN_PRESETS_DIR, then the installed and source\n"
-        "presets/ folders. Use one with `gputrain train --preset NAME`.\n");
+        "presets/ folders. A workload (model, data, epochs) is chosen with --preset, the\n"
+        "device recipe (AMP, TF32, batch size, loader) with --device_preset, which is picked\n"
+        "from the GPU by default; the workload's values win where both set one.\n");
     return 0;
   }
   reject_leftover_flags(args, {"help"});
@@ -24,7 +26,12 @@ int cmd_presets(const std::vector<std::string>& words) {
   if (pos.empty() || (pos[0] == "list" && pos.size() == 1)) {
     auto presets = list_presets();
     if (presets.empty()) throw usage_error("no presets found", "set GPUTRAIN_PRESETS_DIR to the presets/ folder");
-    for (const auto& p : presets) fmt::print("  {:<12} {}\n", p.name, p.description);
+    for (const bool device : {false, true}) {
+      fmt::print("{}", device ? "\ndevice recipes (--device_preset; `auto`, the default, picks one from the GPU):\n"
+                        : "workloads (--preset; `auto` is quickstart under the GPU's recipe):\n");
+      for (const auto& p : presets)
+        if (p.device == device) fmt::print("  {:<12} {}\n", p.name, p.description);
+    }
     return 0;
   }
   if (pos[0] == "show" && pos.size() == 2) {

@@ -15,6 +15,8 @@ struct Config {
   // Where the configuration came from (applied first, in this order).
   std::string preset = "quickstart";  // a name in presets/ or a path to a .json file
   std::string config;                 // an optional JSON file applied after the preset
+  std::string device_preset = "auto";  // the device recipe under the preset: auto, none or a name
+  std::string device_preset_why;       // why auto chose it (not a flag; printed in the device report)
 
   // Data
   std::string dataset = "fashion-mnist";  // see kDatasets in fields.cpp

@@ -27,6 +27,8 @@ std::vector<Field> make_fields() {
   return {
       {"preset", &C::preset, "source", "preset name (gputrain presets) or path to a .json file"},
       {"config", &C::config, "source", "JSON file applied after the preset"},
+      {"device_preset", &C::device_preset, "source",
+       "device recipe under the preset: auto (from the GPU found), none, or a device preset (t4, a100, ...)"},
 
       {"dataset", &C::dataset, "data", "dataset format", kDatasets},
       {"data_dir", &C::data_dir, "data", "dataset folder (default /usr/share/datasets/<dataset>)"},

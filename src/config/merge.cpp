@@ -24,9 +24,12 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
     }
     if (field->group == "source") {
       // Resuming, the checkpoint holds the configuration: repeating the original command's
-      // --preset/--config is fine, naming different ones is a mistake.
-      const std::string& saved = f.name == "preset" ? sources.preset : sources.config;
-      if (resuming && f.value && *f.value != saved)
+      // --preset/--config/--device_preset is fine, naming different ones is a mistake.
+      const std::string& saved = f.name == "preset"   ? sources.preset
+                                 : f.name == "config" ? sources.config
+                                                      : sources.device_preset;
+      const bool same = f.value && (*f.value == saved || (f.name == "device_preset" && *f.value == "auto"));
+      if (resuming && f.value && !same)
         problems.push_back("flag " + f.raw + " '" + *f.value + "' differs from the resumed run's '" + saved + "'");
       else if (!f.value || f.value->empty())
         problems.push_back("flag " + f.raw + " needs a value");
@@ -44,38 +47,82 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
 
 }  // namespace
 
-Config resolve_config(const std::vector<FlagArg>& flags) {
+Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) {
   std::vector<std::string> problems;
   Config c;
 
-  // The sources come first, whatever their position on the command line.
+  // The sources come first, whatever their position on the command line; --device too, as it
+  // names the GPU an automatic device preset is for.
+  std::string device = c.device;
   for (const auto& f : flags) {
-    if ((f.name == "preset" || f.name == "config") && !f.negated && f.value && !f.value->empty())
-      (f.name == "preset" ? c.preset : c.config) = *f.value;
+    if (f.negated || !f.value || f.value->empty()) continue;
+    if (f.name == "preset") c.preset = *f.value;
+    if (f.name == "config") c.config = *f.value;
+    if (f.name == "device_preset") c.device_preset = *f.value;
+    if (f.name == "device") device = *f.value;
   }
-  auto apply_file = [&](const std::string& path, bool is_preset) {
+  auto load = [&](const std::string& name) -> nlohmann::json {
     try {
-      apply_json(c, load_json_file(path), path, problems,
-                 is_preset ? std::vector<std::string>{"description"} : std::vector<std::string>{});
+      const std::string path = find_preset(name);
+      return nlohmann::json{{"path", path}, {"values", load_json_file(path)}};
+    } catch (const Error& e) {
+      problems.insert(problems.end(), e.problems.begin(), e.problems.end());
+      return nullptr;
+    }
+  };
+  auto apply = [&](const nlohmann::json& preset) {
+    if (preset.is_null()) return;
+    apply_json(c, preset["values"], preset["path"], problems, {"description", "kind"});
+  };
+  auto is_device = [](const nlohmann::json& preset) {
+    return !preset.is_null() && preset["values"].is_object() && preset["values"].value("kind", "") == "device";
+  };
+
+  // --preset auto: the built-in workload under the recipe for the GPU found.
+  const bool preset_auto = c.preset == "auto";
+  if (preset_auto && c.device_preset != "auto")
+    problems.push_back("--preset auto picks the device preset itself: drop --device_preset '" + c.device_preset + "'");
+  nlohmann::json workload = load(preset_auto ? Config{}.preset : c.preset);
+  nlohmann::json recipe;
+  if (is_device(workload)) {
+    recipe = std::move(workload);  // --preset t4: the T4's recipe, the built-in workload
+    workload = nullptr;
+    c.device_preset = c.preset;
+  } else if (c.device_preset == "auto") {
+    const DevicePresetChoice choice = choose_device_preset(probe ? probe() : std::vector<GpuInfo>{}, device);
+    recipe = load(choice.name);
+    c.device_preset = choice.name;
+    c.device_preset_why = choice.why;
+  } else if (c.device_preset != "none") {
+    recipe = load(c.device_preset);
+    if (!recipe.is_null() && !is_device(recipe)) {
+      std::vector<std::string> names{"auto", "none"};
+      for (const auto& p : list_presets())
+        if (p.device) names.push_back(p.name);
+      problems.push_back("--device_preset '" + c.device_preset + "' is a workload preset, not a device recipe (" +
+                         join(names, ", ") + ")");
+    }
+  }
+  apply(recipe);
+  apply(workload);
+  if (!c.config.empty()) {
+    try {
+      apply_json(c, load_json_file(c.config), c.config, problems, {});
     } catch (const Error& e) {
       problems.insert(problems.end(), e.problems.begin(), e.problems.end());
     }
-  };
-  try {
-    apply_file(find_preset(c.preset), true);
-  } catch (const Error& e) {
-    problems.insert(problems.end(), e.problems.begin(), e.problems.end());
   }
-  if (!c.config.empty()) apply_file(c.config, false);
   return finish(c, flags, problems, false);
 }
 
 Config resolve_resumed_config(const nlohmann::json& saved, const std::vector<FlagArg>& flags) {
   std::vector<std::string> problems;
   Config c;
-  apply_json(c, saved, "the checkpoint's configuration", problems, {"preset", "config"});
+  apply_json(c, saved, "the checkpoint's configuration", problems, {"preset", "config", "device_preset"});
   c.preset = saved.value("preset", c.preset);
   c.config = saved.value("config", c.config);
+  // A run from before device presets: its recipe is in its values, none to apply.
+  c.device_preset = saved.value("device_preset", std::string("none"));
   return finish(c, flags, problems, true);
 }
 

@@ -12,6 +12,7 @@
 
 #include "config/json_text.h"
 #include "core/error.h"
+#include "core/install_dirs.h"
 #include "core/text.h"
 
 namespace fs = std::filesystem;
@@ -21,11 +22,10 @@ namespace gputrain {
 std::vector<std::string> preset_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("GPUTRAIN_PRESETS_DIR")) dirs.push_back(env);
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back((exe.parent_path() / "../share/gputrain/presets").lexically_normal());
-    dirs.push_back((exe.parent_path() / "../presets").lexically_normal());
+  // An install's share folder, then the source tree's (a binary in build/ beside presets/).
+  if (const std::string exe = exe_dir(); !exe.empty()) {
+    dirs.push_back(installed_share_dir() + "/presets");
+    dirs.push_back((fs::path(exe) / "../presets").lexically_normal());
   }
   dirs.push_back(std::string(GPUTRAIN_SOURCE_DIR) + "/presets");
   dirs.push_back(std::string(GPUTRAIN_INSTALL_DATADIR) + "/presets");
@@ -53,6 +53,7 @@ std::vector<PresetInfo> list_presets() {
         auto j = load_json_file(info.path);
         if (j.is_object() && j.contains("description") && j["description"].is_string())
           info.description = j["description"];
+        info.device = j.is_object() && j.value("kind", "") == "device";
       } catch (const Error&) {
         info.description = "(unreadable: not valid JSON)";
       }

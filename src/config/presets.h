@@ -11,6 +11,7 @@ struct PresetInfo {
   std::string name;
   std::string path;
   std::string description;
+  bool device = false;  // "kind": "device": a speed recipe (--device_preset), not a workload
 };
 
 // Folders searched for presets, in order ($GPUTRAIN_PRESETS_DIR first).

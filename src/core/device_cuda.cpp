@@ -21,6 +21,20 @@ std::string dotted(long v, long major_div, long minor_div, long minor_mod) {
 
 }  // namespace
 
+namespace {
+
+// One tiny kernel on the GPU: fails only when torch has no kernel image for its architecture.
+bool torch_has_kernels(int device) {
+  try {
+    auto t = at::zeros({1}, at::TensorOptions().device(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device))));
+    return t.add_(1).item<float>() == 1.0f;
+  } catch (const c10::Error& e) {
+    return std::string(e.what()).find("no kernel image") == std::string::npos;
+  }
+}
+
+}  // namespace
+
 std::vector<GpuInfo> query_gpus() {
   std::vector<GpuInfo> gpus;
   if (!torch::cuda::is_available()) return gpus;
@@ -38,6 +52,7 @@ std::vector<GpuInfo> query_gpus() {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(i));
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) g.free_bytes = static_cast<int64_t>(free_b);
+    g.kernels = torch_has_kernels(i);
     gpus.push_back(g);
   }
   return gpus;

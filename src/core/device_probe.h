@@ -16,6 +16,10 @@ struct GpuInfo {
   int multiprocessors = 0;
   bool bf16 = false;  // native bfloat16 (compute capability >= 8.0)
   bool tf32 = false;  // TF32 tensor cores (compute capability >= 8.0)
+  // Whether this torch has kernels for the GPU. The driver lists a GPU older than the wheel's
+  // oldest architecture (a P100, sm_60, under CUDA 13 wheels built for sm_75 and newer), but
+  // every kernel launch on it fails with "no kernel image is available".
+  bool kernels = true;
 };
 
 struct MachineInfo {

@@ -9,19 +9,21 @@
 #include "core/device_cuda.h"
 #include "core/device_probe.h"
 #include "core/gpu_topology.h"
+#include "core/install_dirs.h"
 #include "core/text.h"
 
 namespace gputrain {
 
 std::string version_line() {
-  return fmt::format("gputrain {} (LibTorch {}, CUDA {}, cuDNN {})", GPUTRAIN_VERSION, TORCH_VERSION,
-                     cuda_build_version(), cudnn_version());
+  return fmt::format("gputrain {} (git {}, LibTorch {}, CUDA {}, cuDNN {})", GPUTRAIN_VERSION, git_revision(),
+                     TORCH_VERSION, cuda_build_version(), cudnn_version());
 }
 
 void print_info(bool as_json) {
   const MachineInfo m = probe_machine();
   nlohmann::json j;
   j["gputrain"] = GPUTRAIN_VERSION;
+  j["git_revision"] = git_revision();
   j["libtorch"] = TORCH_VERSION;
   j["cuda_build"] = m.cuda_build;
   j["cuda_driver"] = cuda_driver_version();
@@ -51,7 +53,7 @@ void print_info(bool as_json) {
     return;
   }
   auto row = [](const std::string& k, const std::string& v) { fmt::print("{:<18} {}\n", k, v); };
-  row("gputrain", GPUTRAIN_VERSION);
+  row("gputrain", fmt::format("{} (git {})", GPUTRAIN_VERSION, git_revision()));
   row("LibTorch", TORCH_VERSION);
   row("CUDA (built)", m.cuda_build);
   row("CUDA driver", j["cuda_driver"].get<std::string>());

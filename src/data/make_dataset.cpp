@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/install_dirs.h"
 #include "core/text.h"
 #include "data/cache.h"
 #include "data/cifar.h"
@@ -147,7 +148,11 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
 }  // namespace
 
 std::string dataset_dir(const Config& c) {
-  return c.data_dir.empty() ? "/usr/share/datasets/" + c.dataset : c.data_dir;
+  if (!c.data_dir.empty()) return c.data_dir;
+  // Debian's dataset packages, else a copy an install carries (share/gputrain/datasets).
+  const std::string system = "/usr/share/datasets/" + c.dataset;
+  const std::string bundled = installed_share_dir() + "/datasets/" + c.dataset;
+  return !std::filesystem::exists(system) && std::filesystem::exists(bundled) ? bundled : system;
 }
 
 DataSplits make_datasets(const Config& c) {

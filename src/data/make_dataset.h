@@ -21,7 +21,8 @@ struct DataSplits {
 // data is missing or malformed.
 DataSplits make_datasets(const Config& c);
 
-// The folder a dataset is read from: --data_dir, or /usr/share/datasets/<name>.
+// The folder a dataset is read from: --data_dir, or /usr/share/datasets/<name>, or an
+// install's own copy (share/gputrain/datasets/<name>) when the system has none.
 std::string dataset_dir(const Config& c);
 
 }  // namespace gputrain

@@ -13,19 +13,29 @@
 namespace gputrain {
 namespace {
 
-// auto and cuda take the GPU with the most free memory (another process may hold cuda:0);
-// cuda:N takes that one.
+std::string unsupported_text(const GpuInfo& g, const MachineInfo& m) {
+  return fmt::format("cuda:{} {} (sm_{}{}) is not supported by this LibTorch (CUDA {}: no kernels for it)", g.index,
+                     g.name, g.major, g.minor, m.cuda_build);
+}
+
+// auto and cuda take the GPU with the most free memory (another process may hold cuda:0) among
+// those torch has kernels for; cuda:N takes that one. -1: auto found no GPU torch can use.
 int pick_gpu(const std::string& device, const MachineInfo& m) {
+  const std::string hint = "the pinned torch runs on sm_75 (T4) and newer; use --device cpu";
   if (device.size() > 5) {
     int index = std::stoi(device.substr(5));
     if (index >= static_cast<int>(m.gpus.size()))
       throw usage_error(fmt::format("device '{}' does not exist ({} CUDA devices)", device, m.gpus.size()),
                         "gputrain info lists the GPUs");
+    if (!m.gpus[static_cast<size_t>(index)].kernels)
+      throw usage_error(unsupported_text(m.gpus[static_cast<size_t>(index)], m), hint);
     return index;
   }
-  return std::max_element(m.gpus.begin(), m.gpus.end(),
-                          [](const GpuInfo& a, const GpuInfo& b) { return a.free_bytes < b.free_bytes; })
-      ->index;
+  const GpuInfo* best = nullptr;
+  for (const auto& g : m.gpus)
+    if (g.kernels && (!best || g.free_bytes > best->free_bytes)) best = &g;
+  if (!best && device == "cuda") throw usage_error(unsupported_text(m.gpus.front(), m), hint);
+  return best ? best->index : -1;
 }
 
 // Whether a model has 2-D convolution weights, the only ones channels_last changes.
@@ -41,7 +51,15 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
 
   // --- device
   GpuInfo gpu;
-  if (c.device == "cpu" || (c.device == "auto" && !have_cuda)) {
+  const int picked = c.device != "cpu" && have_cuda ? pick_gpu(c.device, m) : -1;
+  if (c.device == "auto" && have_cuda && picked < 0) {
+    // Say it at start, in one line, and train on the CPU rather than fail at the first kernel.
+    const std::string why = unsupported_text(m.gpus.front(), m);
+    fmt::print(stderr, "gputrain: {}: training on the CPU\n", why);
+    rc.decide("device", "cpu", why);
+    report.push_back({"device", fmt::format("cpu ({}, {} cores)", m.cpu_model, m.cpu_cores)});
+    report.push_back({"CUDA / cuDNN", "not used: " + why});
+  } else if (c.device == "cpu" || (c.device == "auto" && !have_cuda)) {
     if (c.device == "auto") rc.decide("device", "cpu", "no CUDA device");
     report.push_back({"device", fmt::format("cpu ({}, {} cores)", m.cpu_model, m.cpu_cores)});
     report.push_back({"CUDA / cuDNN",
@@ -50,7 +68,7 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
     if (!have_cuda)
       throw usage_error("device '" + c.device + "' is not available (torch sees no CUDA device)",
                         "use --device cpu, or --device auto to pick a GPU when there is one");
-    gpu = m.gpus.at(static_cast<size_t>(pick_gpu(c.device, m)));
+    gpu = m.gpus.at(static_cast<size_t>(picked));
     r.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(gpu.index));
     r.cuda = true;
     const std::string name = fmt::format("cuda:{}", gpu.index);
@@ -64,6 +82,9 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
     report.push_back({"compute capability", fmt::format("{}.{}", gpu.major, gpu.minor)});
     report.push_back({"CUDA / cuDNN", m.cuda_build + " / " + m.cudnn});
   }
+
+  if (c.device_preset != "none")
+    report.push_back({"device preset", c.device_preset + (c.device_preset_why.empty() ? "" : " (" + c.device_preset_why + ")")});
 
   // --- threads and seed
   r.threads = c.threads > 0 ? static_cast<int>(c.threads) : m.default_threads;

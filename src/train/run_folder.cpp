@@ -118,6 +118,15 @@ std::string newest_intact(const fs::path& checkpoints) {
 const char* const kRunFiles[] = {"config.json", "metrics.jsonl", "monitor.csv",
                                  "report.html", "tensorboard",   "checkpoints"};
 
+// The hint for a folder this user may not write: in a container that is most often a bind
+// mount owned by the host's user, while the image runs as its own (uid 1000).
+std::string write_hint(int err) {
+  if (err != EACCES && err != EPERM && err != EROFS) return "";
+  return fmt::format("gputrain runs as uid {}, which may not write there: make the folder writable, or in "
+                     "Docker run the image as its owner (docker run --user $(id -u):$(id -g) ...)",
+                     ::getuid());
+}
+
 }  // namespace
 
 std::string default_run_dir(const Config& c) {
@@ -129,7 +138,8 @@ RunFolder::RunFolder(const std::string& dir) : dir_(dir) {
   created_dir_ = !fs::exists(dir);
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
-    throw usage_error("cannot create output_dir '" + dir + "' (" + (ec ? ec.message() : "not a folder") + ")");
+    throw usage_error("cannot create output_dir '" + dir + "' (" + (ec ? ec.message() : "not a folder") + ")",
+                      write_hint(ec.value()));
   lock();
 }
 
@@ -161,7 +171,10 @@ void RunFolder::lock() {
   for (int attempt = 0; attempt < 20 && lock_fd_ < 0; ++attempt) {
     created_lock_ = !fs::exists(path);
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(errno) + ")");
+    if (fd < 0) {
+      const int open_err = errno;
+      throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(open_err) + ")", write_hint(open_err));
+    }
     err = faults().no_flock > 0 ? ENOLCK : ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
     if (err == 0) {
       // A run that gave the folder back may have removed .lock between our open and our flock:

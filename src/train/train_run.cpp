@@ -10,6 +10,7 @@
 #include "config/config_table.h"
 #include "config/merge.h"
 #include "core/device_cuda.h"
+#include "core/device_probe.h"
 #include "core/error.h"
 #include "core/host_info.h"
 #include "core/signals.h"
@@ -91,7 +92,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   // Data parallel: every rank trains; rank 0 alone owns the run folder and prints.
   const RankEnv ranks = read_rank_env();
   const bool root = ranks.rank == 0;
-  Continued run{resolve_config(flags), nullptr, "", "", 1, 0};
+  Continued run{resolve_config(flags, [] { return probe_machine().gpus; }), nullptr, "", "", 1, 0};
   const std::string resume = run.requested.resume;
   std::shared_ptr<Comm> comm;
   if (ranks.world_size > 1) comm = std::make_shared<Comm>(ranks, run.requested.dist_timeout);
