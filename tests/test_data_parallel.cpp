@@ -44,14 +44,6 @@ std::vector<nlohmann::json> steps_of(const std::string& run) {
   return out;
 }
 
-// True until the run's metrics.jsonl holds a step record.
-bool steps_of_file_missing(const std::string& run) {
-  std::ifstream in(run + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (line.find("\"event\":\"step\"") != std::string::npos) return false;
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("data parallel: 2 ranks x 32 train the weights of 1 process x 64, with accumulation too", "[dist][cli]") {
@@ -121,13 +113,8 @@ TEST_CASE("data parallel: SIGTERM to the launcher stops every rank at one step, 
   const std::string run = dir / "run";
   const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke --epochs 50 " +
                           "--log_every 3 --num_workers 0 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  // Wait for training to begin (a step record), then stop the job.
-  for (int i = 0; i < 600 && steps_of_file_missing(run); ++i) usleep(100000);
+  const pid_t pid = test::start_shell("exec " + cmd);
+  test::wait_for_step(run);  // training has begun: stop the job
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -169,12 +156,8 @@ TEST_CASE("data parallel: a rank killed mid-run fails the job within the timeout
   const std::string run = dir / "run";
   const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke --epochs 50 " +
                           "--log_every 2 --num_workers 0 --dist_timeout 30 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  for (int i = 0; i < 600 && steps_of_file_missing(run); ++i) usleep(100000);
+  const pid_t pid = test::start_shell("exec " + cmd);
+  test::wait_for_step(run);
   // Rank 1 is the launcher's child with RANK=1 in its environment.
   pid_t rank1 = -1;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {

@@ -74,18 +74,8 @@ TEST_CASE("scripts: SIGTERM to train.sh reaches gputrain: exit 143 and a checkpo
   const std::string run = dir / "run";
   const std::string cmd = env(run) + "exec " + kScripts + "train.sh --epochs 50 --log_every 3 --num_workers 0 >" +
                           (dir / "out") + " 2>&1";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  auto training = [&] {
-    std::ifstream in(run + "/metrics.jsonl");
-    for (std::string line; std::getline(in, line);)
-      if (line.find("\"event\":\"step\"") != std::string::npos) return true;
-    return false;
-  };
-  for (int i = 0; i < 600 && !training(); ++i) usleep(100000);
+  const pid_t pid = test::start_shell(cmd);
+  test::wait_for_step(run);
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);

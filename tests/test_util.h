@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -78,6 +79,27 @@ struct CaptureStderr {
     saved = -1;
   }
 };
+
+// Starts `command` with /bin/sh in a child process, for tests that signal it; its pid.
+inline pid_t start_shell(const std::string& command) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits up to 60 s until the run folder's metrics.jsonl holds a step record: training began.
+inline bool wait_for_step(const std::string& run) {
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(run + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (line.find("\"event\":\"step\"") != std::string::npos) return true;
+    ::usleep(100000);
+  }
+  return false;
+}
 
 // Path of the built gputrain binary (defined in test_main.cpp).
 const char* gputrain_exe();

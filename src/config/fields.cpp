@@ -25,7 +25,7 @@ std::vector<Field> make_fields() {
   // (LibTorch refuses it mid-step), so it is refused here, with the range.
   const double float_max = std::numeric_limits<float>::max();
   return {
-      {"preset", &C::preset, "source", "preset name (gputrain presets) or path to a .json file"},
+      {"preset", &C::preset, "source", "workload preset name (gputrain presets), auto, or a path to a .json file"},
       {"config", &C::config, "source", "JSON file applied after the preset"},
       {"device_preset", &C::device_preset, "source",
        "device recipe under the preset: auto (from the GPU found), none, or a device preset (t4, a100, ...)"},
