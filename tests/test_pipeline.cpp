@@ -3,6 +3,9 @@
 // than GPipe; a pipeline checkpoint evaluates on one device; what cannot be split says so.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -262,6 +265,35 @@ TEST_CASE("pipeline: a one-device run resumes with stages and ends where the one
   check_same_weights(dir / "whole.st", dir / "resumed.st");
 }
 
+TEST_CASE("pipeline: SIGTERM mid-run saves, exits 143, and the resume ends where an uninterrupted run does", "[pipeline][cli]") {
+  test::TempDir dir;
+  const std::string mlp = kTrain + "--model mlp --input_shape 12 --width 16 --batch_size 64 --max_steps 0 --lr_schedule constant "
+                          "--warmup_steps 0 --epochs 100 --pipeline_stages 2 --micro_batches 4 --log_every 2 ";
+  auto whole = test::run_gputrain(mlp + "--output_dir " + (dir / "whole") + " --export " +
+                                  (dir / "whole.st"));
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+
+  const std::string run = dir / "run";
+  const pid_t pid = test::start_shell("exec " + std::string(test::gputrain_exe()) + " " + mlp + "--output_dir " + run + " >" + (dir / "out") + " 2>&1");
+  REQUIRE(test::wait_for_step(run));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  INFO(test::read_file(dir / "out"));
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 143);
+  CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
+  CHECK_THAT(test::read_file(dir / "out"), Catch::Contains("stopped (SIGTERM) at step"));
+
+  auto resumed = test::run_gputrain(mlp + "--resume auto --output_dir " + run + " --export " +
+                                    (dir / "resumed.st"));
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("resumed from"));
+  check_same_weights(dir / "whole.st", dir / "resumed.st");
+}
+
 // Two GPUs or more: the stages on cuda:0 and cuda:1 (activations and gradients copied between
 // them), against one GPU accumulating the same micro-batches; and fp16, whose overflow check
 // sees the gradients of both devices.
@@ -282,6 +314,18 @@ TEST_CASE("cuda: pipeline stages on 2 GPUs train the weights of one GPU, fp16 to
   INFO(two.out << two.err);
   REQUIRE(two.exit_code == 0);
   CHECK_THAT(two.out, Catch::Contains("cuda:0") && Catch::Contains("cuda:1"));
+  // Busy fractions from CUDA events: each stage's device time within the step's wall time.
+  int logged = 0;
+  for (const auto& r : test::read_jsonl(dir / "two/metrics.jsonl")) {
+    if (r["event"] != "step" || !r.contains("pipeline")) continue;
+    ++logged;
+    for (double busy : r["pipeline"]["busy"]) {
+      CHECK(busy > 0);
+      CHECK(busy <= 1.0);
+    }
+    CHECK(r["pipeline"]["bubble"].get<double>() >= 0);
+  }
+  CHECK(logged > 0);
   auto wa = load_safetensors(dir / "one.st"), wb = load_safetensors(dir / "two.st");
   for (const auto& [name, t] : wa) {
     INFO(name);

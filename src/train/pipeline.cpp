@@ -9,6 +9,7 @@
 
 #include <ATen/Parallel.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/autograd.h>
 
@@ -306,14 +307,31 @@ void Pipeline::run_stage(int s, const Job& job) {
   const bool first = s == 0, last = s == n - 1;
   const auto micro = static_cast<int64_t>(job.xs->size());
   std::vector<torch::Tensor> inputs(static_cast<size_t>(micro)), roots(static_cast<size_t>(micro));
+  // On a GPU the host only queues the work: a stage's busy time is what CUDA events around each
+  // forward and backward measure on its device's stream (one wait for the last, at the end).
+  // The thread makes its stage's GPU current, so the events and new tensors land there.
+  const bool gpu = stage.device.is_cuda();
+  c10::OptionalDeviceGuard device_guard;
+  if (gpu) device_guard.reset_device(stage.device);
+  CudaEventTimer gpu_timer;
   double busy = 0;
+  auto started = [&] {
+    if (gpu) gpu_timer.mark();
+    return Clock::now();
+  };
+  auto finished = [&](Clock::time_point t0) {
+    if (gpu)
+      gpu_timer.mark();
+    else
+      busy += since(t0);
+  };
   for (const auto& [forward, m] : schedule_of(opt_.schedule, s, n, micro)) {
     const auto i = static_cast<size_t>(m);
     if (forward) {
       // What arrives from the stage before is a detached copy: a leaf whose gradient this stage's
       // backward fills, to be sent back.
       torch::Tensor in = first ? (*job.xs)[i] : receive(0, s - 1, m);
-      const auto t0 = Clock::now();
+      const auto t0 = started();
       if (!first && in.is_floating_point()) in.requires_grad_(true);
       torch::Tensor out;
       {
@@ -329,10 +347,10 @@ void Pipeline::run_stage(int s, const Job& job) {
       }
       if (!first) inputs[i] = in;
       roots[i] = out;
-      busy += since(t0);
+      finished(t0);
     } else {
       torch::Tensor grad = last ? torch::Tensor() : receive(1, s + 1, m);
-      const auto t0 = Clock::now();
+      const auto t0 = started();
       if (last)
         roots[i].backward();
       else
@@ -343,8 +361,12 @@ void Pipeline::run_stage(int s, const Job& job) {
         send(1, s, m, g.to(opt_.stages[static_cast<size_t>(s) - 1].device, /*non_blocking=*/true));
       }
       roots[i] = inputs[i] = torch::Tensor();  // this micro-batch's activations go now
-      busy += since(t0);
+      finished(t0);
     }
+  }
+  if (gpu) {
+    const std::vector<double> ms = gpu_timer.intervals_ms();  // start-end, end-start, start-end, ...
+    for (size_t k = 0; k < ms.size(); k += 2) busy += ms[k] / 1000;
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.busy_seconds[static_cast<size_t>(s)] = busy;

@@ -43,7 +43,7 @@ struct PipelineOptions {
 // What one run() measured.
 struct PipelineStats {
   double seconds = 0;                // wall time of the run
-  std::vector<double> busy_seconds;  // per stage: time in its forwards and backwards
+  std::vector<double> busy_seconds;  // per stage: time in its forwards and backwards (GPU: CUDA events)
   int64_t peak_bytes = 0;            // the most bytes the run's allocations held at once
   std::vector<int64_t> stage_peak_bytes;  // the same, by the stage that allocated them
 
