@@ -115,12 +115,9 @@ TEST_CASE("data parallel: SIGTERM to the launcher stops every rank at one step, 
                           "--log_every 3 --num_workers 0 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
   const pid_t pid = test::start_shell("exec " + cmd);
   test::wait_for_step(run);  // training has begun: stop the job
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int code = test::sigterm_and_wait(pid);
   INFO(test::read_file(dir / "out"));
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 143);
+  CHECK(code == 143);
   CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
   int64_t stopped_at = -1;
   for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))

@@ -161,11 +161,7 @@ TEST_CASE("launch: SIGTERM to the launcher reaches every rank, and it exits 143"
     _exit(launch(o));
   }
   sleep(2);
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 143);
+  CHECK(test::sigterm_and_wait(pid) == 143);
   const std::string log = test::read_file(dir / "log");
   CHECK_THAT(log, Catch::Contains("got-term-0") && Catch::Contains("got-term-1"));
 }

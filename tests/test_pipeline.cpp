@@ -277,12 +277,9 @@ TEST_CASE("pipeline: SIGTERM mid-run saves, exits 143, and the resume ends where
   const std::string run = dir / "run";
   const pid_t pid = test::start_shell("exec " + std::string(test::gputrain_exe()) + " " + mlp + "--output_dir " + run + " >" + (dir / "out") + " 2>&1");
   REQUIRE(test::wait_for_step(run));
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int code = test::sigterm_and_wait(pid);
   INFO(test::read_file(dir / "out"));
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 143);
+  REQUIRE(code == 143);
   CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
   CHECK_THAT(test::read_file(dir / "out"), Catch::Contains("stopped (SIGTERM) at step"));
 

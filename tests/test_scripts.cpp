@@ -92,11 +92,8 @@ TEST_CASE("scripts: SIGTERM to train.sh reaches gputrain: exit 143 and a checkpo
                           (dir / "out") + " 2>&1";
   const pid_t pid = test::start_shell(cmd);
   test::wait_for_step(run);
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int code = test::sigterm_and_wait(pid);
   INFO(test::read_file(dir / "out"));
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 143);
+  CHECK(code == 143);
   CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
 }

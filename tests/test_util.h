@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <signal.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -88,6 +90,15 @@ inline pid_t start_shell(const std::string& command) {
     ::_exit(127);
   }
   return pid;
+}
+
+// Sends SIGTERM to a child of start_shell and waits for it: its exit code, or -N when signal N
+// killed it.
+inline int sigterm_and_wait(pid_t pid) {
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
 // Waits up to 60 s until the run folder's metrics.jsonl holds a step record: training began.
