@@ -140,11 +140,13 @@ TEST_CASE("device presets: the recipe under the workload under flags, --preset a
   CHECK(resolve_on(t4, {flag("preset", "smoke"), flag("device_preset", "none")}).prefetch_factor == 2);
   // --device cpu on a GPU machine: the CPU's recipe.
   CHECK(resolve_on(a100, {flag("device", "cpu")}).device_preset == "cpu");
-  // The probe is asked only for auto.
-  CHECK(resolve_config({flag("device_preset", "t4")}, [] () -> std::vector<GpuInfo> {
-          FAIL("probed");
-          return {};
-        }).device_preset == "t4");
+  // The probe (a CUDA context on every GPU) is asked only for auto, and not for --device cpu.
+  const GpuProbe must_not_probe = []() -> std::vector<GpuInfo> {
+    FAIL("probed");
+    return {};
+  };
+  CHECK(resolve_config({flag("device_preset", "t4")}, must_not_probe).device_preset == "t4");
+  CHECK(resolve_config({flag("device", "cpu")}, must_not_probe).device_preset == "cpu");
 
   // --preset auto: the default workload under the GPU's recipe.
   Config a = resolve_on(t4, {flag("preset", "auto")});

@@ -89,7 +89,9 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
     workload = nullptr;
     c.device_preset = c.preset;
   } else if (c.device_preset == "auto") {
-    const DevicePresetChoice choice = choose_device_preset(probe ? probe() : std::vector<GpuInfo>{}, device);
+    // Not for --device cpu: the GPU query makes a CUDA context on every GPU.
+    const bool ask = probe && device != "cpu";
+    const DevicePresetChoice choice = choose_device_preset(ask ? probe() : std::vector<GpuInfo>{}, device);
     recipe = load(choice.name);
     c.device_preset = choice.name;
     c.device_preset_why = choice.why;

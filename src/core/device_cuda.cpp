@@ -19,10 +19,6 @@ std::string dotted(long v, long major_div, long minor_div, long minor_mod) {
   return std::to_string(v / major_div) + "." + std::to_string((v / minor_div) % minor_mod);
 }
 
-}  // namespace
-
-namespace {
-
 // One tiny kernel on the GPU: fails only when torch has no kernel image for its architecture.
 bool torch_has_kernels(int device) {
   try {
