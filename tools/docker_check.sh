@@ -45,6 +45,8 @@ fail() { echo "docker_check: FAILED: $*" >&2; exit 1; }
 cleanup() { "$DOCKER" rm -f "$container" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
+mkdir -p "$WORK"
+
 # --- a daemon: the running one, else dockerd started here (root only) ------------------------
 if ! "$DOCKER" info >/dev/null 2>&1; then
   [[ $EUID -eq 0 ]] || fail "no Docker daemon answers, and starting one needs root"
@@ -81,7 +83,6 @@ if ! "$DOCKER" image inspect "$BASE" >/dev/null 2>&1 && ! timeout 60 "$DOCKER" p
 fi
 
 # --- the build context: the working tree as git sees it (tracked and new files, not ignored) --
-mkdir -p "$WORK"
 ctx="$WORK/context"
 rm -rf "$ctx"
 mkdir -p "$ctx"
@@ -116,16 +117,19 @@ run "$IMAGE" --version | grep -q "(git $revision" || fail "--version does not na
 runs="$WORK/runs"
 rm -rf "$runs"
 mkdir -p "$runs"
-chown 0:0 "$runs"
-chmod 755 "$runs"
-set +e
-out="$(run -v "$runs:/runs" "$IMAGE" train --preset smoke 2>&1)"
-code=$?
-set -e
-indent <<<"$out"
-[[ $code -eq 2 ]] || fail "a root-owned /runs: exit $code, expected 2"
-grep -q -- "--user" <<<"$out" || fail "a root-owned /runs: no hint naming --user"
-say "root-owned /runs: exit 2 with the --user hint"
+chmod 755 "$runs"  # owned by this user: writable by uid 1000 only when that is this user
+if [[ $(id -u) -ne 1000 ]]; then
+  set +e
+  out="$(run -v "$runs:/runs" "$IMAGE" train --preset smoke 2>&1)"
+  code=$?
+  set -e
+  indent <<<"$out"
+  [[ $code -eq 2 ]] || fail "a /runs owned by uid $(id -u): exit $code, expected 2"
+  grep -q -- "--user" <<<"$out" || fail "a /runs owned by uid $(id -u): no hint naming --user"
+  say "a /runs owned by uid $(id -u): exit 2 with the --user hint"
+else
+  say "skipped the unwritable /runs check: this user is uid 1000, as is the image's"
+fi
 
 # --- a smoke run as the host's user ------------------------------------------------------------
 user="$(id -u):$(id -g)"
