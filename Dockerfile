@@ -47,11 +47,12 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
 FROM ${BASE}
 # tini as PID 1: `docker stop` sends SIGTERM to PID 1, and tini passes it on to gputrain, which
 # saves a checkpoint and exits 143 (a program that is PID 1 itself gets no default signal
-# handling, and nothing would reap its children). Unpinned: Debian 12 keeps these packages'
-# interfaces fixed and only ships fixes, which a pin would keep out.
+# handling, and nothing would reap its children). Unpinned: Debian 12 keeps its interface fixed
+# and only ships fixes, which a pin would keep out. Nothing else: the install tree brings the
+# libraries the binary loads (torch, CUDA, libpng, libturbojpeg).
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends tini libpng16-16 zlib1g libturbojpeg0 \
+ && apt-get install -y --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/gputrain /opt/gputrain
 ENV PATH=/opt/gputrain/bin:$PATH

@@ -114,7 +114,7 @@ TEST_CASE("data parallel: SIGTERM to the launcher stops every rank at one step, 
   const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke --epochs 50 " +
                           "--log_every 3 --num_workers 0 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
   const pid_t pid = test::start_shell("exec " + cmd);
-  test::wait_for_step(run);  // training has begun: stop the job
+  REQUIRE(test::wait_for_step(run));  // training has begun: stop the job
   const int code = test::sigterm_and_wait(pid);
   INFO(test::read_file(dir / "out"));
   CHECK(code == 143);
@@ -154,7 +154,7 @@ TEST_CASE("data parallel: a rank killed mid-run fails the job within the timeout
   const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke --epochs 50 " +
                           "--log_every 2 --num_workers 0 --dist_timeout 30 --output_dir " + run + " >" + (dir / "out") + " 2>&1";
   const pid_t pid = test::start_shell("exec " + cmd);
-  test::wait_for_step(run);
+  REQUIRE(test::wait_for_step(run));
   // Rank 1 is the launcher's child with RANK=1 in its environment.
   pid_t rank1 = -1;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {

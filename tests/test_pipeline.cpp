@@ -3,9 +3,6 @@
 // than GPipe; a pipeline checkpoint evaluates on one device; what cannot be split says so.
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
-
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 

@@ -162,6 +162,27 @@ TEST_CASE("device presets: the recipe under the workload under flags, --preset a
   CHECK(t.amp_dtype == "fp16");
   CHECK(t.batch_size == 256);
 
+  // The CPU's recipe named outright trains on the CPU, without asking the GPUs; a flag still wins.
+  CHECK(resolve_config({flag("preset", "cpu")}, must_not_probe).device == "cpu");
+  CHECK(resolve_config({flag("device_preset", "cpu")}, must_not_probe).device == "cpu");
+  CHECK(resolve_on(t4, {flag("device_preset", "cpu"), flag("device", "cuda")}).device == "cuda");
+  CHECK(resolve_on({}, {}).device == "auto");  // chosen by auto: the device stays auto
+
+  // A device recipe as --preset with another --device_preset: which one is meant is unclear.
+  CHECK_THROWS_AS(resolve_on(t4, {flag("preset", "t4"), flag("device_preset", "a100")}), Error);
+  CHECK(resolve_on(t4, {flag("preset", "t4"), flag("device_preset", "t4")}).device_preset == "t4");
+
+  // The device a --config file or the workload sets is the one the recipe is chosen for.
+  test::TempDir dir;
+  test::write_file(dir / "c.json", R"({"device": "cpu"})");
+  Config from_file = resolve_config({flag("config", dir / "c.json")}, must_not_probe);
+  CHECK(from_file.device_preset == "cpu");
+  CHECK(from_file.device == "cpu");
+
+  // A preset whose "kind" is not a string is a workload, not a crash.
+  test::write_file(dir / "odd.json", R"({"kind": 1, "epochs": 2})");
+  CHECK(resolve_on({}, {flag("preset", dir / "odd.json")}).epochs == 2);
+
   // A workload named as the device recipe is refused, listing the recipes.
   try {
     resolve_on(t4, {flag("device_preset", "smoke")});

@@ -91,7 +91,7 @@ TEST_CASE("scripts: SIGTERM to train.sh reaches gputrain: exit 143 and a checkpo
   const std::string cmd = env(run) + "exec " + kScripts + "train.sh --epochs 50 --log_every 3 --num_workers 0 >" +
                           (dir / "out") + " 2>&1";
   const pid_t pid = test::start_shell(cmd);
-  test::wait_for_step(run);
+  REQUIRE(test::wait_for_step(run));
   const int code = test::sigterm_and_wait(pid);
   INFO(test::read_file(dir / "out"));
   CHECK(code == 143);

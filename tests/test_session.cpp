@@ -121,8 +121,7 @@ TEST_CASE("recipe: a GPU this torch has no kernels for is skipped, or refused wh
   CHECK_THAT(a.reason("device"), Catch::Contains("Tesla P100-PCIE-16GB (sm_60) is not supported by this LibTorch"));
   CHECK_THAT(err, Catch::Contains("gputrain: cuda:0 Tesla P100-PCIE-16GB (sm_60) is not supported") &&
                       Catch::Contains("training on the CPU"));
-  // Beside a T4, auto takes the T4 even with less free memory.
-  p100.free_bytes = 16LL << 30;
+  // Beside a T4, auto takes the T4 even with less free memory (2 GiB against 16).
   ResolvedConfig mixed(Config{});
   CHECK(resolve_recipe(mixed, test::gpu_machine({p100, test::t4(1, 2LL << 30)})).device.index() == 1);
   // Asked for by name: exit 2 with a hint, nothing started.

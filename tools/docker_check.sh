@@ -134,7 +134,9 @@ fi
 # --- a smoke run as the host's user ------------------------------------------------------------
 user="$(id -u):$(id -g)"
 say "smoke run into the mounted /runs (--user $user)"
-run --user "$user" -v "$runs:/runs" "$IMAGE" train --preset smoke --output_dir /runs/smoke | tail -3 | indent
+out="$(run --user "$user" -v "$runs:/runs" "$IMAGE" train --preset smoke --output_dir /runs/smoke 2>&1)" ||
+  { indent <<<"$out"; fail "the smoke run failed"; }
+tail -3 <<<"$out" | indent
 [[ -f "$runs/smoke/checkpoints/last.pt" && -f "$runs/smoke/report.html" ]] || fail "the smoke run left no last.pt/report.html in the mount"
 say "smoke run: $(cd "$runs/smoke" && find . -type f ! -name .lock | sort | tr '\n' ' ')"
 
@@ -144,9 +146,11 @@ say "quickstart (1 epoch) detached, docker stop once it has logged a step"
   train --preset quickstart --epochs 1 --log_every 20 --output_dir /runs/stopped >/dev/null
 for _ in $(seq 300); do
   grep -q '"event":"step"' "$runs/stopped/metrics.jsonl" 2>/dev/null && break
+  [[ "$("$DOCKER" inspect -f '{{.State.Running}}' "$container")" == true ]] || break
   sleep 1
 done
-grep -q '"event":"step"' "$runs/stopped/metrics.jsonl" 2>/dev/null || fail "no step logged in 300 s"
+grep -q '"event":"step"' "$runs/stopped/metrics.jsonl" 2>/dev/null ||
+  { "$DOCKER" logs "$container" 2>&1 | tail -10 | indent; fail "the quickstart logged no step (ended, or 300 s)"; }
 start=$SECONDS
 "$DOCKER" stop -t 60 "$container" >/dev/null
 stop_s=$((SECONDS - start))
@@ -158,8 +162,9 @@ code="$("$DOCKER" wait "$container")"
 say "docker stop: exit 143 after ${stop_s} s, last.pt in the mount"
 
 say "resume: train --resume auto --output_dir /runs/stopped"
-run --user "$user" -v "$runs:/runs" "$IMAGE" train --resume auto --output_dir /runs/stopped 2>&1 |
-  grep -E "resum|test " | tail -4 | indent
+out="$(run --user "$user" -v "$runs:/runs" "$IMAGE" train --resume auto --output_dir /runs/stopped 2>&1)" ||
+  { tail -10 <<<"$out" | indent; fail "the resumed run failed"; }
+grep -E "resum|test " <<<"$out" | tail -4 | indent || true
 grep -q '"event":"resume"' "$runs/stopped/metrics.jsonl" ||
   fail "the resumed run left no record of the resume in metrics.jsonl"
 [[ -f "$runs/stopped/report.html" ]] || fail "the resumed run did not finish"

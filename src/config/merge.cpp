@@ -53,13 +53,17 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
 
   // The sources come first, whatever their position on the command line; --device too, as it
   // names the GPU an automatic device preset is for.
-  std::string device = c.device;
+  std::string device_flag;
+  bool device_preset_given = false;
   for (const auto& f : flags) {
     if (f.negated || !f.value || f.value->empty()) continue;
     if (f.name == "preset") c.preset = *f.value;
     if (f.name == "config") c.config = *f.value;
-    if (f.name == "device_preset") c.device_preset = *f.value;
-    if (f.name == "device") device = *f.value;
+    if (f.name == "device_preset") {
+      c.device_preset = *f.value;
+      device_preset_given = true;
+    }
+    if (f.name == "device") device_flag = *f.value;
   }
   auto load = [&](const std::string& name) -> nlohmann::json {
     try {
@@ -74,9 +78,15 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
     if (preset.is_null()) return;
     apply_json(c, preset["values"], preset["path"], problems, {"description", "kind"});
   };
-  auto is_device = [](const nlohmann::json& preset) {
-    return !preset.is_null() && preset["values"].is_object() && preset["values"].value("kind", "") == "device";
-  };
+  auto is_device = [](const nlohmann::json& preset) { return !preset.is_null() && is_device_recipe(preset["values"]); };
+  nlohmann::json config_file;
+  if (!c.config.empty()) {
+    try {
+      config_file = load_json_file(c.config);
+    } catch (const Error& e) {
+      problems.insert(problems.end(), e.problems.begin(), e.problems.end());
+    }
+  }
 
   // --preset auto: the built-in workload under the recipe for the GPU found.
   const bool preset_auto = c.preset == "auto";
@@ -85,11 +95,22 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
   nlohmann::json workload = load(preset_auto ? Config{}.preset : c.preset);
   nlohmann::json recipe;
   if (is_device(workload)) {
-    recipe = std::move(workload);  // --preset t4: the T4's recipe, the built-in workload
+    // --preset t4: the T4's recipe, the built-in workload.
+    if (device_preset_given && c.device_preset != "auto" && c.device_preset != c.preset)
+      problems.push_back("--preset '" + c.preset + "' is a device recipe: drop --device_preset '" + c.device_preset +
+                         "', or name a workload preset");
+    recipe = std::move(workload);
     workload = nullptr;
     c.device_preset = c.preset;
   } else if (c.device_preset == "auto") {
-    // Not for --device cpu: the GPU query makes a CUDA context on every GPU.
+    // The device the run asks for, wherever it is set (flag > --config file > workload); not
+    // probed for the CPU: the GPU query makes a CUDA context on every GPU.
+    std::string device = device_flag;
+    for (const nlohmann::json* values : {&config_file, workload.is_null() ? nullptr : &workload["values"]}) {
+      if (device.empty() && values && values->is_object() && values->contains("device") && (*values)["device"].is_string())
+        device = (*values)["device"];
+    }
+    if (device.empty()) device = c.device;
     const bool ask = probe && device != "cpu";
     const DevicePresetChoice choice = choose_device_preset(ask ? probe() : std::vector<GpuInfo>{}, device);
     recipe = load(choice.name);
@@ -106,10 +127,13 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
     }
   }
   apply(recipe);
+  // The CPU's recipe named outright (--preset cpu, --device_preset cpu) means training on the
+  // CPU, also on a machine with GPUs; chosen by auto it is where no GPU can be used anyway.
+  if (c.device_preset == "cpu" && c.device_preset_why.empty()) c.device = "cpu";
   apply(workload);
-  if (!c.config.empty()) {
+  if (!config_file.is_null()) {
     try {
-      apply_json(c, load_json_file(c.config), c.config, problems, {});
+      apply_json(c, config_file, c.config, problems, {});
     } catch (const Error& e) {
       problems.insert(problems.end(), e.problems.begin(), e.problems.end());
     }

@@ -53,7 +53,7 @@ std::vector<PresetInfo> list_presets() {
         auto j = load_json_file(info.path);
         if (j.is_object() && j.contains("description") && j["description"].is_string())
           info.description = j["description"];
-        info.device = j.is_object() && j.value("kind", "") == "device";
+        info.device = is_device_recipe(j);
       } catch (const Error&) {
         info.description = "(unreadable: not valid JSON)";
       }
@@ -63,6 +63,12 @@ std::vector<PresetInfo> list_presets() {
   std::vector<PresetInfo> out;
   for (auto& [name, info] : found) out.push_back(info);
   return out;
+}
+
+bool is_device_recipe(const nlohmann::json& values) {
+  if (!values.is_object()) return false;
+  const auto kind = values.find("kind");
+  return kind != values.end() && kind->is_string() && *kind == "device";
 }
 
 std::string find_preset(const std::string& name_or_path) {

@@ -23,6 +23,10 @@ std::vector<PresetInfo> list_presets();
 // A preset name or a path to a .json file -> the file's path. Throws a usage error.
 std::string find_preset(const std::string& name_or_path);
 
+// Whether a preset's values are a device recipe ("kind": "device"); any other kind, or none, is
+// a workload.
+bool is_device_recipe(const nlohmann::json& values);
+
 // Reads and parses a JSON file; throws a usage error naming the file, line and reason.
 nlohmann::json load_json_file(const std::string& path);
 

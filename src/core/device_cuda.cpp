@@ -133,6 +133,23 @@ void cuda_synchronize(int device) { torch::cuda::synchronize(device); }
 
 void cuda_empty_cache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
 
+at::Tensor copy_between_gpus(const at::Tensor& t, c10::Device to) {
+  const c10::Device from = t.device();
+  if (!from.is_cuda() || !to.is_cuda() || from == to) return t.to(to, /*non_blocking=*/true);
+  c10::cuda::CUDAGuard guard(from);
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, from.index());
+  c10::cuda::CUDAEvent produced;
+  produced.record(c10::cuda::getCurrentCUDAStream(from.index()));
+  produced.block(side);
+  at::Tensor out;
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);  // ATen's cross-device copy runs on the source's current stream
+    out = t.to(to, /*non_blocking=*/true);
+  }
+  t.record_stream(side);
+  return out;
+}
+
 namespace {
 c10::cuda::CUDAEvent& as_event(const std::shared_ptr<void>& p) { return *static_cast<c10::cuda::CUDAEvent*>(p.get()); }
 }  // namespace

@@ -43,6 +43,13 @@ void cuda_empty_cache();
 // torch.cuda.set_sync_debug_mode("error")). For proving a loop free of host syncs.
 void cuda_set_sync_debug_error(bool error);
 
+// A copy from one GPU to another on a side stream of the source GPU, so it overlaps the sender's
+// next kernels instead of queuing behind them on its stream. The side stream waits for the
+// tensor, the destination's current stream waits for the copy (ATen orders a cross-device copy
+// that way), and the source's memory is not reused before the copy has read it. Any other pair
+// of devices: a plain non-blocking copy.
+at::Tensor copy_between_gpus(const at::Tensor& t, c10::Device to);
+
 // Times GPU work without syncing in the loop: mark() records an event on the current stream;
 // intervals_ms() syncs once and returns the times between consecutive marks.
 class CudaEventTimer {

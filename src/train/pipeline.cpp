@@ -343,7 +343,7 @@ void Pipeline::run_stage(int s, const Job& job) {
         losses_[i] = out.detach();
         out = (*job.scale)(out);  // backward starts from the scaled loss, outside autocast
       } else {
-        send(0, s, m, out.detach().to(opt_.stages[static_cast<size_t>(s) + 1].device, /*non_blocking=*/true));
+        send(0, s, m, copy_between_gpus(out.detach(), opt_.stages[static_cast<size_t>(s) + 1].device));
       }
       if (!first) inputs[i] = in;
       roots[i] = out;
@@ -358,7 +358,7 @@ void Pipeline::run_stage(int s, const Job& job) {
       if (!first) {
         auto g = inputs[i].grad();
         if (!g.defined()) g = torch::zeros_like(inputs[i]);
-        send(1, s, m, g.to(opt_.stages[static_cast<size_t>(s) - 1].device, /*non_blocking=*/true));
+        send(1, s, m, copy_between_gpus(g, opt_.stages[static_cast<size_t>(s) - 1].device));
       }
       roots[i] = inputs[i] = torch::Tensor();  // this micro-batch's activations go now
       finished(t0);

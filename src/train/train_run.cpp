@@ -92,7 +92,14 @@ int run_training(const std::vector<FlagArg>& flags) {
   // Data parallel: every rank trains; rank 0 alone owns the run folder and prints.
   const RankEnv ranks = read_rank_env();
   const bool root = ranks.rank == 0;
-  Continued run{resolve_config(flags, [] { return probe_machine().gpus; }), nullptr, "", "", 1, 0};
+  // --resume PATH takes the recipe from its checkpoint: no GPU query (a CUDA context on each GPU)
+  // to choose one.
+  const bool resume_path = std::any_of(flags.begin(), flags.end(), [](const FlagArg& f) {
+    return f.name == "resume" && f.value && !f.value->empty() && *f.value != "auto";
+  });
+  GpuProbe probe;
+  if (!resume_path) probe = [] { return probe_machine().gpus; };
+  Continued run{resolve_config(flags, probe), nullptr, "", "", 1, 0};
   const std::string resume = run.requested.resume;
   std::shared_ptr<Comm> comm;
   if (ranks.world_size > 1) comm = std::make_shared<Comm>(ranks, run.requested.dist_timeout);
