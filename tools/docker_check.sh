@@ -29,9 +29,13 @@ for arg in "$@"; do
   esac
 done
 
-if [[ -z "${DOCKER:-}" ]]; then
-  if [[ -x /usr/bin/docker ]]; then DOCKER=/usr/bin/docker; else DOCKER=docker; fi
-fi
+docker_given="${DOCKER:-}"
+pick_client() {
+  if [[ -n "$docker_given" ]]; then DOCKER="$docker_given"
+  elif [[ -x /usr/bin/docker ]]; then DOCKER=/usr/bin/docker
+  else DOCKER=docker; fi
+}
+pick_client
 BASE="${BASE:-debian:bookworm-slim}"
 LOCAL_BASE="${LOCAL_BASE:-gputrain-local/debian:bookworm}"
 CA_BUNDLE="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
@@ -53,6 +57,7 @@ if ! "$DOCKER" info >/dev/null 2>&1; then
   if ! command -v dockerd >/dev/null; then
     say "installing docker.io"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+    pick_client  # Debian's client now, not one found earlier on PATH
   fi
   # No bridge and no iptables rules: builds and containers use --network host or none, so
   # nothing is routed through a docker bridge.
