@@ -329,4 +329,18 @@ TEST_CASE("cuda: pipeline stages on 2 GPUs train the weights of one GPU, fp16 to
                                  "--output_dir " + (dir / "fp16"));
   INFO(fp16.out << fp16.err);
   CHECK(fp16.exit_code == 0);
+
+  // Resume on the GPUs: a checkpoint of stages on cuda:0 and cuda:1 (each stage's optimizer
+  // state on its device) continues to where an uninterrupted run ends.
+  const std::string piped = gpu + "--pipeline_stages 2 --micro_batches 4 --batch_size 64 --max_steps 0 ";
+  auto whole = test::run_gputrain(piped + "--epochs 2 --output_dir " + (dir / "whole") + " --export " + (dir / "whole.st"));
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  REQUIRE(test::run_gputrain(piped + "--epochs 1 --output_dir " + (dir / "half")).exit_code == 0);
+  auto resumed = test::run_gputrain(piped + "--epochs 2 --resume auto --output_dir " + (dir / "half") + " --export " +
+                                    (dir / "resumed.st"));
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("resumed from"));
+  check_same_weights(dir / "whole.st", dir / "resumed.st");
 }
