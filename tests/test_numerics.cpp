@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "config/config.h"
+#include "core/memory_format.h"
 #include "train/autocast.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
@@ -111,20 +112,28 @@ TEST_CASE("clip_grad_norm matches torch's clip_grad_norm_", "[numerics]") {
 }
 
 TEST_CASE("channels_last gives the same outputs as NCHW", "[numerics]") {
-  for (std::string name : {"cnn", "resnet18"}) {
-    torch::manual_seed(5);
-    auto nchw = make_model(name, ModelSpec{{3, 16, 16}, 7, 8});
-    torch::manual_seed(5);
-    auto nhwc = make_model(name, ModelSpec{{3, 16, 16}, 7, 8});
-    to_channels_last(*nhwc);
-    REQUIRE(nhwc->parameters()[0].is_contiguous(torch::MemoryFormat::ChannelsLast));
-    nchw->eval();
-    nhwc->eval();
-    torch::NoGradGuard ng;
-    auto x = torch::randn({4, 3, 16, 16});
-    auto a = nchw->forward(x);
-    auto b = nhwc->forward(x.contiguous(torch::MemoryFormat::ChannelsLast));
-    CHECK(torch::allclose(a, b, 1e-4, 1e-5));
+  // 1 channel too: there plain NCHW strides pass for channels_last, and the kernels ran NCHW.
+  for (int64_t channels : {3, 1}) {
+    for (std::string name : {"cnn", "resnet18"}) {
+      INFO(name << " on " << channels << " channels");
+      torch::manual_seed(5);
+      auto nchw = make_model(name, ModelSpec{{channels, 16, 16}, 7, 8});
+      torch::manual_seed(5);
+      auto nhwc = make_model(name, ModelSpec{{channels, 16, 16}, 7, 8});
+      to_channels_last(*nhwc);
+      for (const auto& p : nhwc->parameters())
+        if (p.dim() == 4) CHECK(p.suggest_memory_format() == torch::MemoryFormat::ChannelsLast);
+      nchw->eval();
+      nhwc->eval();
+      torch::NoGradGuard ng;
+      auto x = torch::randn({4, channels, 16, 16});
+      auto xl = to_channels_last(x);
+      CHECK(xl.suggest_memory_format() == torch::MemoryFormat::ChannelsLast);
+      CHECK(torch::equal(xl, x));
+      auto a = nchw->forward(x);
+      auto b = nhwc->forward(xl);
+      CHECK(torch::allclose(a, b, 1e-4, 1e-5));
+    }
   }
 }
 

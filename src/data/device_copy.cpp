@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "core/memory_format.h"
+
 namespace gputrain {
 
 struct DeviceCopier::SideStream {
@@ -22,7 +24,7 @@ DeviceCopier::~DeviceCopier() = default;
 Batch DeviceCopier::copy(const Batch& host, std::shared_ptr<void>* fence) const {
   fence->reset();
   auto layout = [&](torch::Tensor x) {
-    return channels_last_ && x.dim() == 4 ? x.contiguous(torch::MemoryFormat::ChannelsLast) : x;
+    return channels_last_ ? to_channels_last(x) : x;
   };
   if (!device_.is_cuda()) return {layout(host.x), host.y};
   if (!side_) return {layout(host.x.to(device_)), host.y.to(device_)};  // synchronous copies

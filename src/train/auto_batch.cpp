@@ -3,6 +3,7 @@
 #include "train/auto_batch.h"
 
 #include "core/error.h"
+#include "core/memory_format.h"
 
 namespace gputrain {
 
@@ -16,7 +17,7 @@ BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample
     auto on = torch::TensorOptions().device(ctx.device);
     Batch batch{torch::randn(dims, on), num_classes > 0 ? torch::randint(0, num_classes, {b}, on.dtype(torch::kLong))
                                                         : torch::randn({b, num_targets}, on)};
-    if (ctx.channels_last && batch.x.dim() == 4) batch.x = batch.x.contiguous(torch::MemoryFormat::ChannelsLast);
+    if (ctx.channels_last) batch.x = to_channels_last(batch.x);
     bool ok = trainer.probe(batch);
     s.trials.push_back({b, ok});
     return ok;

@@ -16,6 +16,7 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/memory_format.h"
 #include "models/batch_norm.h"
 #include "train/autocast.h"
 #include "train/fused_optim.h"
@@ -56,7 +57,7 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double ma
 void to_channels_last(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   for (auto& p : module.parameters())
-    if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+    p.set_data(to_channels_last(p.data()));
 }
 
 Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const Recipe& ctx,

@@ -119,7 +119,7 @@ class Trainer {
 // Returns the total norm before clipping.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
-// Converts 4-D parameters and buffers to channels_last (Module::to has no memory-format form).
+// Converts 4-D parameters to channels_last (Module::to has no memory-format form).
 void to_channels_last(torch::nn::Module& module);
 
 }  // namespace gputrain
