@@ -304,3 +304,38 @@ TEST_CASE("session: --num_workers auto measures, says why, and trains as the cho
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--num_workers") && Catch::Contains("an integer or auto"));
 }
+
+TEST_CASE("session: --prefetch_factor auto measures 1, 2 and 4 batches in flight, and trains as the chosen number would",
+          "[session][cli]") {
+  test::TempDir dir;
+  const std::string flags = "train --preset smoke --epochs 1 --seed 5 --num_workers 1 --output_dir ";
+  auto a = test::run_gputrain(flags + (dir / "auto") + " --prefetch_factor auto");
+  INFO(a.out << a.err);
+  REQUIRE(a.exit_code == 0);
+  auto config = nlohmann::json::parse(test::read_file(dir / "auto/config.json"));
+  CHECK(config["requested"]["prefetch_factor"] == "auto");
+  CHECK(config["resolved"]["num_workers"] == 1);
+  const int64_t chosen = config["resolved"]["prefetch_factor"].get<int64_t>();
+  CHECK((chosen == 1 || chosen == 2 || chosen == 4));
+  CHECK_THAT(config["reasons"]["prefetch_factor"].get<std::string>(),
+             Catch::Contains("loader threads x batches in flight 1 x 1: ") && Catch::Contains("the fewest under 5%"));
+  CHECK_FALSE(config["reasons"].contains("num_workers"));  // given, not measured
+
+  auto b = test::run_gputrain(flags + (dir / "fixed") + " --prefetch_factor " + std::to_string(chosen));
+  REQUIRE(b.exit_code == 0);
+  const auto last_loss = [](const std::string& path) {
+    nlohmann::json loss;
+    for (const auto& r : test::read_jsonl(path))
+      if (r["event"] == "eval") loss = r["test_loss"];
+    return loss;
+  };
+  CHECK(last_loss(dir / "auto/metrics.jsonl") == last_loss(dir / "fixed/metrics.jsonl"));
+
+  // The main thread has nothing in flight: nothing is measured.
+  auto main_thread = test::run_gputrain("train --preset smoke --epochs 1 --num_workers 0 --prefetch_factor auto --output_dir " +
+                                        (dir / "main"));
+  REQUIRE(main_thread.exit_code == 0);
+  auto main_config = nlohmann::json::parse(test::read_file(dir / "main/config.json"));
+  CHECK(main_config["resolved"]["prefetch_factor"] == 2);
+  CHECK_THAT(main_config["reasons"]["prefetch_factor"].get<std::string>(), Catch::Contains("n/a with --num_workers 0"));
+}

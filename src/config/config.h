@@ -54,7 +54,7 @@ struct Config {
   bool auto_batch_size = false;  // find the largest batch that fits (CUDA) before training
   int64_t eval_batch_size = 512;
   int64_t num_workers = 2;  // kAuto: measured by the Session
-  int64_t prefetch_factor = 2;
+  int64_t prefetch_factor = 2;  // kAuto: measured by the Session
   bool persistent_workers = true;
   bool pin_memory = true;
   bool non_blocking = true;

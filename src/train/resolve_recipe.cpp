@@ -192,7 +192,8 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   if (c.cuda_graphs && !r.cuda_graphs) rc.decide("cuda_graphs", false, no_graphs);
 
   // --- loop-level switches (applied by the loader and the trainer)
-  report.push_back({"loader", c.num_workers == kAuto ? std::string("auto: measured once the data and model are ready")
+  report.push_back({"loader", c.num_workers == kAuto || c.prefetch_factor == kAuto
+                                  ? std::string("auto: measured once the data and model are ready")
                               : c.num_workers == 0
                                   ? std::string("main thread (--num_workers 0)")
                                   : fmt::format("{} threads, prefetch {}{}", c.num_workers, c.prefetch_factor,

@@ -343,13 +343,22 @@ std::string Session::fall_back_amp(const std::string& why) {
 }
 
 void Session::choose_num_workers() {
-  if (rc_.resolved.num_workers != kAuto) return;
+  const bool workers = rc_.resolved.num_workers == kAuto, prefetch = rc_.resolved.prefetch_factor == kAuto;
+  if (!workers && !prefetch) return;
+  if (!workers && rc_.resolved.num_workers == 0) {  // nothing to measure: the main thread prefetches nothing
+    rc_.decide("prefetch_factor", 2, "auto: n/a with --num_workers 0 (the main thread loads each batch when needed)");
+    return;
+  }
   auto choice = choose_workers(*trainer_, data_->train, train_loader_options(), machine_.cpu_cores);
   std::vector<std::string> waits;
-  for (const auto& t : choice.trials) waits.push_back(fmt::format("{}: {:.1f}%", t.workers, 100 * t.wait_fraction));
-  const std::string why = fmt::format("auto: data wait by loader threads {} ({} steps each); the fewest under 5%",
-                                      join(waits, ", "), choice.steps);
-  rc_.decide("num_workers", choice.workers, why);
+  for (const auto& t : choice.trials)
+    waits.push_back(prefetch && t.workers > 0 ? fmt::format("{} x {}: {:.1f}%", t.workers, t.prefetch, 100 * t.wait_fraction)
+                                              : fmt::format("{}: {:.1f}%", t.workers, 100 * t.wait_fraction));
+  const std::string why =
+      fmt::format("auto: data wait by loader threads{} {} ({} steps each); the fewest under 5%",
+                  prefetch ? " x batches in flight" : "", join(waits, ", "), choice.steps);
+  if (workers) rc_.decide("num_workers", choice.workers, why);
+  if (prefetch) rc_.decide("prefetch_factor", choice.prefetch, why);
   const Config& c = rc_.resolved;
   for (auto& [what, state] : recipe_.report)
     if (what == "loader")
