@@ -69,6 +69,62 @@ TEST_CASE("fused optimizers: the same weights as torch::optim after several step
   }
 }
 
+TEST_CASE("fused optimizers: 50 steps of every optimizer and option, an overflow step included, follow torch::optim",
+          "[fused]") {
+  struct Case {
+    std::string optimizer;
+    double weight_decay, momentum = 0;
+    bool nesterov = false;
+    double beta1 = 0.9, beta2 = 0.999;
+  };
+  const std::vector<Case> cases = {
+      {"sgd", 0},          {"sgd", 0.01, 0.9},        {"sgd", 0.01, 0.9, true},          {"adam", 0},
+      {"adam", 0.01},      {"adam", 0, 0, false, 0.8, 0.95}, {"adamw", 0.01}, {"adamw", 0.1, 0, false, 0.8, 0.95},
+  };
+  for (const auto& k : cases) {
+    INFO(k.optimizer << " weight_decay " << k.weight_decay << " momentum " << k.momentum << " nesterov " << k.nesterov
+                     << " betas " << k.beta1 << "," << k.beta2);
+    Config c;
+    c.optimizer = k.optimizer;
+    c.lr = 0.01;
+    c.weight_decay = k.weight_decay;
+    c.momentum = k.momentum;
+    c.nesterov = k.nesterov;
+    c.beta1 = k.beta1;
+    c.beta2 = k.beta2;
+    auto build = [&](bool fused) {
+      torch::manual_seed(11);
+      auto model = make_model("mlp", ModelSpec{{1, 4, 4}, 3, 8});
+      auto optimizer = make_optimizer(c, *model, fused);
+      return Setup{model, std::move(optimizer)};
+    };
+    // The control: torch::optim behind the grad scaler (unscale, then step unless inf), as
+    // in PyTorch; the fused kind gets the scale and the overflow flag inside its kernel.
+    auto plain = build(false), fused = build(true);
+    REQUIRE(dynamic_cast<FusedOptimizer*>(fused.optimizer.get()) != nullptr);
+    GradScaler plain_scaler(true, torch::kCPU), fused_scaler(true, torch::kCPU);
+    for (int step = 0; step < 50; ++step) {
+      set_grads(*plain.model, step, plain_scaler.get_scale());
+      set_grads(*fused.model, step, fused_scaler.get_scale());
+      const bool overflow = step == 20;
+      if (overflow) {
+        plain.model->parameters()[1].mutable_grad()[0] = std::numeric_limits<float>::infinity();
+        fused.model->parameters()[1].mutable_grad()[0] = std::numeric_limits<float>::infinity();
+      }
+      const auto before = flat(*fused.model);
+      CHECK(plain_scaler.step(*plain.optimizer).item<float>() == (overflow ? 1 : 0));
+      CHECK(fused_scaler.step(*fused.optimizer).item<float>() == (overflow ? 1 : 0));
+      plain_scaler.update();
+      fused_scaler.update();
+      if (overflow) CHECK(torch::equal(flat(*fused.model), before));  // skipped on the device
+    }
+    CHECK(fused_scaler.get_scale() == plain_scaler.get_scale());
+    auto a = flat(*plain.model), b = flat(*fused.model);
+    CHECK(torch::allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-6));
+    CHECK((a - flat(*build(false).model)).abs().max().item<double>() > 1e-3);  // they did move
+  }
+}
+
 TEST_CASE("fused optimizers: found_inf skips the step on the device, grad_scale unscales inside it", "[fused]") {
   for (const std::string name : {"adamw", "sgd"}) {
     INFO(name);
