@@ -47,6 +47,14 @@ Config smoke() {
   return c;
 }
 
+// The test loss of a run's last evaluation.
+nlohmann::json last_test_loss(const std::string& metrics) {
+  nlohmann::json loss;
+  for (const auto& r : test::read_jsonl(metrics))
+    if (r["event"] == "eval") loss = r["test_loss"];
+  return loss;
+}
+
 }  // namespace
 
 TEST_CASE("recipe: on a CPU, every auto is decided with its reason", "[recipe]") {
@@ -291,14 +299,7 @@ TEST_CASE("session: --num_workers auto measures, says why, and trains as the cho
   // generators must be as if it had not (the same test loss as a run given the number).
   auto b = test::run_gputrain(flags + (dir / "fixed") + " --num_workers " + std::to_string(chosen));
   REQUIRE(b.exit_code == 0);
-  auto last_eval = [](const std::string& path) {
-    nlohmann::json last;
-    std::istringstream in(test::read_file(path));
-    for (std::string line; std::getline(in, line);)
-      if (auto r = nlohmann::json::parse(line); r["event"] == "eval") last = r;
-    return last;
-  };
-  CHECK(last_eval(dir / "auto/metrics.jsonl")["test_loss"] == last_eval(dir / "fixed/metrics.jsonl")["test_loss"]);
+  CHECK(last_test_loss(dir / "auto/metrics.jsonl") == last_test_loss(dir / "fixed/metrics.jsonl"));
 
   auto bad = test::run_gputrain("train --preset smoke --num_workers many");
   CHECK(bad.exit_code == 2);
@@ -323,13 +324,7 @@ TEST_CASE("session: --prefetch_factor auto measures 1, 2 and 4 batches in flight
 
   auto b = test::run_gputrain(flags + (dir / "fixed") + " --prefetch_factor " + std::to_string(chosen));
   REQUIRE(b.exit_code == 0);
-  const auto last_loss = [](const std::string& path) {
-    nlohmann::json loss;
-    for (const auto& r : test::read_jsonl(path))
-      if (r["event"] == "eval") loss = r["test_loss"];
-    return loss;
-  };
-  CHECK(last_loss(dir / "auto/metrics.jsonl") == last_loss(dir / "fixed/metrics.jsonl"));
+  CHECK(last_test_loss(dir / "auto/metrics.jsonl") == last_test_loss(dir / "fixed/metrics.jsonl"));
 
   // The main thread has nothing in flight: nothing is measured.
   auto main_thread = test::run_gputrain("train --preset smoke --epochs 1 --num_workers 0 --prefetch_factor auto --output_dir " +

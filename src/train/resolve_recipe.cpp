@@ -192,9 +192,12 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   if (c.cuda_graphs && !r.cuda_graphs) rc.decide("cuda_graphs", false, no_graphs);
 
   // --- loop-level switches (applied by the loader and the trainer)
-  report.push_back({"loader", c.num_workers == kAuto || c.prefetch_factor == kAuto
+  const bool main_thread = c.num_workers == 0;  // loads each batch when needed: nothing in flight
+  if (main_thread && c.prefetch_factor == kAuto)
+    rc.decide("prefetch_factor", 2, "auto: n/a with --num_workers 0 (the main thread loads each batch when needed)");
+  report.push_back({"loader", c.num_workers == kAuto || (c.prefetch_factor == kAuto && !main_thread)
                                   ? std::string("auto: measured once the data and model are ready")
-                              : c.num_workers == 0
+                              : main_thread
                                   ? std::string("main thread (--num_workers 0)")
                                   : fmt::format("{} threads, prefetch {}{}", c.num_workers, c.prefetch_factor,
                                                 c.persistent_workers ? ", persistent" : "")});

@@ -344,11 +344,7 @@ std::string Session::fall_back_amp(const std::string& why) {
 
 void Session::choose_num_workers() {
   const bool workers = rc_.resolved.num_workers == kAuto, prefetch = rc_.resolved.prefetch_factor == kAuto;
-  if (!workers && !prefetch) return;
-  if (!workers && rc_.resolved.num_workers == 0) {  // nothing to measure: the main thread prefetches nothing
-    rc_.decide("prefetch_factor", 2, "auto: n/a with --num_workers 0 (the main thread loads each batch when needed)");
-    return;
-  }
+  if (!workers && !prefetch) return;  // with --num_workers 0 the recipe has decided the prefetch
   auto choice = choose_workers(*trainer_, data_->train, train_loader_options(), machine_.cpu_cores);
   std::vector<std::string> waits;
   for (const auto& t : choice.trials)
