@@ -8,8 +8,8 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/launcher.h"
+#include "parallel/comm.h"
+#include "parallel/launcher.h"
 
 using namespace gputrain;
 

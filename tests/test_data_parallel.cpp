@@ -14,9 +14,11 @@
 #include <torch/torch.h>
 
 #include "test_util.h"
+#include "test_weights.h"
 #include "train/export.h"
 
 using namespace gputrain;
+using test::check_same_weights;
 
 namespace {
 
@@ -25,17 +27,6 @@ const std::string kMlp =
     "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 1280 --synthetic_test_size 67 "
     "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 1 --max_steps 20 --epochs 1 --num_workers 0 "
     "--threads 1 --no-use_amp --log_every 5 ";
-
-void check_same_weights(const std::string& a, const std::string& b, double rtol = 1e-5, double atol = 1e-6) {
-  auto wa = load_safetensors(a), wb = load_safetensors(b);
-  REQUIRE(wa.size() == wb.size());
-  REQUIRE_FALSE(wa.empty());
-  for (const auto& [name, t] : wa) {
-    INFO(name);
-    REQUIRE(wb.count(name));
-    CHECK(torch::allclose(t, wb.at(name), rtol, atol));
-  }
-}
 
 std::vector<nlohmann::json> steps_of(const std::string& run) {
   std::vector<nlohmann::json> out;

@@ -10,9 +10,9 @@
 #include <map>
 
 #include "core/error.h"
-#include "dist/launcher.h"
-#include "dist/rank_env.h"
-#include "train/balance.h"
+#include "parallel/launcher.h"
+#include "parallel/rank_env.h"
+#include "parallel/balance.h"
 #include "test_util.h"
 
 using namespace gputrain;

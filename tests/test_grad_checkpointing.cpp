@@ -9,7 +9,7 @@
 #include "models/registry.h"
 #include "test_machines.h"
 #include "test_util.h"
-#include "train/autocast.h"
+#include "core/autocast.h"
 
 using namespace gputrain;
 

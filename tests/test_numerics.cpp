@@ -5,7 +5,7 @@
 
 #include "config/config.h"
 #include "core/memory_format.h"
-#include "train/autocast.h"
+#include "core/autocast.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 #include "train/trainer.h"

@@ -7,11 +7,14 @@
 #include <torch/torch.h>
 
 #include "test_util.h"
+#include "test_weights.h"
 #include "train/export.h"
 #include "train/loss.h"
-#include "train/pipeline.h"
+#include "models/registry.h"
+#include "parallel/pipeline.h"
 
 using namespace gputrain;
+using test::check_same_weights;
 
 namespace {
 
@@ -40,10 +43,10 @@ torch::Tensor accumulate(Net& net, const torch::Tensor& x, const torch::Tensor& 
 torch::Tensor piped(Net& net, int stages, PipelineSchedule schedule, const torch::Tensor& x, const torch::Tensor& y,
                     int64_t micro, PipelineStats* stats = nullptr) {
   PipelineOptions o;
-  o.stages = split_model(net, "test", std::vector<torch::Device>(static_cast<size_t>(stages), torch::kCPU));
+  o.stages = split_model(net.pieces(), "test", std::vector<torch::Device>(static_cast<size_t>(stages), torch::kCPU));
   o.micro_batches = micro;
   o.schedule = schedule;
-  Pipeline p(net, o);
+  Pipeline p(net.pieces(), o);
   const double n = static_cast<double>(y.size(0));
   auto loss = p.run(
       x, y, [&](const torch::Tensor& out, const torch::Tensor& t) { return task_loss(out, t) * (static_cast<double>(t.size(0)) / n); },
@@ -131,9 +134,9 @@ TEST_CASE("pipeline: 1F1B holds fewer activation bytes at once than GPipe", "[pi
 TEST_CASE("pipeline: a stage's error stops the others and is the one reported", "[pipeline]") {
   auto net = model("mlp", {12});
   PipelineOptions o;
-  o.stages = split_model(*net, "mlp", {torch::kCPU, torch::kCPU});
+  o.stages = split_model(net->pieces(), "mlp", {torch::kCPU, torch::kCPU});
   o.micro_batches = 4;
-  Pipeline p(*net, o);
+  Pipeline p(net->pieces(), o);
   auto x = torch::randn({16, 12}), y = torch::randint(0, 5, {16});
   auto fail = [](const torch::Tensor&, const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("loss failed"); };
   CHECK_THROWS_WITH(p.run(x, y, fail, [](const torch::Tensor& l) { return l; }), "loss failed");
@@ -148,15 +151,6 @@ namespace {
 const std::string kTrain =
     "train --dataset synthetic --num_classes 5 --synthetic_train_size 640 --synthetic_test_size 64 --optimizer adamw "
     "--lr 0.01 --clip_max_norm 1 --max_steps 10 --epochs 1 --num_workers 0 --threads 1 --no-use_amp --log_every 5 ";
-
-void check_same_weights(const std::string& a, const std::string& b) {
-  auto wa = load_safetensors(a), wb = load_safetensors(b);
-  REQUIRE(wa.size() == wb.size());
-  for (const auto& [name, t] : wa) {
-    INFO(name);
-    CHECK(torch::allclose(t, wb.at(name), 1e-5, 1e-6));
-  }
-}
 
 }  // namespace
 

@@ -334,3 +334,40 @@ TEST_CASE("session: --prefetch_factor auto measures 1, 2 and 4 batches in flight
   CHECK(main_config["resolved"]["prefetch_factor"] == 2);
   CHECK_THAT(main_config["reasons"]["prefetch_factor"].get<std::string>(), Catch::Contains("n/a with --num_workers 0"));
 }
+
+TEST_CASE("session: config.json of a run on every model family holds no auto: each value is decided or n/a with why",
+          "[session][cli]") {
+  test::TempDir dir;
+  // One short run per family on synthetic samples of a rank it takes, then the variations that
+  // leave parts out (no AMP) or add some (pipeline stages).
+  std::vector<std::pair<std::string, std::string>> runs;
+  for (const auto& name : model_names()) {
+    const auto ranks = model_input_ranks(name);
+    const size_t rank = ranks.empty() ? 1 : ranks.front();
+    const std::string shape = rank == 1 ? "12" : rank == 2 ? "6x3" : rank == 3 ? "1x16x16" : "1x4x8x8";
+    runs.emplace_back(name, "--model " + name + " --input_shape " + shape);
+  }
+  runs.emplace_back("mlp-no-amp", "--model mlp --input_shape 12 --no-use_amp");
+  runs.emplace_back("mlp-stages", "--model mlp --input_shape 12 --pipeline_stages 2");
+  for (const auto& [tag, flags] : runs) {
+    INFO(tag);
+    const std::string out = dir / tag;
+    auto r = test::run_gputrain("train --preset smoke --width 4 --epochs 1 --max_steps 1 --synthetic_train_size 64 "
+                                "--synthetic_test_size 16 --num_workers 0 " + flags + " --output_dir " + out);
+    REQUIRE(r.exit_code == 0);
+    const auto record = nlohmann::json::parse(test::read_file(out + "/config.json"));
+    for (const auto& [field, value] : record["resolved"].items()) {
+      INFO(field);
+      CHECK(value != "auto");
+      if (value == "n/a") {
+        REQUIRE(record["reasons"].contains(field));
+        CHECK(record["reasons"][field] != "not used by this run");  // each has its own reason
+      }
+    }
+    if (tag == "mlp") CHECK(record["resolved"]["stem"] == "n/a");
+    if (tag == "mlp-no-amp") CHECK(record["resolved"]["amp_dtype"] == "n/a");
+    if (tag == "mlp-stages") CHECK(record["resolved"]["micro_batches"] == 8);  // auto: 4 per stage
+    // The printed table says the same.
+    if (tag == "mlp") CHECK_THAT(r.out, Catch::Contains("stem                  auto -> n/a"));
+  }
+}

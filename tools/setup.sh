@@ -36,7 +36,7 @@ build_type=${GPUTRAIN_BUILD_TYPE:-Release}
 say() { echo "setup: $*"; }
 
 # --- Debian packages --------------------------------------------------------------------
-# libgloo-dev: the headers torch's ProcessGroupGloo.hpp includes (src/dist/comm.cpp);
+# libgloo-dev: the headers torch's ProcessGroupGloo.hpp includes (src/parallel/comm.cpp);
 # python3-venv and ca-certificates: the torch virtualenv on a bare Debian (Docker's base).
 apt_packages=(cmake ninja-build ccache g++ python3 python3-venv ca-certificates libcxxopts-dev nlohmann-json3-dev
               catch2 zlib1g-dev libturbojpeg0-dev libpng-dev libgloo-dev dataset-fashion-mnist)

@@ -15,7 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/signals.h"
-#include "dist/rank_env.h"
+#include "parallel/rank_env.h"
 #include "train/export.h"
 #include "train/resolve_recipe.h"
 #include "train/session.h"

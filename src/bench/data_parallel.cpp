@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include "core/text.h"
+
 namespace gputrain {
 namespace {
 
@@ -64,6 +66,7 @@ DataParallelResult measure_data_parallel(const Variant& v, std::shared_ptr<const
   r.allreduce_ms = all[3];
   r.exposed_ms = all[4];
   r.overlap = r.allreduce_ms > 0 ? std::clamp(1.0 - r.exposed_ms / r.allreduce_ms, 0.0, 1.0) : 0;
+  r.pipeline = bucketed.pipeline;
   return r;
 }
 
@@ -76,6 +79,15 @@ std::string format_data_parallel(const DataParallelResult& r) {
       "  job {:.0f} samples/s | scaling efficiency {:.0f}% | all-reduce {:.2f} ms/step, {:.2f} ms exposed with "
       "{:g} MiB buckets ({:.0f}% overlapped with backward)\n",
       r.global, 100.0 * r.scaling_efficiency, r.allreduce_ms, r.exposed_ms, r.bucket_mb, 100.0 * r.overlap);
+  if (r.pipeline) {
+    const PipelineResult& p = *r.pipeline;
+    std::vector<std::string> busy;
+    for (double b : p.busy) busy.push_back(fmt::format("{:.0f}%", 100 * b));
+    out += fmt::format("  stages in each rank: {} x {} micro-batches, {}: bubble {:.1f}% measured, {:.1f}% theoretical; "
+                       "busy by stage {}; then the gradient all-reduce, {:.2f} ms/step\n",
+                       p.stages, p.micro_batches, p.schedule, 100 * p.bubble, 100 * p.theoretical, join(busy, " "),
+                       r.exposed_ms);
+  }
   return out;
 }
 
@@ -90,7 +102,14 @@ nlohmann::json to_json(const DataParallelResult& r) {
           {"allreduce_ms_per_step", r.allreduce_ms},
           {"exposed_allreduce_ms_per_step", r.exposed_ms},
           {"overlap_fraction", r.overlap},
-          {"ddp_bucket_mb", r.bucket_mb}};
+          {"ddp_bucket_mb", r.bucket_mb},
+          {"pipeline", r.pipeline ? nlohmann::json{{"stages", r.pipeline->stages},
+                                                   {"micro_batches", r.pipeline->micro_batches},
+                                                   {"schedule", r.pipeline->schedule},
+                                                   {"bubble", r.pipeline->bubble},
+                                                   {"theoretical_bubble", r.pipeline->theoretical},
+                                                   {"busy", r.pipeline->busy}}
+                                  : nlohmann::json()}};
 }
 
 }  // namespace gputrain

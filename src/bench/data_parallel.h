@@ -2,13 +2,14 @@
 // buys over each rank training alone, and how much of the all-reduce backward hides.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "bench/runner.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace gputrain {
 
@@ -23,6 +24,9 @@ struct DataParallelResult {
   double exposed_ms = 0;         // per step, in --ddp_bucket_mb buckets during backward: the wait left
   double overlap = 0;            // 1 - exposed / allreduce: the share of communication backward hid
   double bucket_mb = 0;
+  // Pipeline stages in each rank (rank 0's): the bubble beside the all-reduce, which with stages
+  // waits for the whole backward, so the two costs add up.
+  std::optional<PipelineResult> pipeline;
 };
 
 // Every rank calls it at the same point, with the same variant. The all-reduce times are rank 0's

@@ -64,8 +64,8 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   options.data = std::move(data);
   options.search_batch_size = false;
   if (comm) {
-    options.ranks = comm->env();
-    options.comm = std::move(comm);
+    options.mesh.ranks = comm->env();
+    options.mesh.comm = std::move(comm);
   }
   Session session(v.config, options);
   const Config& c = session.config();
@@ -104,7 +104,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   } else {
     reset_peak_rss();
   }
-  trainer.take_comm_seconds();  // the warm-up's
+  session.parallel().take_comm_seconds();  // the warm-up's
   if (trainer.pipeline()) trainer.pipeline()->take_totals();
 
   double wall = 0, wait = 0;
@@ -143,7 +143,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   r.p90_ms = percentile(r.step_ms, 0.9);
   r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
   r.peak_memory_bytes = recipe.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
-  r.comm_ms = r.step_ms.empty() ? 0 : 1000.0 * trainer.take_comm_seconds() / static_cast<double>(r.step_ms.size());
+  r.comm_ms = r.step_ms.empty() ? 0 : 1000.0 * session.parallel().take_comm_seconds() / static_cast<double>(r.step_ms.size());
   if (Pipeline* p = trainer.pipeline()) {
     const PipelineStats t = p->take_totals();
     PipelineResult pr;

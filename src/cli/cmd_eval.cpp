@@ -4,7 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "train/eval_run.h"
+#include "app/eval_run.h"
 
 namespace gputrain {
 

@@ -4,7 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "train/export_run.h"
+#include "app/export_run.h"
 
 namespace gputrain {
 

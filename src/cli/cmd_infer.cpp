@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "core/error.h"
-#include "train/infer_run.h"
+#include "app/infer_run.h"
 
 namespace gputrain {
 namespace {

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/text.h"
-#include "dist/launcher.h"
+#include "parallel/launcher.h"
 
 namespace gputrain {
 namespace {

@@ -7,7 +7,7 @@
 #include "config/fields.h"
 #include "core/error.h"
 #include "core/text.h"
-#include "train/train_run.h"
+#include "app/train_run.h"
 
 namespace gputrain {
 namespace {

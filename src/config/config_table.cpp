@@ -20,9 +20,10 @@ std::string text(const nlohmann::json& v) {
 void print_config_table(const ResolvedConfig& r) {
   fmt::print("configuration (requested -> resolved):\n");
   const auto& fields = config_fields();
+  const auto resolved = r.resolved_json();
   auto cell = [&](size_t k) {
     if (k >= fields.size()) return std::string();
-    const std::string asked = text(fields[k].get(r.requested)), used = text(fields[k].get(r.resolved));
+    const std::string asked = text(fields[k].get(r.requested)), used = text(resolved[fields[k].name]);
     return fmt::format("{:<21} {:<18}", fields[k].name, asked == used ? asked : asked + " -> " + used);
   };
   // Two columns keep the table on one screen.
@@ -32,7 +33,7 @@ void print_config_table(const ResolvedConfig& r) {
   fmt::print("resolved:\n");
   for (const auto& [name, why] : r.reasons) {
     const Field* f = find_field(name);
-    fmt::print("  {:<21} {} -> {} ({})\n", name, text(f->get(r.requested)), text(f->get(r.resolved)), why);
+    fmt::print("  {:<21} {} -> {} ({})\n", name, text(f->get(r.requested)), text(resolved[f->name]), why);
   }
 }
 

@@ -1,6 +1,7 @@
 // The requested and resolved configurations of a run, and the record that stores both.
 #include "config/resolved.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "config/fields.h"
@@ -23,12 +24,28 @@ const Field& set_field(Config& c, const std::string& field, const nlohmann::json
 
 void ResolvedConfig::decide(const std::string& field, const nlohmann::json& value, const std::string& why) {
   const Field& f = set_field(resolved, field, value);
+  std::erase(not_applicable_, f.name);
   for (auto& [name, text] : reasons)
     if (name == f.name) {
       text = why;
       return;
     }
   reasons.emplace_back(f.name, why);
+}
+
+void ResolvedConfig::not_applicable(const std::string& field, const std::string& why) {
+  decide(field, find_field(field) ? find_field(field)->get(resolved) : nlohmann::json(), why);
+  not_applicable_.push_back(field);
+}
+
+bool ResolvedConfig::is_not_applicable(const std::string& field) const {
+  return std::find(not_applicable_.begin(), not_applicable_.end(), field) != not_applicable_.end();
+}
+
+nlohmann::json ResolvedConfig::resolved_json() const {
+  auto j = to_json(resolved);
+  for (const auto& name : not_applicable_) j[name] = kNotApplicable;
+  return j;
 }
 
 std::string ResolvedConfig::reason(const std::string& field) const {
@@ -40,7 +57,7 @@ std::string ResolvedConfig::reason(const std::string& field) const {
 nlohmann::json config_record(const ResolvedConfig& r) {
   nlohmann::json why = nlohmann::json::object();
   for (const auto& [name, text] : r.reasons) why[name] = text;
-  return {{"requested", to_json(r.requested)}, {"resolved", to_json(r.resolved)}, {"reasons", why}};
+  return {{"requested", to_json(r.requested)}, {"resolved", r.resolved_json()}, {"reasons", why}};
 }
 
 StoredConfig read_config_record(const nlohmann::json& record) {

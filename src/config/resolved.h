@@ -23,9 +23,21 @@ struct ResolvedConfig {
   // Sets a field of `resolved` by its field-table name and records why (a later decision of the
   // same field replaces the earlier reason).
   void decide(const std::string& field, const nlohmann::json& value, const std::string& reason);
+  // A field this run does not use (amp_dtype with AMP off, stem for an MLP): it reads "n/a" in
+  // every record and table, with `reason`, and keeps its requested value inside the Config.
+  void not_applicable(const std::string& field, const std::string& reason);
+  bool is_not_applicable(const std::string& field) const;
   // The reason a field was decided, or "" when it kept its requested value untouched.
   std::string reason(const std::string& field) const;
+  // The resolved half as records and tables show it: n/a where a field does not apply.
+  nlohmann::json resolved_json() const;
+
+ private:
+  std::vector<std::string> not_applicable_;
 };
+
+// What a resolved value that does not apply reads as.
+inline constexpr const char* kNotApplicable = "n/a";
 
 // {"requested": {...}, "resolved": {...}, "reasons": {field: reason}}: config.json and every
 // checkpoint hold this record.

@@ -18,14 +18,19 @@ struct Entry {
   NetPtr (*make)(const ModelSpec&);
   std::vector<size_t> ranks;  // sample ranks it takes; empty = any
   const char* input;          // how such a sample reads, for messages and `gputrain models`
+  bool pieces;                // declares pieces: pipeline stages can split it
 };
 const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
-      {"mlp", make_mlp, {}, "any (flattened)"},      {"cnn", make_cnn, {3}, "C x H x W"},
-      {"resnet18", make_resnet18, {3}, "C x H x W"}, {"resnet34", make_resnet34, {3}, "C x H x W"},
-      {"resnet50", make_resnet50, {3}, "C x H x W"}, {"lstm", make_lstm, {2, 1}, "T x F or F"},
-      {"gru", make_gru, {2, 1}, "T x F or F"},       {"transformer", make_transformer, {2, 1}, "T x F or F"},
-      {"cnn3d", make_cnn3d, {4}, "C x D x H x W"},
+      {"mlp", make_mlp, {}, "any (flattened)", true},
+      {"cnn", make_cnn, {3}, "C x H x W", true},
+      {"resnet18", make_resnet18, {3}, "C x H x W", true},
+      {"resnet34", make_resnet34, {3}, "C x H x W", true},
+      {"resnet50", make_resnet50, {3}, "C x H x W", true},
+      {"lstm", make_lstm, {2, 1}, "T x F or F", false},
+      {"gru", make_gru, {2, 1}, "T x F or F", false},
+      {"transformer", make_transformer, {2, 1}, "T x F or F", true},
+      {"cnn3d", make_cnn3d, {4}, "C x D x H x W", true},
   };
   return t;
 }
@@ -59,6 +64,13 @@ std::string rank_hint(const std::vector<int64_t>& shape) {
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const auto& e : table()) names.push_back(e.name);
+  return names;
+}
+
+std::vector<std::string> model_names_with_pieces() {
+  std::vector<std::string> names;
+  for (const auto& e : table())
+    if (e.pieces) names.push_back(e.name);
   return names;
 }
 
@@ -121,26 +133,9 @@ void Net::add_piece(std::string name, std::function<torch::Tensor(torch::Tensor)
   pieces_.push_back({std::move(name), std::move(run), std::move(tensors)});
 }
 
-torch::Tensor Net::run_pieces(torch::Tensor x, size_t begin, size_t end) const {
-  for (size_t i = begin; i < end; ++i) {
-    const auto& p = pieces_[i];
-    // Parameters change device in place (set_data), so the handles kept here follow them.
-    if (!p.tensors.empty() && x.device() != p.tensors.front().device()) x = x.to(p.tensors.front().device());
-    x = p.run(x);
-  }
-  return x;
-}
-
 torch::Tensor Net::forward_pieces(const torch::Tensor& x) const {
-  auto y = run_pieces(x, 0, pieces_.size());
+  auto y = run_pieces(pieces_, x, 0, pieces_.size());
   return y.device() == x.device() ? y : y.to(x.device());
-}
-
-void place_pieces(Net& net, size_t begin, size_t end, const torch::Device& device) {
-  torch::NoGradGuard no_grad;
-  for (size_t i = begin; i < end; ++i)
-    for (auto t : net.pieces()[i].tensors)
-      if (t.device() != device) t.set_data(t.data().to(device));
 }
 
 int64_t parameter_count(const Net& net) {

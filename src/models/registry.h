@@ -7,6 +7,8 @@
 
 #include <torch/nn/module.h>
 
+#include "core/pieces.h"
+
 namespace gputrain {
 
 struct Config;
@@ -22,13 +24,6 @@ struct ModelSpec {
   bool grad_checkpointing = false;   // recompute residual blocks / encoder layers in backward
 };
 
-// One piece of a model's forward: pipeline stages are cut between pieces (--pipeline_stages).
-struct Piece {
-  std::string name;  // "fc1", "layer2.1": for the log
-  std::function<torch::Tensor(torch::Tensor)> run;
-  std::vector<torch::Tensor> tensors;  // the parameters and buffers it uses (placement, counts)
-};
-
 class Net : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
@@ -36,9 +31,8 @@ class Net : public torch::nn::Module {
   double flops_per_sample = 0;
 
   // The forward as consecutive pieces; empty when the model cannot be split into stages.
-  const std::vector<Piece>& pieces() const { return pieces_; }
-  // Pieces [begin, end) on x. Where stages put pieces on several devices, x follows them.
-  torch::Tensor run_pieces(torch::Tensor x, size_t begin, size_t end) const;
+  // Pipeline stages are cut between pieces (--pipeline_stages).
+  const Pieces& pieces() const { return pieces_; }
 
  protected:
   // A model that declares pieces makes its forward forward_pieces(x): one source of truth.
@@ -48,16 +42,15 @@ class Net : public torch::nn::Module {
   torch::Tensor forward_pieces(const torch::Tensor& x) const;
 
  private:
-  std::vector<Piece> pieces_;
+  Pieces pieces_;
 };
 using NetPtr = std::shared_ptr<Net>;
 
 // Throws a usage error for an unknown name, or for samples of a rank the model does not take.
 NetPtr make_model(const std::string& name, const ModelSpec& spec);
 std::vector<std::string> model_names();
+std::vector<std::string> model_names_with_pieces();  // the models pipeline stages can split
 int64_t parameter_count(const Net& net);
-// Moves pieces [begin, end) of `net` (their parameters and buffers) to `device`.
-void place_pieces(Net& net, size_t begin, size_t end, const torch::Device& device);
 
 // The sample ranks a model takes (empty = any rank), and how they read, e.g. "C x H x W".
 std::vector<size_t> model_input_ranks(const std::string& name);

@@ -7,7 +7,7 @@
 
 #include "core/device_cuda.h"
 #include "core/faults.h"
-#include "train/autocast.h"
+#include "core/autocast.h"
 #include "train/keep_state.h"
 
 namespace gputrain {

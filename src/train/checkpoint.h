@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 
+#include "parallel/comm.h"
 #include "train/trainer.h"
 
 namespace gputrain {

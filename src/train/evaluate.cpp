@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "train/autocast.h"
+#include "core/autocast.h"
 
 namespace gputrain {
 

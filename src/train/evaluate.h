@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "data/loader.h"
+#include "parallel/comm.h"
 #include "train/trainer.h"
 
 namespace gputrain {

@@ -30,7 +30,7 @@ class Fit {
         c_(s.config()),
         trainer_(s.trainer()),
         folder_(folder),
-        comm_(s.comm()),
+        parallel_(s.parallel()),
         record_(record.dump()),
         run_start_(run_start),
         train_loader_(s.data().train, s.train_loader_options()),
@@ -61,20 +61,9 @@ class Fit {
   }
 
   FitResult run() {
-    if (const Pipeline* p = trainer_.pipeline()) {  // what the report's stage table shows
-      const auto& o = p->options();
-      nlohmann::json stages = nlohmann::json::array();
-      for (size_t i = 0; i < o.stages.size(); ++i) {
-        const Stage& st = o.stages[i];
-        stages.push_back({{"stage", i},
-                          {"device", st.device.str()},
-                          {"first", trainer_.model().pieces()[st.begin].name},
-                          {"last", trainer_.model().pieces()[st.end - 1].name},
-                          {"parameters", stage_parameters(trainer_.model(), st)}});
-      }
-      write({{"event", "pipeline"}, {"step", r_.step}, {"micro_batches", o.micro_batches},
-             {"schedule", c_.pipeline_schedule}, {"stages", stages},
-             {"theoretical_bubble", theoretical_bubble(static_cast<int64_t>(o.stages.size()), o.micro_batches)}});
+    if (auto layout = parallel_.layout_record(trainer_, c_.pipeline_schedule); !layout.is_null()) {
+      layout["step"] = r_.step;
+      write(layout);
     }
     // A run stopped during the evaluation after its last step resumes to run that evaluation.
     auto has_work = [&](int64_t epoch) {
@@ -104,8 +93,8 @@ class Fit {
   Session& s_;
   const Config& c_;
   Trainer& trainer_;
-  RunFolder* folder_;  // null on the ranks other than 0: rank 0 owns the run folder
-  Comm* comm_ = nullptr;
+  RunFolder* folder_;  // null in the processes of a job that do not own the run folder
+  const Parallelism& parallel_;
   std::string record_;
   Clock::time_point run_start_;
   Loader train_loader_, test_loader_;
@@ -123,25 +112,9 @@ class Fit {
   nlohmann::json epoch_stats_;             // the last epoch's throughput, MFU and memory peaks
   FitResult r_;
 
-  // A metrics record: rank 0 writes it; the other ranks print only errors.
+  // A metrics record, written by the folder's owner; the job's other processes print only errors.
   void write(const nlohmann::json& record) {
     if (folder_) folder_->write(record);
-  }
-
-  // Data parallel: all ranks must stop at the same step, so a stop one rank sees (a signal, its
-  // clock) is summed over the ranks at log steps, where the loss is read anyway; any rank's
-  // reason stops them all. (Not every step: that would wait for the host each step.)
-  std::string agree_stop(const std::string& local) {
-    auto flags = torch::zeros({3}, torch::TensorOptions().device(s_.recipe().device));
-    if (local == "SIGTERM") flags[0] = 1;
-    if (local == "SIGINT") flags[1] = 1;
-    if (local.rfind("time limit", 0) == 0) flags[2] = 1;
-    comm_->all_reduce_sum(flags)->wait();
-    const auto f = flags.cpu();
-    if (f[0].item<float>() > 0) return "SIGTERM";
-    if (f[1].item<float>() > 0) return "SIGINT";
-    if (f[2].item<float>() > 0) return "time limit " + c_.time_limit;
-    return "";
   }
 
   int64_t total_steps() const {
@@ -168,7 +141,7 @@ class Fit {
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
   void save(const std::string& name, CheckpointMeta m) {
     if (!c_.save_checkpoints && name != "last.pt") return;
-    if (comm_) m.rank_rng = gather_rank_rng(*comm_, trainer_);  // every rank is here: rank 0 writes
+    parallel_.gather_rng(m, trainer_);  // every rank is here: rank 0 writes
     if (!folder_) return;
     if (!all_finite(trainer_))
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
@@ -203,18 +176,12 @@ class Fit {
     record_ = record.dump();
   }
 
-  // Called where every rank is at the same step (log steps, an epoch's end): with several
-  // ranks, one that gives up makes them all give up there (a NaN on one rank reaches the others
-  // through the all-reduce a step later, so their counts differ by one).
+  // Called where the whole job is at the same step (log steps, an epoch's end): one process that
+  // gives up makes them all give up there (a NaN in one reaches the others through the gradient
+  // sum a step later, so their counts differ by one).
   void check_bad_steps() {
     const int64_t worst = worst_bad_run_.item<int64_t>();
-    bool bad = worst >= c_.max_bad_steps;
-    if (comm_) {
-      auto flag = torch::full({1}, bad ? 1.0f : 0.0f, torch::TensorOptions().device(s_.recipe().device));
-      comm_->all_reduce_sum(flag)->wait();
-      bad = flag.item<float>() > 0;
-    }
-    if (bad)
+    if (parallel_.any(worst >= c_.max_bad_steps))
       throw Error({fmt::format("the loss was not finite for {} consecutive steps (by step {})", worst, r_.step)},
                   "lower --lr, set --clip_max_norm, or try --amp_dtype bf16; checkpoints written before are intact",
                   kExitNonFinite);
@@ -270,7 +237,7 @@ class Fit {
       if (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) break;  // epoch tail
       consumed += c_.accumulation_steps;
       if (faults().nan_step >= 0 && r_.step >= faults().nan_step &&
-          (faults().nan_rank < 0 || faults().nan_rank == s_.ranks().rank))
+          (faults().nan_rank < 0 || faults().nan_rank == parallel_.mesh().ranks.rank))
         micro[0].x = micro[0].x * std::nan("");
 
       const double lr = schedule_.at(r_.step);
@@ -298,59 +265,16 @@ class Fit {
         // (With an unfused optimizer the fp16 grad scaler also reads its overflow flag every step.)
         const double secs = seconds_since(window_start);
         const double step_ms = 1000.0 * secs / static_cast<double>(window_steps);
-        double loss = 0;
-        nlohmann::json ranks;
+        nlohmann::json rec = {{"event", "step"}, {"step", r_.step}, {"epoch", epoch}};
         std::string log_tail;
-        if (comm_) {
-          // One all-reduce carries the loss (each rank's weighted by its share of the global
-          // batch: the sum is the job's) and every rank's batch, step time and wait for the others.
-          const int world = comm_->size(), me = comm_->rank();
-          std::vector<double> mine(static_cast<size_t>(3 * world), 0.0);
-          mine[3 * me] = static_cast<double>(c_.batch_size);
-          mine[3 * me + 1] = step_ms;
-          mine[3 * me + 2] = 1000.0 * trainer_.take_comm_seconds() / static_cast<double>(window_steps);
-          auto all = torch::cat({loss_sum.reshape({1}).to(torch::kDouble),
-                                 torch::tensor(mine, torch::kDouble).to(loss_sum.device())});
-          comm_->all_reduce_sum(all)->wait();
-          all = all.cpu();
-          const auto* v = all.data_ptr<double>();
-          loss = v[0] / static_cast<double>(window_steps);
-          log_tail = " | batch/wait ms by rank:";
-          for (int r = 0; r < world; ++r) {
-            const double* f = v + 1 + 3 * r;
-            ranks.push_back({{"rank", r}, {"batch", std::llround(f[0])}, {"step_ms", f[1]}, {"allreduce_ms", f[2]}});
-            log_tail += fmt::format(" {}/{:.1f}", std::llround(f[0]), f[2]);
-          }
-        } else {
-          loss = loss_sum.item<double>() / static_cast<double>(window_steps);
-        }
-        // Pipeline stages: how busy each stage was in the last step, and the bubble.
-        nlohmann::json pipeline;
-        if (const Pipeline* p = trainer_.pipeline()) {
-          const PipelineStats& st = p->last_stats();
-          std::vector<double> busy;
-          log_tail = " | busy by stage:";
-          for (double b : st.busy_seconds) {
-            busy.push_back(st.seconds > 0 ? b / st.seconds : 0.0);
-            log_tail += fmt::format(" {:.0f}%", 100 * busy.back());
-          }
-          pipeline = {{"busy", busy}, {"bubble", st.bubble()}, {"peak_bytes", st.peak_bytes},
-                      {"stage_peak_bytes", st.stage_peak_bytes}};
-        }
+        const double loss = parallel_.log_window(loss_sum, window_steps, c_.batch_size, step_ms, rec, log_tail);
         const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
         const double wait = train_loader_.take_wait_seconds();
         r_.wait_seconds += wait;
         progress_.update(r_.step, epoch, loss, lr, sps, step_ms, log_tail);
-        nlohmann::json rec = {{"event", "step"},    {"step", r_.step},
-                              {"epoch", epoch},     {"loss", loss},
-                              {"lr", lr},           {"samples_per_sec", sps},
-                              {"step_ms", step_ms}, {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}};
+        rec.update({{"loss", loss}, {"lr", lr}, {"samples_per_sec", sps}, {"step_ms", step_ms},
+                    {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}});
         if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
-        if (comm_) {
-          rec["allreduce_ms"] = ranks[comm_->rank()]["allreduce_ms"];
-          rec["ranks"] = ranks;
-        }
-        if (!pipeline.is_null()) rec["pipeline"] = pipeline;
         if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
         if (s_.recipe().grad_scaler && rec["loss_scale"].get<double>() < kCollapsedScale)
           fall_back_amp(rec["loss_scale"].get<double>(), epoch);
@@ -370,7 +294,7 @@ class Fit {
       const double took = seconds_since(step_start);
       step_seconds_ = steps_timed_++ < 2 ? took : 0.7 * step_seconds_ + 0.3 * took;
       const std::string stop = stop_now(2 * step_seconds_ + last_eval_seconds_);
-      r_.stop_reason = !comm_ ? stop : log_step ? agree_stop(stop) : "";
+      r_.stop_reason = parallel_.agree_stop(stop, log_step, c_.time_limit);
       if (!r_.stop_reason.empty()) break;
     }
   }
@@ -380,13 +304,13 @@ class Fit {
   bool evaluate_epoch(int64_t epoch, int64_t consumed, Clock::time_point epoch_start) {
     // Polled between evaluation batches. With several ranks an evaluation runs to its end (a
     // stop there would be one rank's alone); the next log step agrees on the stop.
-    auto must_stop = [&] { return !comm_ && !stop_now(0).empty(); };
+    auto must_stop = [&] { return !parallel_.mesh().data_parallel() && !stop_now(0).empty(); };
     const auto eval_start = Clock::now();
-    r_.last_eval = evaluate(trainer_, test_loader_, must_stop, comm_);
+    r_.last_eval = evaluate(trainer_, test_loader_, must_stop, parallel_.comm());
     // The average is what one deploys: it decides "best" and early stopping.
     if (trainer_.ema() && !r_.last_eval.interrupted) {
       trainer_.ema()->swap(trainer_.model());
-      r_.last_ema_eval = evaluate(trainer_, test_loader_, must_stop, comm_);
+      r_.last_ema_eval = evaluate(trainer_, test_loader_, must_stop, parallel_.comm());
       trainer_.ema()->swap(trainer_.model());
     }
     if (r_.last_eval.interrupted || r_.last_ema_eval.interrupted) {

@@ -1,8 +1,9 @@
 // The Session: one run's pieces, built once from a requested Config, in one order, for every
-// command: train, each benchmark variant, eval, infer (and, to come, every data-parallel rank and
-// pipeline stage). probe the machine -> resolve the recipe -> apply the global switches -> data ->
-// everything else that can be decided before training (task, loss, metric, normalization, stem)
-// -> model, optimizer, scaler, EMA (the Trainer) -> auto batch size -> loaders on demand.
+// command: train, each benchmark variant, eval, infer, on every data-parallel rank. probe the
+// machine -> plan the parallelism (train/parallelism.h) -> resolve the recipe -> apply the global
+// switches -> data -> everything else that can be decided before training (task, loss, metric,
+// normalization, stem) -> model, optimizer, scaler, EMA (the Trainer) -> parallelism composed
+// around it -> AMP check -> auto batch size -> loader threads -> loaders on demand.
 #pragma once
 #include <memory>
 #include <string>
@@ -16,17 +17,17 @@
 #include "core/recipe.h"
 #include "data/loader.h"
 #include "data/make_dataset.h"
-#include "dist/comm.h"
+#include "parallel/mesh.h"
+#include "train/parallelism.h"
 #include "train/trainer.h"
 
 namespace gputrain {
 
 struct SessionOptions {
   // Where this process sits in a data-parallel job (the loaders take every w-th sample from
-  // rank r; gradients are all-reduced over c10d). Pipeline stages come from the Config
-  // (--pipeline_stages); combining them with ranks is refused for now.
-  RankEnv ranks;
-  std::shared_ptr<Comm> comm;  // joined by the caller when ranks.world_size > 1; the Session connects it
+  // rank r; gradients are summed by the ranks' collectives); the Session connects its collectives and
+  // fills in the pipeline stages' devices (--pipeline_stages).
+  Mesh mesh;
   // Data already loaded by an earlier Session with the same data flags (benchmark variants differ
   // only in speed switches, so they share one dataset).
   std::shared_ptr<const DataSplits> data;
@@ -51,20 +52,15 @@ class Session {
   const Config& config() const { return rc_.resolved; }  // what this run uses
   const ResolvedConfig& resolution() const { return rc_; }
   const MachineInfo& machine() const { return machine_; }
-  // The GPUs this node's ranks train on (this process's one without data parallel; empty on
-  // the CPU): what rank 0's monitor reads.
-  std::vector<int> node_gpus() const;
   const Recipe& recipe() const { return recipe_; }
   const DataSplits& data() const { return *data_; }
   std::shared_ptr<const DataSplits> shared_data() const { return data_; }
   Trainer& trainer() { return *trainer_; }
-  // The job's collectives; null in a single-process run.
-  Comm* comm() { return comm_.get(); }
-  const RankEnv& ranks() const { return options_.ranks; }
-  bool is_root() const { return options_.ranks.rank == 0; }
+  // Data parallel and pipeline stages, as composed around this Session and its step.
+  const Parallelism& parallel() const { return parallel_; }
   // Samples in one micro-batch over all ranks (--batch_size x ranks, or the sum of
   // --rank_batch_sizes).
-  int64_t global_batch_size() const;
+  int64_t global_batch_size() const { return parallel_.global_batch_size(rc_.resolved.batch_size); }
   // The metric that decides "best" and early stopping (monitor_metric with auto decided).
   const std::string& monitored() const { return rc_.resolved.monitor_metric; }
   // The --auto_batch_size search as a metrics.jsonl record (null when none ran).
@@ -96,19 +92,14 @@ class Session {
   std::unique_ptr<Trainer> trainer_;
   nlohmann::json batch_search_;
   SessionOptions options_;
-  std::shared_ptr<Comm> comm_;
-  std::vector<int64_t> rank_batch_sizes_;  // --rank_batch_sizes, parsed; empty when equal
+  Parallelism parallel_;
 
   void pin(const nlohmann::json& pinned);
   void resolve_from_data();
   void search_batch_size();
   void choose_num_workers();  // --num_workers auto
   void check_precision();     // --amp_check
-  void join_ranks();          // data parallel: this rank's device and batch size
-  void plan_stages();         // --pipeline_stages: micro-batches, and what does not combine with stages
-  void make_stages();         // --pipeline_stages: cut the model, place the stages, hand the Trainer its pipeline
-  std::vector<torch::Device> stage_devices() const;  // empty without stages
-  void balance_ranks();       // --balance auto
+  void settle_unused();       // what is still auto does not apply: n/a, with why
 };
 
 }  // namespace gputrain

@@ -1,4 +1,4 @@
-// Trainer::step: the one optimizer step that `train` and `benchmark` both run.
+// Trainer::step's shells (CUDA graphs, the out-of-memory split) and its composition.
 #include "train/trainer.h"
 
 #include <ATen/ops/_foreach_mul.h>
@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -15,10 +14,8 @@
 
 #include "core/device_cuda.h"
 #include "core/error.h"
-#include "core/faults.h"
 #include "core/memory_format.h"
-#include "models/batch_norm.h"
-#include "train/autocast.h"
+#include "core/autocast.h"
 #include "train/fused_optim.h"
 
 namespace gputrain {
@@ -40,7 +37,37 @@ torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
   return torch::stack(norms).norm();
 }
 
+// The pipeline stages as the step's forward and backward: they cut each batch into their own
+// micro-batches and run them on their schedule.
+class PipelineForwardBackward : public ForwardBackward {
+ public:
+  PipelineForwardBackward(std::unique_ptr<Pipeline> pipeline, torch::Device device)
+      : pipeline_(std::move(pipeline)), device_(device) {}
+  torch::Tensor run(const Batch& b, bool last, const WeightedLoss& weighted, const ScaledLoss& scaled,
+                    StepHooks& hooks) override {
+    // No hook before the last backward: the stage threads finish gradients in an order that
+    // differs between ranks, so a data-parallel sum waits until the whole backward is done.
+    // The loss comes from the last stage's device; the run reads it on its own.
+    return pipeline_->run(b.x, b.y, weighted, scaled).to(device_, /*non_blocking=*/true);
+  }
+  std::string shrink(const Batch&, int64_t step) override {
+    // The stages cut the batch into micro-batches already: more of them is the remedy.
+    throw runtime_error(fmt::format("out of memory with pipeline stages (step {})", step),
+                        fmt::format("raise --micro_batches (now {}) for smaller micro-batches, or use more "
+                                    "--pipeline_stages",
+                                    pipeline_->options().micro_batches));
+  }
+  void set_amp(bool amp, torch::ScalarType dtype) override { pipeline_->set_amp(amp, dtype); }
+  Pipeline* pipeline() { return pipeline_.get(); }
+
+ private:
+  std::unique_ptr<Pipeline> pipeline_;
+  torch::Device device_;
+};
+
 }  // namespace
+
+torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params) { return total_norm(grads_of(params)); }
 
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   auto grads = grads_of(params);
@@ -66,7 +93,9 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
       optimizer_(std::move(optimizer)),
       ctx_(ctx),
       opt_(options),
-      scaler_(ctx.grad_scaler, ctx.device) {
+      scaler_(ctx.grad_scaler, ctx.device),
+      forward_backward_(std::make_unique<LocalForwardBackward>(*model_, ctx_)) {
+  hooks_.add(fault_hooks(scaler_));
   if (opt_.ema_decay > 0) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);
   if (ctx_.cuda_graphs) {
     auto* fused = dynamic_cast<FusedOptimizer*>(optimizer_.get());
@@ -77,7 +106,7 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimize
 
 StepResult Trainer::step(const std::vector<Batch>& micro) {
   replayed_ = false;
-  if (ctx_.cuda_graphs && !graph_off_ && split_ > 1)
+  if (ctx_.cuda_graphs && !graph_off_ && split() > 1)
     drop_graph("out-of-memory backoff splits each batch, which the captured step cannot");
   if (ctx_.cuda_graphs && !graph_off_) {
     // The graph holds one batch shape, the warm-ups' own. Before the capture, a larger batch
@@ -100,19 +129,10 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
   return eager_step(micro);
 }
 
-int Trainer::set_comm(Comm* comm, double share, double bucket_mb, bool sync_bn) {
-  share_ = share;
-  comm_ = comm;
-  sync_ = std::make_unique<GradSync>(*model_, *comm, bucket_mb);
-  sync_norms_.clear();
-  if (sync_bn)
-    for (const auto& m : model_->modules())
-      if (auto* norm = dynamic_cast<SyncableNorm*>(m.get())) sync_norms_.push_back(norm);
-  return static_cast<int>(sync_norms_.size());
-}
-
 void Trainer::set_pipeline(std::unique_ptr<Pipeline> pipeline) {
-  pipeline_ = std::move(pipeline);
+  auto fb = std::make_unique<PipelineForwardBackward>(std::move(pipeline), ctx_.device);
+  pipeline_ = fb->pipeline();
+  forward_backward_ = std::move(fb);
   if (ema_) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);  // before any step: the weights themselves
 }
 
@@ -121,7 +141,7 @@ void Trainer::set_precision(const Recipe& precision) {
   ctx_.amp_dtype = precision.amp_dtype;
   ctx_.grad_scaler = precision.grad_scaler;
   scaler_ = GradScaler(ctx_.grad_scaler, ctx_.device);
-  if (pipeline_) pipeline_->set_amp(ctx_.amp, ctx_.amp_dtype);
+  forward_backward_->set_amp(ctx_.amp, ctx_.amp_dtype);
   graph_.reset();
   static_in_.clear();
   static_out_ = {};
@@ -169,7 +189,7 @@ StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
     cuda_synchronize(ctx_.device.index());
     cuda_empty_cache();
     try {
-      graph_->capture([&] { static_out_ = try_step(static_in_); });
+      graph_->capture([&] { static_out_ = straight_step(static_in_); });
     } catch (const std::exception& e) {
       std::string what = e.what();
       drop_graph("capturing the step failed (" + what.substr(0, what.find('\n')) + ")");
@@ -191,21 +211,15 @@ StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
 StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
   while (true) {
     try {
-      StepResult r = try_step(micro);
+      StepResult r = straight_step(micro);
       ++steps_;
       return r;
     } catch (const c10::OutOfMemoryError&) {
       // Drop what the failed attempt left (gradients, cached blocks, a captured graph's pool:
-      // its steps cannot run split anyway), then retry in halves.
+      // its steps cannot run split anyway), then retry in smaller pieces.
       if (graph_ && graph_->captured()) drop_graph("out of memory in an eager step");
       optimizer_->zero_grad(/*set_to_none=*/true);
       if (ctx_.cuda) cuda_empty_cache();
-      // Pipeline stages cut the batch into micro-batches already: more of them is the remedy.
-      if (pipeline_)
-        throw runtime_error(fmt::format("out of memory with pipeline stages (step {})", steps_ + 1),
-                            fmt::format("raise --micro_batches (now {}) for smaller micro-batches, or use more "
-                                        "--pipeline_stages",
-                                        pipeline_->options().micro_batches));
       // After the update began, some weights may have moved already: redoing the step would
       // apply it twice. Smaller chunks would not help there anyway (the optimizer's state is
       // what did not fit).
@@ -213,15 +227,8 @@ StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
         throw runtime_error(fmt::format("out of memory in the optimizer update (step {})", steps_ + 1),
                             "the weights and optimizer state do not fit: use a smaller model, --optimizer sgd, "
                             "or a device with more memory");
-      const int64_t batch = micro.front().x.size(0);
-      if (batch / (split_ * 2) < 1)
-        throw runtime_error(fmt::format("out of memory even with a micro-batch of 1 sample (step {})", steps_ + 1),
-                            "use a smaller model or --width, or a device with more memory");
-      split_ *= 2;
-      fmt::print(stderr,
-                 "gputrain: out of memory at step {}: micro-batch {} -> {}, accumulation x{} "
-                 "(the effective batch is unchanged)\n",
-                 steps_ + 1, batch * 2 / split_, batch / split_, split_);
+      const std::string what = forward_backward_->shrink(micro.front(), steps_ + 1);
+      fmt::print(stderr, "gputrain: out of memory at step {}: {}\n", steps_ + 1, what);
     }
   }
 }
@@ -229,8 +236,7 @@ StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
 bool Trainer::probe(const Batch& b) {
   model_->train();
   try {
-    if (faults().oom_above >= 0 && b.x.size(0) > faults().oom_above)
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
+    hooks_.before_forward(b.x);
     {
       AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
       auto logits = model_->forward(b.x);
@@ -245,94 +251,6 @@ bool Trainer::probe(const Batch& b) {
     if (ctx_.cuda) cuda_empty_cache();
     return false;
   }
-}
-
-StepResult Trainer::try_step(const std::vector<Batch>& micro) {
-  model_->train();
-  StepResult r;
-  // --sync_bn: the norms all-reduce in this step's forwards and backwards only (every rank runs
-  // them alike); probes and checks that one rank runs alone keep local statistics.
-  struct SyncNorms {
-    const std::vector<SyncableNorm*>& norms;
-    SyncNorms(const std::vector<SyncableNorm*>& n, Comm* comm) : norms(n) {
-      for (auto* x : norms) x->sync_over(comm);
-    }
-    ~SyncNorms() {
-      for (auto* x : norms) x->sync_over(nullptr);
-    }
-  } sync_norms(sync_norms_, comm_);
-  updating_ = false;
-  if (steps_ + 1 == faults().oom_step && split_ == 1)
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
-  // Every loader batch splits into split_ chunks; the loss of each is weighted by its share of
-  // the samples, so the gradient equals that of the whole batch. With data parallel, the share
-  // is of the global batch (this rank holds share_ of it, padded tails included), and the
-  // gradients are summed over the ranks below.
-  int64_t local = 0;
-  for (const auto& b : micro) local += b.y.size(0);
-  const double total = static_cast<double>(local) / share_;
-  // Each (micro-)batch's loss weighted by its share, and what backward starts from.
-  const auto weighted = [&](const torch::Tensor& out, const torch::Tensor& y) {
-    auto loss = task_loss(out, y, opt_.loss);
-    return static_cast<double>(y.size(0)) != total ? loss * (static_cast<double>(y.size(0)) / total) : loss;
-  };
-  const auto scaled = [&](const torch::Tensor& loss) {
-    auto s = scaler_.scale(loss);
-    if (scaler_.enabled() && faults().overflow_step >= 0 && steps_ + 1 >= faults().overflow_step)
-      s = s * std::numeric_limits<double>::infinity();  // the gradients overflow, the loss does not
-    return s;
-  };
-  for (size_t m = 0; m < micro.size(); ++m) {
-    const auto& b = micro[m];
-    if (pipeline_) {  // the stages cut the batch into their own micro-batches
-      // The loss comes from the last stage's device; the run reads it on its own.
-      auto loss = pipeline_->run(b.x, b.y, weighted, scaled).to(ctx_.device, /*non_blocking=*/true);
-      r.loss = r.loss.defined() ? r.loss + loss : loss;
-      continue;
-    }
-    auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (sync_ && m + 1 == micro.size() && i + 1 == xs.size()) sync_->arm();  // the step's last backward
-      if (faults().oom_above >= 0 && xs[i].size(0) > faults().oom_above)
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
-      torch::Tensor loss;
-      {
-        AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
-        loss = weighted(model_->forward(xs[i]), ys[i]);
-      }
-      scaled(loss).backward();  // backward runs outside autocast, as in PyTorch
-      auto detached = loss.detach();
-      r.loss = r.loss.defined() ? r.loss + detached : detached;
-    }
-  }
-  // Data parallel: the buckets launched during the last micro-batch's backward (none on the
-  // others) are waited for here, before unscale and clipping, so every rank sees the same
-  // gradients, infs included (all skip the same overflow step).
-  if (sync_) sync_->finish();
-  updating_ = true;
-  if (steps_ + 1 == faults().oom_update)
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
-  // Clipping needs the true gradient norm. A fused update divides every gradient by a device
-  // scalar anyway (the grad scaler's scale): the clip coefficient joins that divisor, and the
-  // norm of the still-scaled gradients is divided by the scale. That saves two passes over the
-  // gradients (unscale, clip) and equals clipping after unscale (tests/test_numerics.cpp).
-  // Unfused: unscale first, then clip; the scaler's step unscales otherwise.
-  if (opt_.clip_max_norm > 0) {
-    if (auto* fused = dynamic_cast<FusedOptimizer*>(optimizer_.get())) {
-      auto norm = total_norm(grads_of(model_->parameters()));
-      if (scaler_.enabled()) norm = (norm / scaler_.scale_tensor().to(norm.device())).reshape({});
-      fused->set_clip_divisor(((norm + 1e-6) / opt_.clip_max_norm).clamp_min(1.0));
-      r.grad_norm = norm;
-    } else {
-      scaler_.unscale_(*optimizer_);
-      r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
-    }
-  }
-  r.skipped = scaler_.step(*optimizer_);
-  if (ema_) ema_->update(*model_, r.skipped);  // a skipped step leaves the average as it is
-  scaler_.update();
-  optimizer_->zero_grad(/*set_to_none=*/true);
-  return r;
 }
 
 }  // namespace gputrain

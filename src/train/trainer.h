@@ -1,4 +1,6 @@
-// Trainer::step: the one optimizer step that `train` and `benchmark` both run.
+// Trainer::step: the one optimizer step that `train` and `benchmark` both run, with its shells:
+// CUDA graph capture and replay, then the out-of-memory split and retry, then the straight step
+// (train/step.cpp) with whatever was composed around it (step.h: data parallel, stages, faults).
 #pragma once
 #include <memory>
 #include <string>
@@ -9,17 +11,14 @@
 #include "core/cuda_graph.h"
 #include "core/recipe.h"
 #include "data/loader.h"
-#include "dist/comm.h"
 #include "models/registry.h"
+#include "parallel/pipeline.h"
 #include "train/ema.h"
 #include "train/grad_scaler.h"
-#include "train/grad_sync.h"
 #include "train/loss.h"
-#include "train/pipeline.h"
+#include "train/step.h"
 
 namespace gputrain {
-
-class SyncableNorm;
 
 struct TrainerOptions {
   int64_t accumulation_steps = 1;
@@ -46,7 +45,7 @@ class Trainer {
   // Out of memory, `step` splits every loader batch into `split` chunks (accumulating over them)
   // and retries: same data, same effective batch, half the activation memory per halving.
   // Throws a runtime error when a chunk would go below one sample.
-  int64_t split() const { return split_; }
+  int64_t split() const { return forward_backward_->split(); }
 
   // Forward and backward on `batch` without changing the weights; false when it ran out of
   // memory (the cache is emptied). For the batch-size search.
@@ -59,20 +58,16 @@ class Trainer {
   const LossSpec& loss() const { return opt_.loss; }
   const TrainerOptions& options() const { return opt_; }
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
-  // Data parallel: the gradients are summed over `comm`'s ranks after backward, each rank's
-  // loss weighted by its `share` of the global batch (its batch size over their sum), so the
-  // update equals one big batch's. `sync_bn`: BatchNorm layers normalize with the global batch's
-  // statistics during the training steps; returns how many layers that is.
-  int set_comm(Comm* comm, double share, double bucket_mb, bool sync_bn = false);
-
-  // Host seconds the step waited for the gradient all-reduce after backward since the last call:
-  // the communication that backward did not hide, and the wait for slower ranks.
-  double take_comm_seconds() { return sync_ ? sync_->take_wait_seconds() : 0; }
-
+  // Composition, before the first step. `hooks` run at fixed points of every step, after those
+  // added before them (data parallel's gradient sum, synchronized BatchNorm).
+  void add_hooks(std::unique_ptr<StepHooks> hooks) { hooks_.add(std::move(hooks)); }
+  // Data parallel: this rank's share of the global batch (its batch size over their sum), by
+  // which its loss is weighted, so that the summed gradients equal one big batch's.
+  void set_batch_share(double share) { share_ = share; }
   // --pipeline_stages: every loader batch runs through `pipeline`'s stages in micro-batches
   // (the model's pieces already placed on the stages' devices; the EMA copy is taken again there).
   void set_pipeline(std::unique_ptr<Pipeline> pipeline);
-  Pipeline* pipeline() { return pipeline_.get(); }
+  Pipeline* pipeline() { return pipeline_; }
 
   // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
   // scaler, and a captured graph is dropped to be captured again in the new precision.
@@ -87,14 +82,12 @@ class Trainer {
   TrainerOptions opt_;
   GradScaler scaler_;
   std::unique_ptr<Ema> ema_;
-  std::unique_ptr<GradSync> sync_;
-  Comm* comm_ = nullptr;
-  std::vector<SyncableNorm*> sync_norms_;  // --sync_bn: synchronized inside try_step only
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<ForwardBackward> forward_backward_;
+  HookList hooks_;
+  Pipeline* pipeline_ = nullptr;  // owned by forward_backward_ when stages are set
   double share_ = 1;
-  int64_t split_ = 1;
   int64_t steps_ = 0;
-  bool updating_ = false;  // try_step has begun the optimizer update (an OOM there is not retried)
+  bool updating_ = false;  // the step has begun the optimizer update (an out-of-memory there is not retried)
 
   // --cuda_graphs: eager warm-up steps on a side stream, then the whole step captured once,
   // with the batches in static buffers, and replayed. Steps the graph cannot take run eagerly.
@@ -112,8 +105,13 @@ class Trainer {
   std::string shape_mismatch(const std::vector<Batch>& micro) const;
   // Turns CUDA graphs off for the rest of the run, freeing the graph, with one line saying why.
   void drop_graph(const std::string& why);
-  StepResult try_step(const std::vector<Batch>& micro);
+  // Forward, backward and update of one step, with the hooks (train/step.cpp).
+  StepResult straight_step(const std::vector<Batch>& micro);
 };
+
+// The total norm of the parameters' gradients, on the device (on the first gradient's device when
+// pipeline stages spread them).
+torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params);
 
 // Gradient-norm clipping that stays on the device (torch's clip_grad_norm_ syncs to the host).
 // Returns the total norm before clipping.

@@ -1,5 +1,5 @@
 // `gputrain train`: configuration -> Session -> run folder -> fit -> summary.
-#include "train/train_run.h"
+#include "app/train_run.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,10 +14,10 @@
 #include "core/error.h"
 #include "core/host_info.h"
 #include "core/signals.h"
-#include "dist/rank_env.h"
+#include "parallel/rank_env.h"
 #include "train/export.h"
 #include "train/fit.h"
-#include "train/run_summary.h"
+#include "app/run_summary.h"
 
 namespace fs = std::filesystem;
 
@@ -121,8 +121,8 @@ int run_training(const std::vector<FlagArg>& flags) {
   run.requested.resume.clear();  // a run's record must not point at a checkpoint
 
   SessionOptions options;  // (designated initializers here set off a false GCC 12 -Wmaybe-uninitialized)
-  options.ranks = ranks;
-  options.comm = comm;
+  options.mesh.ranks = ranks;
+  options.mesh.comm = comm;
   options.pinned = run.pinned;
   options.amp_fallback = run.amp_fallback;
   Session s(run.requested, options);
@@ -155,7 +155,7 @@ int run_training(const std::vector<FlagArg>& flags) {
                         ? exit_code_for_signal(stop_signal())
                         : 0;
   RunFolder& folder = *owned;
-  folder.start(record, c.tensorboard, c.monitor_interval, s.node_gpus());
+  folder.start(record, c.tensorboard, c.monitor_interval, s.parallel().node_gpus(s.recipe(), s.machine()));
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
   if (!from.checkpoint.empty()) {

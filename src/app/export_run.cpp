@@ -1,5 +1,5 @@
 // `gputrain export`: a checkpoint's weights as safetensors, read in one pass on the CPU.
-#include "train/export_run.h"
+#include "app/export_run.h"
 
 #include <fmt/format.h>
 

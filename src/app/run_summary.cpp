@@ -1,5 +1,5 @@
 // The end of a training run: its "summary" record and its closing lines.
-#include "train/run_summary.h"
+#include "app/run_summary.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // Rank, world and rendezvous from torchrun's or Slurm's environment.
-#include "dist/rank_env.h"
+#include "parallel/rank_env.h"
 
 #include <cstdlib>
 #include <limits>

@@ -1,5 +1,5 @@
 // A trained model for `eval` and `infer`: the checkpoint's configuration, a Session, the weights.
-#include "train/load_trained.h"
+#include "app/load_trained.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Bucketed gradient all-reduce from autograd's post-accumulate hooks.
-#include "train/grad_sync.h"
+#include "parallel/grad_sync.h"
 
 #include <chrono>
 
@@ -68,16 +68,20 @@ void GradSync::ready(size_t param) {
 }
 
 void GradSync::launch(Bucket& b) {
+  // One buffer on the collectives' device (the first parameter's): pipeline stages on other
+  // GPUs copy their gradients there and back.
+  const auto device = params_.front().device();
   std::vector<at::Tensor> parts;
   for (size_t k : b.params) {
     const auto& p = params_[k];
-    parts.push_back(p.grad().defined() ? p.grad().reshape(-1) : at::zeros({p.numel()}, p.options()));
+    parts.push_back(p.grad().defined() ? p.grad().reshape(-1).to(device) : at::zeros({p.numel()}, p.options().device(device)));
   }
   b.flat = at::cat(parts);
   b.work = comm_.all_reduce_sum(b.flat);
 }
 
 void GradSync::finish() {
+  if (!armed_) arm();  // a backward that launched nothing (pipeline stages): everything goes now
   armed_ = false;
   const auto t0 = std::chrono::steady_clock::now();
   while (next_ < buckets_.size()) launch(buckets_[next_++]);  // no overlap (bucket_mb 0), or a gradient that never came
@@ -90,7 +94,7 @@ void GradSync::finish() {
       if (p.grad().defined())
         p.mutable_grad().copy_(sum);
       else
-        p.mutable_grad() = sum.clone();
+        p.mutable_grad() = sum.to(p.device(), /*non_blocking=*/false, /*copy=*/true);
       offset += p.numel();
     }
     b.work.reset();

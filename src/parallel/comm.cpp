@@ -1,6 +1,6 @@
 // Comm over c10d. ProcessGroupGloo.hpp (which needs gloo's headers) is included here alone;
 // NCCL lives in comm_nccl.cpp.
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 #include <chrono>
 #include <map>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "dist/comm_nccl.h"
+#include "parallel/comm_nccl.h"
 
 namespace gputrain {
 namespace {

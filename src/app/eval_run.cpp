@@ -1,12 +1,12 @@
 // `gputrain eval`: a checkpoint's metrics on a dataset (and its EMA's, when the run kept one).
-#include "train/eval_run.h"
+#include "app/eval_run.h"
 
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
 #include "train/evaluate.h"
 #include "train/export.h"
-#include "train/load_trained.h"
+#include "app/load_trained.h"
 
 namespace gputrain {
 

@@ -8,7 +8,7 @@
 
 #include <torch/nn/module.h>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace gputrain {
 

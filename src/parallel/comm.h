@@ -8,7 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "dist/rank_env.h"
+#include "parallel/rank_env.h"
 
 namespace gputrain {
 

@@ -1,6 +1,6 @@
 // `gputrain launch`: fork/exec of the local ranks, output prefixed by rank, signals forwarded,
 // fail-fast. The workers die with the launcher (PR_SET_PDEATHSIG), so none is left behind.
-#include "dist/launcher.h"
+#include "parallel/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
 
 #include <torch/types.h>
 
-#include "models/registry.h"
+#include "core/pieces.h"
 
 namespace gputrain {
 
@@ -58,26 +58,26 @@ double theoretical_bubble(int64_t stages, int64_t micro_batches);
 // times): consecutive ranges, none empty, with the largest stage cost as small as possible.
 std::vector<Stage> cut_stages(const std::vector<double>& piece_costs, int stages);
 
-// --pipeline_stages: cuts `net` (model `name`) into one stage per device by `costs` per piece
-// (empty: parameter counts) and moves each stage's pieces to its device. A usage error when the
-// model has no pieces (it cannot be split) or fewer pieces than stages.
-std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices,
+// --pipeline_stages: cuts the pieces of model `name` into one stage per device by `costs` per
+// piece (empty: parameter counts) and moves each stage's pieces to its device. A usage error when
+// the model has fewer pieces than stages.
+std::vector<Stage> split_model(const Pieces& pieces, const std::string& name, const std::vector<torch::Device>& devices,
                                std::vector<double> costs = {});
 
 // --stage_balance time: each piece's forward and backward seconds on `x` (the median of 3 runs
 // after a warm-up, each piece on its own detached input), on the model's device. The caller
 // keeps the buffers and random generators; the parameters' gradients are left for it to clear.
-std::vector<double> piece_seconds(Net& net, const torch::Tensor& x);
+std::vector<double> piece_seconds(const Pieces& pieces, const torch::Tensor& x);
 
 // The parameters (trainable tensors' elements) of a stage's pieces.
-int64_t stage_parameters(const Net& net, const Stage& stage);
+int64_t stage_parameters(const Pieces& pieces, const Stage& stage);
 
 // One line for the device report: "cpu fc1-fc2 (8,448 parameters) | cpu fc3 (330 parameters)".
-std::string describe_stages(const Net& net, const std::vector<Stage>& stages);
+std::string describe_stages(const Pieces& pieces, const std::vector<Stage>& stages);
 
 class Pipeline {
  public:
-  Pipeline(Net& net, PipelineOptions options);
+  Pipeline(const Pieces& pieces, PipelineOptions options);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -109,7 +109,7 @@ class Pipeline {
     std::shared_ptr<MemoryCounts> counts;  // the run's allocations, counted in every stage thread
   };
 
-  Net& net_;
+  const Pieces& pieces_;
   PipelineOptions opt_;
   PipelineStats stats_, totals_;
   std::vector<std::thread> threads_;

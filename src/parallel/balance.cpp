@@ -1,6 +1,6 @@
 // Water-filling: ranks at their memory limit keep it; the rest of the batch goes to the others
 // in proportion to speed, until no rank is over its limit.
-#include "train/balance.h"
+#include "parallel/balance.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // ProcessGroupNCCL for a data-parallel rank on a GPU.
-#include "dist/comm_nccl.h"
+#include "parallel/comm_nccl.h"
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>

@@ -1,19 +1,14 @@
 // Synchronized BatchNorm: per-channel sums all-reduced in forward (sum, sum of squares, count)
 // and in backward (sum of dy, sum of dy * x_hat), in float32 whatever the input's precision.
-#include "models/batch_norm.h"
+#include "parallel/sync_batch_norm.h"
 
 #include <torch/autograd.h>
-
-#include "dist/comm.h"
 
 namespace gputrain {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Sums over the ranks, in place, waiting for the result.
-void sum_over_ranks(Comm& comm, torch::Tensor& t) { comm.all_reduce_sum(t)->wait(); }
 
 // Every dimension but the channels (dim 1), and the shape a per-channel vector broadcasts in.
 std::vector<int64_t> reduce_dims(const torch::Tensor& x) {
@@ -31,15 +26,15 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias, torch::Tensor running_mean, torch::Tensor running_var,
-                               double momentum, double eps, int64_t comm_address) {
-    Comm& comm = *reinterpret_cast<Comm*>(comm_address);
+                               double momentum, double eps, int64_t sum_address) {
+    const SumOverRanks& sum_over_ranks = *reinterpret_cast<const SumOverRanks*>(sum_address);
     const auto dims = reduce_dims(x);
     const auto shape = channel_shape(x);
     const int64_t c = x.size(1);
     auto xf = x.to(torch::kFloat);
     auto stats = torch::cat({xf.sum(dims), xf.square().sum(dims),
                              torch::full({1}, static_cast<double>(x.numel() / c), xf.options())});
-    sum_over_ranks(comm, stats);
+    sum_over_ranks(stats);
     auto count = stats.narrow(0, 2 * c, 1);
     auto mean = stats.narrow(0, 0, c) / count;
     auto var = (stats.narrow(0, c, c) / count - mean.square()).clamp_min(0);  // biased, as normalization uses
@@ -51,12 +46,12 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
     }
     auto x_hat = (xf - mean.view(shape)) * invstd.view(shape);
     ctx->save_for_backward({x_hat, weight, invstd, count});
-    ctx->saved_data["comm"] = comm_address;
+    ctx->saved_data["sum"] = sum_address;
     return (x_hat * weight.to(torch::kFloat).view(shape) + bias.to(torch::kFloat).view(shape)).to(x.scalar_type());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    Comm& comm = *reinterpret_cast<Comm*>(ctx->saved_data["comm"].toInt());
+    const SumOverRanks& sum_over_ranks = *reinterpret_cast<const SumOverRanks*>(ctx->saved_data["sum"].toInt());
     const auto saved = ctx->get_saved_variables();
     const auto &x_hat = saved[0], &weight = saved[1], &invstd = saved[2], &count = saved[3];
     const auto dims = reduce_dims(x_hat);
@@ -68,7 +63,7 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
     // other parameters'. The input's needs the global sums.
     auto grad_weight = sum_dy_xhat.to(weight.scalar_type()), grad_bias = sum_dy.to(weight.scalar_type());
     auto sums = torch::cat({sum_dy, sum_dy_xhat});
-    sum_over_ranks(comm, sums);
+    sum_over_ranks(sums);
     auto mean_dy = sums.narrow(0, 0, c) / count, mean_dy_xhat = sums.narrow(0, c, c) / count;
     auto dx = (dy - mean_dy.view(shape) - x_hat * mean_dy_xhat.view(shape)) *
               (invstd * weight.to(torch::kFloat)).view(shape);
@@ -80,9 +75,9 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
 
 torch::Tensor sync_batch_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                               torch::Tensor& running_mean, torch::Tensor& running_var, double momentum, double eps,
-                              Comm& comm) {
+                              const SumOverRanks& sum) {
   return SyncBatchNormFunction::apply(x, weight, bias, running_mean, running_var, momentum, eps,
-                                      reinterpret_cast<int64_t>(&comm));
+                                      reinterpret_cast<int64_t>(&sum));
 }
 
 }  // namespace gputrain

@@ -1,6 +1,6 @@
 // `gputrain infer`: the model over a split in order, with samples/s, per-batch latency and the
 // predictions as CSV.
-#include "train/infer_run.h"
+#include "app/infer_run.h"
 
 #include <chrono>
 
@@ -9,9 +9,9 @@
 #include "core/atomic_file.h"
 #include "core/stats.h"
 #include "core/text.h"
-#include "train/autocast.h"
+#include "core/autocast.h"
 #include "train/export.h"
-#include "train/load_trained.h"
+#include "app/load_trained.h"
 #include "train/utilization.h"
 
 namespace gputrain {

@@ -1,6 +1,6 @@
 // Pipeline stages: one thread per stage, tensors handed between them through a mailbox, each
 // stage's forwards and backwards in its schedule's order.
-#include "train/pipeline.h"
+#include "parallel/pipeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/device_cuda.h"
 #include "core/text.h"
-#include "train/autocast.h"
+#include "core/autocast.h"
 
 namespace gputrain {
 
@@ -148,13 +148,9 @@ int64_t piece_parameters(const Piece& p) {
 
 }  // namespace
 
-std::vector<Stage> split_model(Net& net, const std::string& name, const std::vector<torch::Device>& devices,
+std::vector<Stage> split_model(const Pieces& pieces, const std::string& name, const std::vector<torch::Device>& devices,
                                std::vector<double> costs) {
-  const auto& pieces = net.pieces();
   const int stages = static_cast<int>(devices.size());
-  if (pieces.empty())
-    throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages", stages, name),
-                      "models that split: mlp, cnn, cnn3d, resnet18, resnet34, resnet50, transformer");
   if (static_cast<int>(pieces.size()) < stages)
     throw usage_error(fmt::format("--pipeline_stages {}: model '{}' splits into at most {} stages", stages, name, pieces.size()),
                       "use fewer stages, or a deeper model (--depth)");
@@ -163,13 +159,12 @@ std::vector<Stage> split_model(Net& net, const std::string& name, const std::vec
   auto out = cut_stages(costs, stages);
   for (size_t s = 0; s < out.size(); ++s) {
     out[s].device = devices[s];
-    place_pieces(net, out[s].begin, out[s].end, devices[s]);
+    place_pieces(pieces, out[s].begin, out[s].end, devices[s]);
   }
   return out;
 }
 
-std::vector<double> piece_seconds(Net& net, const torch::Tensor& x) {
-  const auto& pieces = net.pieces();
+std::vector<double> piece_seconds(const Pieces& pieces, const torch::Tensor& x) {
   const int dev = x.is_cuda() ? x.device().index() : -1;
   auto sync = [&] {
     if (dev >= 0) cuda_synchronize(dev);
@@ -205,25 +200,25 @@ std::vector<double> piece_seconds(Net& net, const torch::Tensor& x) {
   return seconds;
 }
 
-int64_t stage_parameters(const Net& net, const Stage& stage) {
+int64_t stage_parameters(const Pieces& pieces, const Stage& stage) {
   int64_t params = 0;
-  for (size_t i = stage.begin; i < stage.end; ++i) params += piece_parameters(net.pieces()[i]);
+  for (size_t i = stage.begin; i < stage.end; ++i) params += piece_parameters(pieces[i]);
   return params;
 }
 
-std::string describe_stages(const Net& net, const std::vector<Stage>& stages) {
+std::string describe_stages(const Pieces& pieces, const std::vector<Stage>& stages) {
   std::string text;
   for (const auto& s : stages) {
-    const int64_t params = stage_parameters(net, s);
-    const auto& first = net.pieces()[s.begin].name;
-    const auto& last = net.pieces()[s.end - 1].name;
+    const int64_t params = stage_parameters(pieces, s);
+    const auto& first = pieces[s.begin].name;
+    const auto& last = pieces[s.end - 1].name;
     text += fmt::format("{}{} {}{} ({} parameters)", text.empty() ? "" : " | ", s.device.str(), first,
                         s.end - s.begin > 1 ? " .. " + last : "", with_commas(params));
   }
   return text;
 }
 
-Pipeline::Pipeline(Net& net, PipelineOptions options) : net_(net), opt_(std::move(options)) {
+Pipeline::Pipeline(const Pieces& pieces, PipelineOptions options) : pieces_(pieces), opt_(std::move(options)) {
   for (size_t s = 0; s < opt_.stages.size(); ++s) threads_.emplace_back([this, s] { worker(static_cast<int>(s)); });
 }
 
@@ -243,7 +238,7 @@ PipelineStats Pipeline::take_totals() {
 }
 
 void Pipeline::place() {
-  for (const auto& s : opt_.stages) place_pieces(net_, s.begin, s.end, s.device);
+  for (const auto& s : opt_.stages) place_pieces(pieces_, s.begin, s.end, s.device);
 }
 
 void Pipeline::set_amp(bool amp, torch::ScalarType dtype) {
@@ -336,7 +331,7 @@ void Pipeline::run_stage(int s, const Job& job) {
       torch::Tensor out;
       {
         AutocastGuard autocast(opt_.amp, stage.device.type(), opt_.amp_dtype);
-        out = net_.run_pieces(in, stage.begin, stage.end);
+        out = run_pieces(pieces_, in, stage.begin, stage.end);
         if (last) out = (*job.loss)(out, (*job.ys)[i]);
       }
       if (last) {

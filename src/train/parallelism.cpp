@@ -1,0 +1,439 @@
+// Parallelism composed around the Session, the step and the fit loop (parallelism.h).
+#include "train/parallelism.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <thread>
+
+#include "core/autocast.h"
+#include "core/device_cuda.h"
+#include "core/error.h"
+#include "core/faults.h"
+#include "core/text.h"
+#include "models/batch_norm.h"
+#include "parallel/balance.h"
+#include "parallel/grad_sync.h"
+#include "parallel/pipeline.h"
+#include "parallel/sync_batch_norm.h"
+#include "train/keep_state.h"
+#include "train/session.h"
+
+namespace gputrain {
+
+// Data parallel around the step: the gradients summed over the ranks in buckets launched during
+// the step's last backward and waited for before the update, so every rank sees the same
+// gradients, infs included (all skip the same overflow step); with --sync_bn, the BatchNorm
+// layers normalize with the global batch's statistics in the step's forwards and backwards only
+// (probes and checks that one rank runs alone keep local statistics).
+class DataParallelHooks : public StepHooks {
+ public:
+  DataParallelHooks(Net& model, Comm& comm, double bucket_mb, bool sync_bn)
+      : sync_(model, comm, bucket_mb),
+        sum_([&comm](torch::Tensor& t) { comm.all_reduce_sum(t)->wait(); }),
+        global_norm_([this](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& mean,
+                            torch::Tensor& var, double momentum, double eps) {
+          return sync_batch_norm(x, w, b, mean, var, momentum, eps, sum_);
+        }) {
+    if (sync_bn)
+      for (const auto& m : model.modules())
+        if (auto* norm = dynamic_cast<SyncableNorm*>(m.get())) norms_.push_back(norm);
+  }
+  int synced_norms() const { return static_cast<int>(norms_.size()); }
+  double take_wait_seconds() { return sync_.take_wait_seconds(); }
+
+  void begin(int64_t) override {
+    for (auto* n : norms_) n->sync_with(&global_norm_);
+  }
+  void before_last_backward() override { sync_.arm(); }
+  void after_backward() override { sync_.finish(); }
+  void end() override {
+    for (auto* n : norms_) n->sync_with(nullptr);
+  }
+
+ private:
+  GradSync sync_;
+  SumOverRanks sum_;
+  GlobalBatchNorm global_norm_;
+  std::vector<SyncableNorm*> norms_;
+};
+
+namespace {
+
+// --rank_batch_sizes "96,64": one positive size per rank (empty when not given).
+std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world) {
+  std::vector<int64_t> out;
+  if (sizes.empty()) return out;
+  for (const auto& item : split_list(sizes, ListItems::kTrimmed)) {
+    const auto b = parse_integer(item);
+    if (!b || *b < 1)
+      throw usage_error(fmt::format("--rank_batch_sizes '{}': '{}' is not a batch size of 1 or more", sizes, item),
+                        "one positive integer per rank, e.g. --rank_batch_sizes 96,64");
+    out.push_back(*b);
+  }
+  if (static_cast<int>(out.size()) != world)
+    throw usage_error(fmt::format("--rank_batch_sizes '{}' names {} ranks; this job has {}", sizes, out.size(), world),
+                      "one size per rank (gputrain launch --nproc_per_node N, torchrun or srun start the ranks)");
+  return out;
+}
+
+}  // namespace
+
+Parallelism::Parallelism(Mesh mesh) : mesh_(std::move(mesh)) {}
+Parallelism::~Parallelism() = default;
+
+void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine) {
+  const Config c = rc.resolved;
+  rank_batch_sizes_ = parse_rank_batch_sizes(c.rank_batch_sizes, mesh_.ranks.world_size);
+  if (c.pipeline_stages > 1 || c.micro_batches != kAuto) plan_stages(rc);
+  if (!mesh_.data_parallel()) {
+    if (c.sync_bn) rc.decide("sync_bn", false, "one process: its batch is the global batch");
+    return;
+  }
+  const RankEnv& e = mesh_.ranks;
+  const std::string why = fmt::format("rank {} of {}", e.rank, e.world_size);
+  if (!c.rank_batch_sizes.empty())
+    rc.decide("batch_size", rank_batch_sizes_[static_cast<size_t>(e.rank)],
+              fmt::format("rank {}'s of --rank_batch_sizes {}", e.rank, c.rank_batch_sizes));
+  // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
+  // --gpus-per-task), the one it sees.
+  // With pipeline stages each rank holds as many consecutive GPUs as it has stages, from there.
+  const int gpus = static_cast<int>(machine.gpus.size());
+  const int per_rank = static_cast<int>(std::max<int64_t>(1, c.pipeline_stages));
+  if ((c.device == "auto" || c.device == "cuda") && gpus > 0) {
+    const int index = gpus == 1 ? 0 : (e.local_rank * per_rank) % gpus;
+    rc.decide("device", fmt::format("cuda:{}", index),
+              fmt::format("local rank {} of {} on {} visible GPU{}{}", e.local_rank, e.local_world_size, gpus,
+                          gpus == 1 ? "" : "s", per_rank > 1 ? fmt::format(", {} per rank (its stages)", per_rank) : ""));
+  }
+  if (c.cuda_graphs) rc.decide("cuda_graphs", false, why + ": not with data parallel yet");
+  if (c.auto_batch_size) rc.decide("auto_batch_size", false, why + ": each rank would search alone");
+}
+
+void Parallelism::plan_stages(ResolvedConfig& rc) {
+  const Config c = rc.resolved;
+  const int64_t n = c.pipeline_stages;
+  if (n == 1) {
+    if (c.micro_batches != 1)
+      throw usage_error(fmt::format("--micro_batches {} needs --pipeline_stages 2 or more", c.micro_batches),
+                        "on one device, --accumulation_steps cuts a step into micro-batches");
+    return;
+  }
+  // Each stage thread would all-reduce its BatchNorm statistics as its schedule reaches them, in
+  // an order that differs between the ranks: the collectives would pair up wrongly.
+  if (mesh_.data_parallel() && c.sync_bn)
+    throw usage_error(fmt::format("--sync_bn with --pipeline_stages {} on {} ranks", n, mesh_.ranks.world_size),
+                      "drop --sync_bn (each rank normalizes with its own batch), or run the ranks without stages");
+  const int64_t micro = c.micro_batches == kAuto ? 4 * n : c.micro_batches;
+  if (micro > c.batch_size)
+    rc.decide("micro_batches", c.batch_size, fmt::format("a batch of {} samples holds no more", c.batch_size));
+  else if (c.micro_batches == kAuto)
+    rc.decide("micro_batches", micro, "auto: 4 per stage");
+  const std::string why = "not with pipeline stages";
+  if (c.cuda_graphs) rc.decide("cuda_graphs", false, why + " (yet)");
+  if (c.auto_batch_size) rc.decide("auto_batch_size", false, why + ": each stage's device has its own memory");
+}
+
+void Parallelism::connect(const Config& c, Recipe& recipe) {
+  if (!mesh_.data_parallel()) return;
+  if (!mesh_.comm) throw std::logic_error("Parallelism: several ranks and no Comm");
+  device_ = recipe.device;
+  mesh_.comm->connect(recipe.cuda ? recipe.device.index() : -1);
+  const double mb = c.ddp_bucket_mb;
+  recipe.report.push_back(
+      {"data parallel", fmt::format("{} ranks over {} ({}); gradients all-reduced {}", mesh_.ranks.world_size,
+                                    recipe.cuda ? "NCCL" : "Gloo", mesh_.ranks.describe(),
+                                    mb > 0 ? fmt::format("in {:g} MiB buckets during backward", mb)
+                                           : std::string("in one bucket after backward (--ddp_bucket_mb 0)"))});
+}
+
+void Parallelism::compose(Session& s, ResolvedConfig& rc, Recipe& recipe, const MachineInfo& machine) {
+  const Config& c = rc.resolved;
+  mesh_.stages = stage_devices(c, recipe, machine);
+  if (mesh_.pipelined()) make_stages(s, c, recipe);
+  if (!mesh_.data_parallel()) return;
+  Trainer& trainer = s.trainer();
+  // Every rank starts from rank 0's weights and buffers (the same seed makes them equal
+  // already; a resume loads them on every rank; this makes it certain).
+  std::vector<torch::Tensor> state;
+  for (const auto& p : trainer.model().parameters()) state.push_back(p.detach());
+  for (const auto& b : trainer.model().buffers()) state.push_back(b);
+  mesh_.comm->broadcast(state, 0);
+  // Then each rank its own random stream (dropout masks), rank 0 the one-process one; a
+  // resume puts back each rank's saved state.
+  if (mesh_.ranks.rank > 0)
+    torch::manual_seed(mix_seed(static_cast<uint64_t>(c.seed), 0x7a4bu, static_cast<uint64_t>(mesh_.ranks.rank)));
+  if (c.balance == "auto") balance(s, rc, recipe);
+  auto hooks = std::make_unique<DataParallelHooks>(trainer.model(), *mesh_.comm, c.ddp_bucket_mb, c.sync_bn);
+  hooks_ = hooks.get();
+  const int norms = hooks->synced_norms();
+  trainer.add_hooks(std::move(hooks));
+  trainer.set_batch_share(static_cast<double>(c.batch_size) / static_cast<double>(global_batch_size(c.batch_size)));
+  if (c.sync_bn)
+    recipe.report.push_back({"sync_bn", norms > 0 ? fmt::format("{} BatchNorm layers use the global batch's statistics", norms)
+                                                  : fmt::format("no BatchNorm layer in {}: nothing to synchronize", c.model)});
+}
+
+std::vector<torch::Device> Parallelism::stage_devices(const Config& c, const Recipe& recipe,
+                                                      const MachineInfo& machine) const {
+  const int64_t n = c.pipeline_stages;
+  if (n == 1) return {};
+  if (!recipe.cuda) {
+    // The CPU stages share one random generator: a recomputed block's dropout mask could be drawn
+    // after another stage's draws and differ from the forward's.
+    if (c.grad_checkpointing && c.dropout > 0)
+      throw usage_error(fmt::format("--grad_checkpointing with --dropout {} and pipeline stages on a CPU", c.dropout),
+                        "the stage threads share one random generator: drop one of the two, or run the stages on GPUs");
+    return std::vector<torch::Device>(static_cast<size_t>(n), torch::kCPU);  // a thread each
+  }
+  const int64_t first = recipe.device.index(), gpus = static_cast<int64_t>(machine.gpus.size());
+  if (first + n > gpus)
+    throw usage_error(fmt::format("--pipeline_stages {} from cuda:{} needs {} GPUs; this machine has {}", n, first, first + n, gpus),
+                      "use fewer stages, or --device cpu (each stage a thread)");
+  std::vector<torch::Device> devices;
+  for (int64_t i = 0; i < n; ++i) devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(first + i));
+  return devices;
+}
+
+void Parallelism::make_stages(Session& s, const Config& c, Recipe& recipe) {
+  Trainer& trainer = s.trainer();
+  Net& net = trainer.model();
+  if (net.pieces().empty())
+    throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages", c.pipeline_stages, c.model),
+                      "models that split: " + join(model_names_with_pieces(), ", "));
+  std::vector<double> costs;  // empty: by parameter count
+  std::string measured;
+  if (c.stage_balance == "time") {
+    // Each piece's forward and backward on one micro-batch of training data, on this device, in
+    // the run's precision; the generators and batch-norm statistics are put back.
+    LoaderOptions o = s.eval_loader_options(std::max<int64_t>(1, c.batch_size / c.micro_batches));
+    o.num_workers = 0;
+    Loader loader(s.data().train, o);
+    loader.start_epoch(0);
+    const auto batch = loader.next();
+    if (!batch) throw runtime_error("--stage_balance time: no training batch to time");
+    KeepRng keep_rng(recipe.device);
+    TensorSnapshot buffers(net, /*with_parameters=*/false);
+    net.train();
+    {
+      AutocastGuard autocast(recipe.amp, recipe.device.type(), recipe.amp_dtype);
+      costs = piece_seconds(net.pieces(), batch->x);
+    }
+    buffers.restore();
+    trainer.optimizer().zero_grad(/*set_to_none=*/true);
+    std::vector<std::string> ms;
+    for (double t : costs) ms.push_back(fmt::format("{:.2f}", 1000 * t));
+    measured = fmt::format("; cut by measured piece times (ms: {})", join(ms, " "));
+  }
+  PipelineOptions o;
+  o.stages = split_model(net.pieces(), c.model, mesh_.stages, costs);
+  o.micro_batches = c.micro_batches;
+  o.schedule = c.pipeline_schedule == "gpipe" ? PipelineSchedule::kGpipe : PipelineSchedule::k1f1b;
+  o.threads_per_stage = std::max(1, at::get_num_threads() / static_cast<int>(o.stages.size()));
+  o.amp = recipe.amp;
+  o.amp_dtype = recipe.amp_dtype;
+  auto pipeline = std::make_unique<Pipeline>(net.pieces(), o);
+  pipeline_ = pipeline.get();
+  trainer.set_pipeline(std::move(pipeline));
+  recipe.report.push_back(
+      {"pipeline", fmt::format("{} stages x {} micro-batches, {}: {}; {} intra-op thread{} per stage{}", o.stages.size(),
+                               o.micro_batches, c.pipeline_schedule, describe_stages(net.pieces(), o.stages),
+                               o.threads_per_stage, o.threads_per_stage == 1 ? "" : "s", measured)});
+}
+
+void Parallelism::balance(Session& s, ResolvedConfig& rc, Recipe& recipe) {
+  const Config c = rc.resolved;
+  const int world = mesh_.ranks.world_size, rank = mesh_.ranks.rank;
+  Trainer& trainer = s.trainer();
+  if (!c.rank_batch_sizes.empty())
+    throw usage_error("--balance auto and --rank_batch_sizes both set", "give the sizes, or let --balance auto find them");
+  // Each rank times forward and backward on --batch_size samples of the training data (the
+  // first warm-up step left out); the generators and batch-norm statistics are put back. On a
+  // GPU the step's peak memory per sample, against what the device has left, says how many
+  // samples fit.
+  LoaderOptions o = s.eval_loader_options(c.batch_size);
+  o.num_workers = 0;
+  Loader loader(s.data().train, o);
+  loader.start_epoch(0);
+  const auto batch = loader.next();
+  if (!batch) throw runtime_error("--balance auto: no training batch to time");
+  const int dev = recipe.cuda ? recipe.device.index() : -1;
+  int64_t base = 0;
+  if (dev >= 0) {
+    cuda_synchronize(dev);
+    cuda_reset_peak(dev);
+    base = cuda_peak_allocated(dev);  // what the model and optimizer hold before the step
+  }
+  double seconds = 0, capacity = 0;
+  {
+    KeepRng keep_rng(recipe.device);
+    TensorSnapshot buffers(trainer.model(), /*with_parameters=*/false);
+    constexpr int kSteps = 5;
+    for (int i = 0; i <= kSteps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      trainer.probe(*batch);  // syncs with a GPU
+      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (faults().slow_rank == rank) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(took));
+        took *= 2;
+      }
+      if (i > 0) seconds += took / kSteps;
+    }
+    buffers.restore();
+  }
+  if (dev >= 0) {
+    const double per_sample = static_cast<double>(cuda_peak_allocated(dev) - base) / static_cast<double>(c.batch_size);
+    const double room = static_cast<double>(cuda_free_bytes(dev) + cuda_peak_reserved(dev) - base);
+    if (per_sample > 0) capacity = std::max(1.0, 0.9 * room / per_sample);
+  }
+  // Every rank's time and capacity, then sizes proportional to speed, within memory, that add
+  // up to the global batch.
+  auto all = torch::zeros({2 * world}, torch::TensorOptions().dtype(torch::kDouble).device(recipe.device));
+  all[2 * rank] = seconds;
+  all[2 * rank + 1] = capacity;
+  mesh_.comm->all_reduce_sum(all)->wait();
+  all = all.cpu();
+  std::vector<double> times, capacities;
+  for (int r = 0; r < world; ++r) {
+    times.push_back(all[2 * r].item<double>());
+    capacities.push_back(all[2 * r + 1].item<double>());
+  }
+  const std::vector<int64_t> sizes = split_by_speed(times, capacities, c.batch_size * world);
+  std::vector<std::string> texts, ms, fit;
+  for (int r = 0; r < world; ++r) {
+    texts.push_back(std::to_string(sizes[static_cast<size_t>(r)]));
+    ms.push_back(fmt::format("{:.1f}", 1000 * times[static_cast<size_t>(r)]));
+    fit.push_back(capacities[static_cast<size_t>(r)] > 0 ? fmt::format("{:.0f}", capacities[static_cast<size_t>(r)]) : "-");
+  }
+  rank_batch_sizes_ = sizes;
+  std::string why = fmt::format("balance auto: step times {} ms per {} samples", join(ms, ", "), c.batch_size);
+  if (dev >= 0) why += fmt::format("; samples that fit in memory {}", join(fit, ", "));
+  rc.decide("rank_batch_sizes", join(texts, ","), why);
+  rc.decide("batch_size", sizes[static_cast<size_t>(rank)], fmt::format("rank {}'s of {}", rank, join(texts, ",")));
+  recipe.report.push_back({"balance", fmt::format("rank batch sizes {} ({})", join(texts, ","), why)});
+}
+
+void Parallelism::shard(LoaderOptions& o) const {
+  o.rank = mesh_.ranks.rank;
+  o.world_size = mesh_.ranks.world_size;
+  o.rank_batch_sizes = rank_batch_sizes_;
+}
+
+int64_t Parallelism::global_batch_size(int64_t batch_size) const {
+  int64_t sum = 0;
+  for (int64_t b : rank_batch_sizes_) sum += b;
+  return rank_batch_sizes_.empty() ? batch_size * mesh_.ranks.world_size : sum;
+}
+
+std::vector<int> Parallelism::node_gpus(const Recipe& recipe, const MachineInfo& machine) const {
+  if (!recipe.cuda) return {};
+  const RankEnv& e = mesh_.ranks;
+  if (e.world_size == 1) {
+    if (!mesh_.pipelined()) return {recipe.device.index()};
+    std::vector<int> stages;
+    for (const auto& d : mesh_.stages) stages.push_back(d.index());
+    return stages;
+  }
+  // As plan() places them: local rank r on visible GPU r mod the GPU count.
+  std::vector<int> gpus;
+  const int visible = std::max<int>(1, static_cast<int>(machine.gpus.size()));
+  const int per_rank = std::max<int>(1, static_cast<int>(mesh_.stages.size()));
+  for (int g = 0; g < std::min(e.local_world_size * per_rank, visible); ++g) gpus.push_back(g);
+  return gpus;
+}
+
+std::string Parallelism::agree_stop(const std::string& local, bool log_step, const std::string& time_limit) const {
+  if (!mesh_.data_parallel()) return local;
+  if (!log_step) return "";
+  auto flags = torch::zeros({3}, torch::TensorOptions().device(device_));
+  if (local == "SIGTERM") flags[0] = 1;
+  if (local == "SIGINT") flags[1] = 1;
+  if (local.rfind("time limit", 0) == 0) flags[2] = 1;
+  mesh_.comm->all_reduce_sum(flags)->wait();
+  const auto f = flags.cpu();
+  if (f[0].item<float>() > 0) return "SIGTERM";
+  if (f[1].item<float>() > 0) return "SIGINT";
+  if (f[2].item<float>() > 0) return "time limit " + time_limit;
+  return "";
+}
+
+bool Parallelism::any(bool local) const {
+  if (!mesh_.data_parallel()) return local;
+  auto flag = torch::full({1}, local ? 1.0f : 0.0f, torch::TensorOptions().device(device_));
+  mesh_.comm->all_reduce_sum(flag)->wait();
+  return flag.item<float>() > 0;
+}
+
+double Parallelism::log_window(const torch::Tensor& loss_sum, int64_t window_steps, int64_t batch_size,
+                               double step_ms, nlohmann::json& record, std::string& tail) const {
+  const double steps = static_cast<double>(window_steps);
+  double loss = 0;
+  if (mesh_.data_parallel()) {
+    // One all-reduce carries the loss (each rank's weighted by its share of the global batch: the
+    // sum is the job's) and every rank's batch, step time and wait for the others.
+    const int world = mesh_.ranks.world_size, me = mesh_.ranks.rank;
+    std::vector<double> mine(static_cast<size_t>(3 * world), 0.0);
+    mine[3 * me] = static_cast<double>(batch_size);
+    mine[3 * me + 1] = step_ms;
+    mine[3 * me + 2] = 1000.0 * take_comm_seconds() / steps;
+    auto all = torch::cat({loss_sum.reshape({1}).to(torch::kDouble), torch::tensor(mine, torch::kDouble).to(loss_sum.device())});
+    mesh_.comm->all_reduce_sum(all)->wait();
+    all = all.cpu();
+    const auto* v = all.data_ptr<double>();
+    loss = v[0] / steps;
+    nlohmann::json ranks;
+    tail = " | batch/wait ms by rank:";
+    for (int r = 0; r < world; ++r) {
+      const double* f = v + 1 + 3 * r;
+      ranks.push_back({{"rank", r}, {"batch", std::llround(f[0])}, {"step_ms", f[1]}, {"allreduce_ms", f[2]}});
+      tail += fmt::format(" {}/{:.1f}", std::llround(f[0]), f[2]);
+    }
+    record["allreduce_ms"] = ranks[me]["allreduce_ms"];
+    record["ranks"] = ranks;
+  } else {
+    loss = loss_sum.item<double>() / steps;
+  }
+  // Pipeline stages: how busy each stage was in the last step, and the bubble.
+  if (pipeline_) {
+    const PipelineStats& st = pipeline_->last_stats();
+    std::vector<double> busy;
+    tail = " | busy by stage:";
+    for (double b : st.busy_seconds) {
+      busy.push_back(st.seconds > 0 ? b / st.seconds : 0.0);
+      tail += fmt::format(" {:.0f}%", 100 * busy.back());
+    }
+    record["pipeline"] = {{"busy", busy}, {"bubble", st.bubble()}, {"peak_bytes", st.peak_bytes},
+                          {"stage_peak_bytes", st.stage_peak_bytes}};
+  }
+  return loss;
+}
+
+void Parallelism::gather_rng(CheckpointMeta& meta, const Trainer& trainer) const {
+  if (mesh_.data_parallel()) meta.rank_rng = gather_rank_rng(*mesh_.comm, trainer);
+}
+
+nlohmann::json Parallelism::layout_record(Trainer& trainer, const std::string& schedule) const {
+  if (!pipeline_) return nullptr;
+  // What the report's stage table shows.
+  const auto& o = pipeline_->options();
+  const Pieces& pieces = trainer.model().pieces();
+  nlohmann::json stages = nlohmann::json::array();
+  for (size_t i = 0; i < o.stages.size(); ++i) {
+    const Stage& st = o.stages[i];
+    stages.push_back({{"stage", i},
+                      {"device", st.device.str()},
+                      {"first", pieces[st.begin].name},
+                      {"last", pieces[st.end - 1].name},
+                      {"parameters", stage_parameters(pieces, st)}});
+  }
+  return {{"event", "pipeline"}, {"micro_batches", o.micro_batches}, {"schedule", schedule}, {"stages", stages},
+          {"theoretical_bubble", theoretical_bubble(static_cast<int64_t>(o.stages.size()), o.micro_batches)}};
+}
+
+double Parallelism::take_comm_seconds() const { return hooks_ ? hooks_->take_wait_seconds() : 0; }
+
+}  // namespace gputrain

@@ -1,0 +1,81 @@
+// Parallelism composed around the Session, the step and the fit loop, from the process's Mesh
+// (data-parallel ranks x pipeline stages): the values it decides, the wrappers it puts around the
+// step (gradient sum, synchronized BatchNorm, the pipeline), and what the ranks must agree on at
+// log steps. One process with one device composes nothing, and every call here is then a no-op
+// or the local value.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/resolved.h"
+#include "core/device_probe.h"
+#include "core/recipe.h"
+#include "data/loader.h"
+#include "parallel/mesh.h"
+#include "train/checkpoint.h"
+
+namespace gputrain {
+
+class Session;
+class DataParallelHooks;
+
+class Parallelism {
+ public:
+  explicit Parallelism(Mesh mesh);
+  ~Parallelism();
+
+  const Mesh& mesh() const { return mesh_; }
+  Comm* comm() const { return mesh_.comm.get(); }  // null in one process
+  bool is_root() const { return mesh_.ranks.rank == 0; }
+
+  // Session, before the recipe: this rank's device and batch size, the pipeline's micro-batches,
+  // and the switches that do not combine with ranks or stages.
+  void plan(ResolvedConfig& rc, const MachineInfo& machine);
+  // Session, after the recipe: connects the ranks' collectives on the run's device.
+  void connect(const Config& c, Recipe& recipe);
+  // Session, with the model built: stages cut and placed, every rank on rank 0's weights,
+  // --balance auto, and the gradient sum and synchronized BatchNorm around the step.
+  void compose(Session& s, ResolvedConfig& rc, Recipe& recipe, const MachineInfo& machine);
+
+  // This rank's share of the training data, in the loader's options.
+  void shard(LoaderOptions& o) const;
+  // Samples in one micro-batch over all ranks (--batch_size x ranks, or the sum of their sizes).
+  int64_t global_batch_size(int64_t batch_size) const;
+  // The GPUs this node's ranks train on: what rank 0's monitor reads.
+  std::vector<int> node_gpus(const Recipe& recipe, const MachineInfo& machine) const;
+
+  // Fit loop. Why to stop now: `local` alone in one process; with several ranks, any rank's
+  // reason, agreed on at log steps only (every step would wait for the host), else "".
+  std::string agree_stop(const std::string& local, bool log_step, const std::string& time_limit) const;
+  // Whether any rank's `local` is true (all ranks call it at the same point).
+  bool any(bool local) const;
+  // The loss of a log window (every rank's, weighted by its share: the job's), with the ranks'
+  // batch, step and all-reduce times and the stages' busy fractions added to the step record and
+  // the progress line's tail.
+  double log_window(const torch::Tensor& loss_sum, int64_t window_steps, int64_t batch_size, double step_ms,
+                    nlohmann::json& record, std::string& tail) const;
+  // Every rank's generator states into a checkpoint's meta (a collective; rank 0 writes them).
+  void gather_rng(CheckpointMeta& meta, const Trainer& trainer) const;
+  // The run's parallel layout as a metrics record (null when there is nothing to report).
+  nlohmann::json layout_record(Trainer& trainer, const std::string& schedule) const;
+  // Host seconds the step waited for the gradient sum since the last call.
+  double take_comm_seconds() const;
+  Pipeline* pipeline() const { return pipeline_; }  // null without stages
+
+ private:
+  Mesh mesh_;
+  std::vector<int64_t> rank_batch_sizes_;  // --rank_batch_sizes, parsed; empty when equal
+  torch::Device device_ = torch::kCPU;     // where the collectives reduce (the run's device)
+  DataParallelHooks* hooks_ = nullptr;     // owned by the Trainer once composed
+  Pipeline* pipeline_ = nullptr;           // owned by the Trainer once composed
+
+  void plan_stages(ResolvedConfig& rc);
+  std::vector<torch::Device> stage_devices(const Config& c, const Recipe& recipe, const MachineInfo& machine) const;
+  void make_stages(Session& s, const Config& c, Recipe& recipe);
+  void balance(Session& s, ResolvedConfig& rc, Recipe& recipe);
+};
+
+}  // namespace gputrain

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The rooms' one-way arrows (docs/ARCHITECTURE.md), checked on the includes: parallel/ knows no
+# trainer, config or model; c10d is included in parallel/ alone; models/ and data/ know no
+# parallel code; cli/ and config/ include no torch header. Prints each include that breaks one.
+set -u
+src="$(cd "$(dirname "$0")/.." && pwd)/src"
+bad=0
+check() {  # check WHAT FOLDERS... -- PATTERN: no file in FOLDERS has an include line matching PATTERN
+  local what=$1; shift
+  local dirs=()
+  while [ "$1" != "--" ]; do dirs+=("$src/$1"); shift; done
+  shift
+  local found
+  found=$(grep -rnE "^#include +[<\"]($1)" "${dirs[@]}" | sed "s#^$src/##")
+  if [ -n "$found" ]; then
+    echo "layering: $what:"
+    printf '  %s\n' "${found//$'\n'/$'\n'  }"
+    bad=1
+  fi
+}
+check "parallel/ includes train/, config/, models/, app/ or bench/" parallel -- '(train|config|models|app|bench)/'
+check "c10d included outside parallel/" app bench cli config core data models monitor train -- 'torch/csrc/distributed'
+check "models/ or data/ include parallel/" models data -- 'parallel/'
+check "cli/ or config/ include torch" cli config -- '(torch|ATen|c10)/'
+[ "$bad" = 0 ] && echo "layering: every include follows the rooms' arrows"
+exit "$bad"
