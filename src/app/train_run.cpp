@@ -125,6 +125,13 @@ int run_training(const std::vector<FlagArg>& flags) {
   options.mesh.comm = comm;
   options.pinned = run.pinned;
   options.amp_fallback = run.amp_fallback;
+  // On another number of ranks the run keeps its global batch, so its steps per epoch, its
+  // schedule and its order of samples go on as they would have; sizes given now win.
+  if (!from.checkpoint.empty() && run.world_size != ranks.world_size && !has_flag(flags, "batch_size") &&
+      !has_flag(flags, "rank_batch_sizes")) {
+    options.keep_global_batch = run.global_batch_size;
+    run.requested.rank_batch_sizes.clear();  // they named the old ranks
+  }
   Session s(run.requested, options);
   if (root) print_session(s);
   const Config& c = s.config();
@@ -133,17 +140,16 @@ int run_training(const std::vector<FlagArg>& flags) {
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
   if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
+  // The epoch's order is one permutation whatever the ranks; each micro-batch takes the next
+  // global batch of it, split over the ranks. The new ranks continue after the samples trained
+  // (a remainder short of one new global batch, after a change of global batch, is skipped).
   std::string resharded;
-  if (!from.checkpoint.empty() && at.batch > 0 &&
-      (run.world_size != ranks.world_size || run.global_batch_size != s.global_batch_size())) {
-    // The epoch's order is one permutation whatever the ranks; each step takes the next global
-    // batch of it, split over the ranks. The samples consumed so far are its first (batches x
-    // global batch), and the new ranks continue from there (a remainder short of one new global
-    // batch is skipped).
-    const int64_t consumed = at.batch * run.global_batch_size;
-    at.batch = consumed / s.global_batch_size();
+  const int64_t global = s.global_batch_size();
+  if (!from.checkpoint.empty() && at.samples > 0 && (run.world_size != ranks.world_size || at.samples % global != 0)) {
     resharded = fmt::format("world size {} -> {}: re-sharded the epoch after its first {} samples", run.world_size,
-                            ranks.world_size, consumed);
+                            ranks.world_size, at.samples);
+    if (at.samples % global != 0)
+      resharded += fmt::format(", skipping {} short of a global batch of {}", at.samples % global, global);
   }
 
   nlohmann::json record = s.config_record();
@@ -159,9 +165,10 @@ int run_training(const std::vector<FlagArg>& flags) {
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
   if (!from.checkpoint.empty()) {
-    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}\n", from.checkpoint, at.epoch + 1, at.batch, at.step,
+    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}\n", from.checkpoint, at.epoch + 1, at.samples / global, at.step,
                resharded.empty() ? "" : " (" + resharded + ")");
-    nlohmann::json event = {{"event", "resume"}, {"step", at.step}, {"epoch", at.epoch}, {"checkpoint", from.checkpoint}};
+    nlohmann::json event = {{"event", "resume"},          {"step", at.step},   {"epoch", at.epoch},
+                            {"samples", at.samples},        {"checkpoint", from.checkpoint}};
     if (!resharded.empty()) event["resharded"] = resharded;
     folder.write(event);
   }

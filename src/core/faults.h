@@ -17,6 +17,7 @@ struct Faults {
   int64_t overflow_step = -1; // GPUTRAIN_FAULT_OVERFLOW_STEP=k: under the grad scaler, gradients overflow from step k on
   int64_t nan_rank = -1;      // GPUTRAIN_FAULT_NAN_RANK=r: NAN_STEP applies to data-parallel rank r alone
   int64_t slow_rank = -1;     // GPUTRAIN_FAULT_SLOW_RANK=r: rank r's --balance probe steps take twice as long
+  int64_t sigterm_step = -1;  // GPUTRAIN_FAULT_SIGTERM_STEP=k: the process sends itself SIGTERM after step k
 };
 
 const Faults& faults();

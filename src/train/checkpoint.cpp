@@ -15,10 +15,14 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "config/resolved.h"
 #include "core/text.h"
 #include "train/checkpoint_file.h"
 
@@ -33,9 +37,10 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   archive.write("optimizer", optimizer);
   trainer.scaler().save(archive);
   if (trainer.ema()) trainer.ema()->save(archive);
-  archive.write("meta.format", c10::IValue(std::string("gputrain-checkpoint-1")));
+  archive.write("meta.format", c10::IValue(fmt::format("gputrain-checkpoint-{}", kCheckpointVersion)));
   archive.write("meta.epoch", c10::IValue(meta.epoch));
-  archive.write("meta.batch", c10::IValue(meta.batch));
+  archive.write("meta.samples", c10::IValue(meta.samples));
+  archive.write("meta.evaluated", c10::IValue(meta.evaluated));
   archive.write("meta.step", c10::IValue(meta.step));
   archive.write("meta.best_accuracy", c10::IValue(meta.best_score));
   archive.write("meta.config", c10::IValue(meta.config_json));
@@ -61,18 +66,45 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
 
 namespace {
 
-CheckpointMeta read_meta(torch::serialize::InputArchive& archive) {
-  c10::IValue format, epoch, batch, step, best, config, since_best;
-  if (!archive.try_read("meta.format", format) || !format.isString() || format.toStringRef() != "gputrain-checkpoint-1")
+// The samples per micro-batch of the run a record describes (its ranks' together).
+int64_t record_global_batch(const std::string& config_json) {
+  const auto record = nlohmann::json::parse(config_json, nullptr, false);
+  if (!record.is_object()) return 0;
+  const auto resolved = read_config_record(record).resolved;
+  return record.value("global_batch_size", resolved.is_object() ? resolved.value("batch_size", int64_t{0}) : 0);
+}
+
+CheckpointMeta read_meta(torch::serialize::InputArchive& archive, const std::string& path) {
+  c10::IValue format, epoch, position, step, best, config, since_best, evaluated;
+  const std::string prefix = "gputrain-checkpoint-";
+  if (!archive.try_read("meta.format", format) || !format.isString() || format.toStringRef().rfind(prefix, 0) != 0)
     throw std::runtime_error("not written by gputrain (no gputrain format tag)");
+  const auto version = parse_integer(format.toStringRef().substr(prefix.size()));
+  if (!version || *version < 1 || *version > kCheckpointVersion)
+    throw NewerCheckpoint({fmt::format("checkpoint '{}' has format '{}'; this gputrain reads versions 1 to {}", path,
+                                       format.toStringRef(), kCheckpointVersion)},
+                          "continue the run with the gputrain that wrote it, or a newer one (gputrain --version)",
+                          kExitUsage);
+  CheckpointMeta m;
   archive.read("meta.epoch", epoch);
-  archive.read("meta.batch", batch);
   archive.read("meta.step", step);
   archive.read("meta.best_accuracy", best);
   archive.read("meta.config", config);
+  m.epoch = epoch.toInt();
+  m.step = step.toInt();
+  m.best_score = best.toDouble();
+  m.config_json = config.toStringRef();
+  if (*version == 1) {
+    archive.read("meta.batch", position);  // micro-batches of the run's global batch
+    m.samples = position.toInt() * record_global_batch(m.config_json);
+  } else {
+    archive.read("meta.samples", position);
+    m.samples = position.toInt();
+    m.evaluated = archive.try_read("meta.evaluated", evaluated) && evaluated.toBool();
+  }
   // Absent in checkpoints written before --early_stopping existed.
-  const int64_t evals_since_best = archive.try_read("meta.evals_since_best", since_best) ? since_best.toInt() : 0;
-  return {epoch.toInt(), batch.toInt(), step.toInt(), best.toDouble(), config.toStringRef(), evals_since_best};
+  m.evals_since_best = archive.try_read("meta.evals_since_best", since_best) ? since_best.toInt() : 0;
+  return m;
 }
 
 // Runs `body` on the opened archive; every failure becomes one usage error naming the file.
@@ -93,7 +125,7 @@ auto with_archive(const std::string& path, torch::Device device, F body) {
 }  // namespace
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
-  return with_archive(path, torch::kCPU, [](torch::serialize::InputArchive& a) { return read_meta(a); });
+  return with_archive(path, torch::kCPU, [&](torch::serialize::InputArchive& a) { return read_meta(a, path); });
 }
 
 namespace {
@@ -141,7 +173,7 @@ void collect_weights(torch::serialize::InputArchive& archive, const std::string&
 CheckpointWeights read_checkpoint_weights(const std::string& path) {
   return with_archive(path, torch::kCPU, [&](torch::serialize::InputArchive& archive) {
     CheckpointWeights w;
-    w.meta = read_meta(archive);  // refuses files not written by gputrain
+    w.meta = read_meta(archive, path);  // refuses files not written by gputrain
     torch::serialize::InputArchive model, ema;
     archive.read("model", model);
     collect_weights(model, "", w.raw);
@@ -248,7 +280,7 @@ RankRng gather_rank_rng(Comm& comm, const Trainer& trainer) {
 
 CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int rank) {
   return with_archive(path, trainer.context().device, [&](torch::serialize::InputArchive& archive) {
-    CheckpointMeta meta = read_meta(archive);
+    CheckpointMeta meta = read_meta(archive, path);
     torch::serialize::InputArchive model, optimizer;
     archive.read("model", model);
     archive.read("optimizer", optimizer);

@@ -2,6 +2,8 @@
 #pragma once
 #include <string>
 
+#include "core/error.h"
+
 #include "parallel/comm.h"
 #include "train/trainer.h"
 
@@ -13,14 +15,29 @@ struct RankRng {
   torch::Tensor cpu, cuda;  // [world size, state bytes]; cuda only on GPUs
 };
 
+// Where a run stands, counted so that any world size can continue it: the samples of the epoch
+// already trained, in the epoch's global order (one permutation per epoch whatever the ranks;
+// each micro-batch takes the next global batch of it, split over the ranks).
 struct CheckpointMeta {
   int64_t epoch = 0;      // the epoch to continue (all earlier ones are complete)
-  int64_t batch = 0;      // micro-batches of that epoch already consumed (0 at an epoch boundary)
+  int64_t samples = 0;    // samples of that epoch already trained (0 at an epoch boundary)
   int64_t step = 0;       // optimizer steps completed
   double best_score = 0;  // the monitored metric's best value, signed so that higher is better
   std::string config_json;
   int64_t evals_since_best = 0;  // for --early_stopping
   RankRng rank_rng;              // written when set (several ranks); not read back into the meta
+  // The evaluation at this position has run: a --max_steps end inside an epoch, evaluated; a
+  // resume with more steps continues from here, one with the same steps has nothing left to do.
+  bool evaluated = false;
+};
+
+// The checkpoint format: 2 counts the position in samples (1 counted micro-batches of the
+// run's own global batch, which the config record inside it holds: read as samples).
+inline constexpr int kCheckpointVersion = 2;
+
+// A checkpoint from a newer gputrain: refused, never passed over as damaged.
+struct NewerCheckpoint : Error {
+  using Error::Error;
 };
 
 // Every rank's generator states; a collective: all ranks call it at the same point.

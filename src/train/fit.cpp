@@ -41,7 +41,10 @@ class Fit {
         schedule_{c_.lr_schedule,   c_.lr,           c_.min_lr,  c_.warmup_steps, total_steps_,
                   steps_per_epoch_, c_.lr_step_size, c_.lr_gamma},
         first_epoch_(start.epoch),
-        first_batch_(start.batch),
+        // The position is in samples of the epoch's global order; this run takes them in global
+        // batches (a remainder short of one, after a change of global batch, is skipped).
+        first_batch_(start.samples / s.global_batch_size()),
+        first_evaluated_(start.evaluated),
         progress_(total_steps_, c_.epochs, /*quiet=*/folder == nullptr),
         time_limit_(c_.time_limit.empty() ? 0 : parse_duration(c_.time_limit)) {
     r_.step = r_.first_step = start.step;
@@ -67,7 +70,7 @@ class Fit {
     }
     // A run stopped during the evaluation after its last step resumes to run that evaluation.
     auto has_work = [&](int64_t epoch) {
-      return r_.step < total_steps_ || (epoch == first_epoch_ && first_batch_ > 0);
+      return r_.step < total_steps_ || (epoch == first_epoch_ && first_batch_ > 0 && !first_evaluated_);
     };
     for (int64_t epoch = first_epoch_; epoch < c_.epochs && has_work(epoch) && !r_.early_stopped; ++epoch) {
       r_.last_epoch = epoch;
@@ -101,6 +104,7 @@ class Fit {
   int64_t micro_per_epoch_, steps_per_epoch_, total_steps_;
   LrSchedule schedule_;
   int64_t first_epoch_, first_batch_;
+  bool first_evaluated_;
   Progress progress_;
   double time_limit_;
   double last_save_seconds_ = 0, last_eval_seconds_ = 0, step_seconds_ = 0;
@@ -134,8 +138,11 @@ class Fit {
     return "";
   }
 
-  CheckpointMeta meta(int64_t epoch, int64_t batch) const {
-    return CheckpointMeta{epoch, batch, r_.step, r_.best_score, record_, evals_since_best_};
+  // Where the run stands after `consumed` micro-batches of `epoch` (each one global batch).
+  CheckpointMeta meta(int64_t epoch, int64_t consumed, bool evaluated = false) const {
+    CheckpointMeta m{epoch, consumed * s_.global_batch_size(), r_.step, r_.best_score, record_, evals_since_best_};
+    m.evaluated = evaluated;
+    return m;
   }
 
   // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
@@ -258,6 +265,7 @@ class Fit {
       loss_sum = loss_sum.defined() ? loss_sum + sr.loss : sr.loss;
       ++r_.step;
       ++window_steps;
+      if (r_.step == faults().sigterm_step) std::raise(SIGTERM);  // a real signal, at a known step
 
       const bool log_step = r_.step % c_.log_every == 0 || r_.step == total_steps_;
       if (log_step) {
@@ -346,8 +354,11 @@ class Fit {
       r_.early_stopped = true;
       progress_.line(fmt::format("early stopping: no better test {} for {} evaluations", monitored, evals_since_best_));
     }
-    const auto m = meta(epoch + 1, 0);
-    save(fmt::format("epoch-{}.pt", epoch + 1), m);
+    // A --max_steps end inside the epoch is evaluated there, and a resume with more steps goes on
+    // inside it; a whole epoch continues with the next.
+    const bool whole_epoch = consumed + c_.accumulation_steps > micro_per_epoch_;
+    const auto m = whole_epoch ? meta(epoch + 1, 0) : meta(epoch, consumed, /*evaluated=*/true);
+    if (whole_epoch) save(fmt::format("epoch-{}.pt", epoch + 1), m);
     save("last.pt", m);
     if (improved) save("best.pt", m);
     if (c_.save_checkpoints && folder_) folder_->prune_checkpoints(c_.keep_checkpoints);

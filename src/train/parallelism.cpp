@@ -86,9 +86,21 @@ std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world)
 Parallelism::Parallelism(Mesh mesh) : mesh_(std::move(mesh)) {}
 Parallelism::~Parallelism() = default;
 
-void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine) {
+void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t keep_global) {
+  const int world = mesh_.ranks.world_size;
+  if (keep_global > 0 && rc.resolved.rank_batch_sizes.empty()) {
+    if (keep_global % world != 0)
+      throw usage_error(fmt::format("resuming a run whose global batch is {} on {} ranks: {} does not split into {} "
+                                    "equal batches", keep_global, world, keep_global, world),
+                        fmt::format("resume on a number of ranks that divides {}, give --rank_batch_sizes that add up "
+                                    "to {}, or set --batch_size for a new global batch (the schedule then changes)",
+                                    keep_global, keep_global));
+    if (rc.resolved.batch_size != keep_global / world)
+      rc.decide("batch_size", keep_global / world,
+                fmt::format("keeps the run's global batch of {} over {} rank{}", keep_global, world, world == 1 ? "" : "s"));
+  }
   const Config c = rc.resolved;
-  rank_batch_sizes_ = parse_rank_batch_sizes(c.rank_batch_sizes, mesh_.ranks.world_size);
+  rank_batch_sizes_ = parse_rank_batch_sizes(c.rank_batch_sizes, world);
   if (c.pipeline_stages > 1 || c.micro_batches != kAuto) plan_stages(rc);
   if (!mesh_.data_parallel()) {
     if (c.sync_bn) rc.decide("sync_bn", false, "one process: its batch is the global batch");

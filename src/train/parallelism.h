@@ -31,9 +31,10 @@ class Parallelism {
   Comm* comm() const { return mesh_.comm.get(); }  // null in one process
   bool is_root() const { return mesh_.ranks.rank == 0; }
 
-  // Session, before the recipe: this rank's device and batch size, the pipeline's micro-batches,
-  // and the switches that do not combine with ranks or stages.
-  void plan(ResolvedConfig& rc, const MachineInfo& machine);
+  // Session, before the recipe: this rank's device and batch size (its share of `keep_global`
+  // when a run continues on another number of ranks), the pipeline's micro-batches, and the
+  // switches that do not combine with ranks or stages.
+  void plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t keep_global = 0);
   // Session, after the recipe: connects the ranks' collectives on the run's device.
   void connect(const Config& c, Recipe& recipe);
   // Session, with the model built: stages cut and placed, every rank on rank 0's weights,

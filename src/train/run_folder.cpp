@@ -103,6 +103,8 @@ std::string newest_intact(const fs::path& checkpoints) {
     try {
       read_checkpoint_meta(path.string());
       return path.string();
+    } catch (const NewerCheckpoint&) {
+      throw;  // intact, and not for this gputrain: an older checkpoint would silently lose work
     } catch (const Error& e) {
       fmt::print("resume: passing over {}: {}\n", path.string(), e.problems.front());
       problems.push_back(e.problems.front());

@@ -65,7 +65,7 @@ Session::Session(const Config& requested, SessionOptions options)
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
 
   machine_ = probe_machine(rc_.resolved.device != "cpu");
-  parallel_.plan(rc_, machine_);
+  parallel_.plan(rc_, machine_, options_.keep_global_batch);
   recipe_ = resolve_recipe(rc_, machine_);
   apply_global_switches(recipe_);
   parallel_.connect(rc_.resolved, recipe_);

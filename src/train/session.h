@@ -39,6 +39,9 @@ struct SessionOptions {
   bool search_batch_size = true;
   // --amp_check runs only when a run trains (eval and infer take no gradient).
   bool check_amp = true;
+  // The global batch of the run being continued on another number of ranks (0: none): each
+  // rank's batch is its share, or the resume is refused where it does not divide.
+  int64_t keep_global_batch = 0;
   // Why mixed precision failed earlier in the run being continued ("" if it did not): the
   // precision falls back again, without a new check of the one that failed.
   std::string amp_fallback;
