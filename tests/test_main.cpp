@@ -7,11 +7,15 @@
 #include <cstdio>
 #include <string>
 
+#include "config/fields.h"
+#include "models/family.h"
+
 namespace gputrain::test {
 const char* gputrain_exe() { return GPUTRAIN_EXE; }
 }  // namespace gputrain::test
 
 int main(int argc, char** argv) {
+  gputrain::set_model_choices(gputrain::model_names());  // as the program does at its start
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "[cuda]" && !torch::cuda::is_available()) {
       std::printf("skipped: the [cuda] tests need a CUDA device, and torch sees none\n");

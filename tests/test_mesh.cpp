@@ -109,3 +109,21 @@ TEST_CASE("mesh: --sync_bn with stages on several ranks is refused in one line",
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.out + r.err, Catch::Contains("--sync_bn with --pipeline_stages 2 on 2 ranks"));
 }
+
+// Four GPUs or more: each of 2 ranks (NCCL) takes 2 consecutive GPUs for its stages, and the
+// gradients summed from both stages' devices equal one GPU's with the global batch.
+TEST_CASE("cuda: 2 ranks x 2 stages on 4 GPUs train the weights of one GPU", "[cuda]") {
+  if (torch::cuda::device_count() < 4) {
+    WARN("skipped: 2 ranks x 2 stages need 4 GPUs, this machine has " << torch::cuda::device_count());
+    return;
+  }
+  test::TempDir dir;
+  const std::string gpu = kMlp + "--device cuda --no-tf32 ";
+  const std::string one = trained(dir, "one", gpu + "--batch_size 64");
+  auto mesh = test::run_gputrain(kLaunch + gpu + "--batch_size 32 --pipeline_stages 2 --micro_batches 4 --output_dir " +
+                                 (dir / "mesh") + " --export " + (dir / "mesh.st"));
+  INFO(mesh.out << mesh.err);
+  REQUIRE(mesh.exit_code == 0);
+  CHECK_THAT(mesh.out, Catch::Contains("over NCCL") && Catch::Contains("2 per rank (its stages)"));
+  check_same_weights(one, dir / "mesh.st", 1e-4, 1e-5);
+}

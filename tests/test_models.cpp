@@ -3,12 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
 
 #include <torch/torch.h>
 
 #include "config/config.h"
 #include "core/error.h"
 #include "core/peak_flops.h"
+#include "core/text.h"
 #include "models/registry.h"
 #include "test_errors.h"
 #include "test_util.h"
@@ -402,4 +404,57 @@ TEST_CASE("models: peak rates for MFU come from the GPU table or the CPU's clock
   CHECK(cpu.flops >= 2 * 1e9 * 2 * 4 * 2);
   CHECK_THAT(cpu.basis, Catch::Contains("2 threads x"));
   CHECK(cpu_peak_flops(4, "fp32").flops == Approx(2 * cpu.flops));
+}
+
+TEST_CASE("models: every family's spec holds every field, and each matches the model it builds", "[models]") {
+  REQUIRE(families().size() == model_names().size());
+  for (const Family* f : families()) {
+    INFO(f->name);
+    CHECK(&family(f->name) == f);
+    REQUIRE(f->make != nullptr);
+    CHECK_FALSE(f->input.empty());
+    CHECK_FALSE(f->layers.empty());
+    CHECK_FALSE(f->head.empty());
+    CHECK_FALSE(f->twin.empty());
+    for (const auto& o : f->options) CHECK((o == "depth" || o == "heads" || o == "dropout"));
+    // One model per sample rank the family takes (an image where it takes any rank).
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t rank : f->ranks.empty() ? std::vector<size_t>{3} : f->ranks)
+      shapes.push_back(rank == 1 ? std::vector<int64_t>{6} : rank == 2 ? std::vector<int64_t>{5, 3}
+                       : rank == 3 ? std::vector<int64_t>{3, 16, 16} : std::vector<int64_t>{2, 4, 8, 8});
+    std::set<std::string> used_layers;
+    for (const auto& shape : shapes) {
+      INFO(shape_text(shape));
+      auto spec = spec_of(shape, 3, 8);
+      spec.grad_checkpointing = f->blocks;
+      if (std::find(f->options.begin(), f->options.end(), "heads") != f->options.end()) spec.heads = 2;
+      auto net = make_model(f->name, spec);
+      // pieces: whether pipeline stages can split it.
+      CHECK(net->pieces().empty() == !f->pieces);
+      // layers: every parameter and buffer under one of them, in their order (a layer-wise rate
+      // walks them input to output); head: the last layers.
+      size_t at = 0;
+      auto owner = [&](const std::string& name) {
+        for (size_t i = 0; i < f->layers.size(); ++i)
+          if (name == f->layers[i] || name.rfind(f->layers[i] + ".", 0) == 0) return i;
+        return f->layers.size();
+      };
+      for (const auto& p : net->named_parameters()) {
+        INFO(p.key());
+        const size_t i = owner(p.key());
+        REQUIRE(i < f->layers.size());
+        CHECK(i >= at);
+        at = i;
+        used_layers.insert(f->layers[i]);
+      }
+      for (const auto& h : f->head) {
+        INFO(h);
+        CHECK(std::find(f->layers.end() - static_cast<long>(f->head.size()), f->layers.end(), h) != f->layers.end());
+      }
+    }
+    for (const auto& l : f->layers) {
+      INFO(l);
+      CHECK(used_layers.count(l));  // no layer that no input form has
+    }
+  }
 }

@@ -1,6 +1,8 @@
 // Presets: every shipped preset is valid; lookup by name and path; the registries agree.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "config/fields.h"
@@ -46,8 +48,17 @@ TEST_CASE("unknown preset names get a suggestion and exit code 2", "[presets]") 
   }
 }
 
-TEST_CASE("the model registry and the config's model choices agree", "[presets]") {
+TEST_CASE("the config's model choices are the model families' names", "[presets]") {
   CHECK(find_field("model")->choices == model_names());
+}
+
+TEST_CASE("an unknown --model is exit 2 naming the nearest family and all of them, before any run folder", "[presets][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain("train --preset smoke --model resnet19 --output_dir " + (dir / "run"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("model 'resnet19' (expected one of: mlp, cnn, resnet18") &&
+                        Catch::Contains("(did you mean 'resnet18'?)"));
+  CHECK_FALSE(std::filesystem::exists(dir / "run"));
 }
 
 namespace {

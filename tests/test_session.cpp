@@ -342,7 +342,7 @@ TEST_CASE("session: config.json of a run on every model family holds no auto: ea
   // leave parts out (no AMP) or add some (pipeline stages).
   std::vector<std::pair<std::string, std::string>> runs;
   for (const auto& name : model_names()) {
-    const auto ranks = model_input_ranks(name);
+    const auto ranks = family(name).ranks;
     const size_t rank = ranks.empty() ? 1 : ranks.front();
     const std::string shape = rank == 1 ? "12" : rank == 2 ? "6x3" : rank == 3 ? "1x16x16" : "1x4x8x8";
     runs.emplace_back(name, "--model " + name + " --input_shape " + shape);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "models/family.h"
 #include "train/resolve_recipe.h"
 
 namespace gputrain {
@@ -83,8 +84,7 @@ void resolve(Variant& v, const Row* row, const MachineInfo& machine) {
   Recipe recipe = resolve_recipe(rc, machine);
   v.resolved = rc.resolved;
   if (row && !row->on(recipe)) v.skipped = report_state(recipe, row->report_row);
-  const bool has_blocks = v.config.model.rfind("resnet", 0) == 0 || v.config.model == "transformer";
-  if (v.name == "grad_checkpointing" && !has_blocks)
+  if (v.name == "grad_checkpointing" && !family(v.config.model).blocks)
     v.skipped = "n/a for " + v.config.model + " (no residual blocks or encoder layers)";
 }
 

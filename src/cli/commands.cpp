@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include "cli/args.h"
+#include "config/fields.h"
 #include "core/error.h"
 #include "core/info.h"
 #include "core/text.h"
 #include "core/torch_errors.h"
+#include "models/family.h"
 
 namespace gputrain {
 
@@ -59,6 +61,7 @@ void reject_leftover_flags(const Args& args, const std::vector<std::string>& kno
 }
 
 int run_cli(int argc, char** argv) {
+  set_model_choices(model_names());
   std::vector<std::string> words(argv + 1, argv + argc);
   try {
     if (words.empty() || words[0] == "--help" || words[0] == "-h" || words[0] == "help") {

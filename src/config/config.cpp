@@ -177,24 +177,6 @@ std::vector<std::string> config_problems(const Config& c) {
   return problems;
 }
 
-std::vector<std::string> model_option_problems(const Config& c) {
-  std::vector<std::string> problems;
-  auto is_one_of = [](const std::string& m, std::initializer_list<const char*> names) {
-    return std::any_of(names.begin(), names.end(), [&](const char* n) { return m == n; });
-  };
-  const bool resnet = c.model.rfind("resnet", 0) == 0;
-  if (c.depth > 0 && !is_one_of(c.model, {"lstm", "gru", "transformer", "cnn3d"}))
-    problems.push_back("--depth is for lstm, gru, transformer and cnn3d (got --model " + c.model + ")");
-  if (c.heads > 0 && c.model != "transformer")
-    problems.push_back("--heads is for the transformer (got --model " + c.model + ")");
-  if (c.dropout > 0 && !is_one_of(c.model, {"lstm", "gru", "transformer"}))
-    problems.push_back("--dropout is for lstm, gru and transformer (got --model " + c.model + ")");
-  if (c.stem != "auto" && !resnet) problems.push_back("--stem is for the resnets (got --model " + c.model + ")");
-  if (c.grad_checkpointing && !resnet && c.model != "transformer")
-    problems.push_back("--grad_checkpointing is for the resnets and the transformer (got --model " + c.model + ")");
-  return problems;
-}
-
 nlohmann::json to_json(const Config& c) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& f : config_fields()) j[f.name] = f.get(c);

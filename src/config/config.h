@@ -138,10 +138,6 @@ struct Config {
 // Range, choice and cross-field problems, one line each; empty when the config is valid.
 std::vector<std::string> config_problems(const Config& c);
 
-// Model options given to a model that has no use for them (--heads with a resnet): refused, never
-// ignored. Checked when the model is built (`gputrain models` takes them for every model at once).
-std::vector<std::string> model_option_problems(const Config& c);
-
 nlohmann::json to_json(const Config& c);
 
 }  // namespace gputrain

@@ -30,6 +30,10 @@ struct Field {
 };
 
 const std::vector<Field>& config_fields();
+// The names --model takes: the model families' (models/family.h), which this torch-free library
+// does not link, so the program hands them over at its start (cli/commands.cpp, the tests' main).
+// Until then any name passes here, and the model's own lookup refuses an unknown one.
+void set_model_choices(std::vector<std::string> names);
 std::vector<std::string> config_field_names();
 
 // Finds a field by name; kebab-case is accepted ("batch-size" finds "batch_size").

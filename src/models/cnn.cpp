@@ -3,6 +3,7 @@
 #include <torch/nn.h>
 
 #include "models/batch_norm.h"
+#include "models/family.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -47,12 +48,25 @@ class Cnn : public Net {
   nn::Linear fc1_{nullptr}, fc2_{nullptr};
 };
 
-}  // namespace
-
-NetPtr make_cnn(const ModelSpec& spec) {
+NetPtr make(const ModelSpec& spec) {
   if (spec.input_shape[1] < 4 || spec.input_shape[2] < 4)
     throw std::invalid_argument("cnn needs inputs of at least 4x4 pixels");
   return std::make_shared<Cnn>(spec);
+}
+
+}  // namespace
+
+const Family& cnn_family() {
+  static const Family f{.name = "cnn",
+                        .make = make,
+                        .ranks = {3},
+                        .input = "C x H x W",
+                        .pieces = true,
+                        .layers = {"features", "fc1", "fc2"},
+                        .head = {"fc2"},
+                        .twin = "tools/compare_pytorch.py Cnn: features = 2 x (Conv2d, BatchNorm2d, ReLU, MaxPool2d), "
+                                "nn.Linear fc1, fc2"};
+  return f;
 }
 
 }  // namespace gputrain

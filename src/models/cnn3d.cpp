@@ -5,6 +5,7 @@
 #include <torch/nn.h>
 
 #include "models/batch_norm.h"
+#include "models/family.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -51,6 +52,18 @@ class Cnn3d : public Net {
 
 }  // namespace
 
-NetPtr make_cnn3d(const ModelSpec& spec) { return std::make_shared<Cnn3d>(spec); }
+const Family& cnn3d_family() {
+  static const Family f{.name = "cnn3d",
+                        .make = [](const ModelSpec& s) -> NetPtr { return std::make_shared<Cnn3d>(s); },
+                        .ranks = {4},
+                        .input = "C x D x H x W",
+                        .options = {"depth"},
+                        .pieces = true,
+                        .layers = {"blocks", "fc"},
+                        .head = {"fc"},
+                        .twin = "blocks = depth x (Conv3d, BatchNorm3d, ReLU) as nn.Sequential, nn.Linear fc on the "
+                                "mean over D, H, W"};
+  return f;
+}
 
 }  // namespace gputrain

@@ -1,6 +1,7 @@
 // mlp: flatten -> two hidden ReLU layers -> logits. Small and fast; per-op overhead dominates it.
 #include <torch/nn.h>
 
+#include "models/family.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -25,8 +26,20 @@ class Mlp : public Net {
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
 };
 
+NetPtr make(const ModelSpec& spec) { return std::make_shared<Mlp>(spec); }
+
 }  // namespace
 
-NetPtr make_mlp(const ModelSpec& spec) { return std::make_shared<Mlp>(spec); }
+const Family& mlp_family() {
+  static const Family f{.name = "mlp",
+                        .make = make,
+                        .ranks = {},
+                        .input = "any (flattened)",
+                        .pieces = true,
+                        .layers = {"fc1", "fc2", "fc3"},
+                        .head = {"fc3"},
+                        .twin = "tools/compare_pytorch.py Mlp: nn.Linear fc1, fc2, fc3 with ReLU"};
+  return f;
+}
 
 }  // namespace gputrain

@@ -27,8 +27,8 @@ void print_model_table(const Config& c) {
       count = "n/a: " + std::string(e.what());
     }
     // A rank mismatch is the common case; say it briefly.
-    if (count.rfind("n/a: model '", 0) == 0) count = "n/a: needs " + model_input_text(name);
-    fmt::print("  {:<12} {:<16} {}\n", name, model_input_text(name), count);
+    if (count.rfind("n/a: model '", 0) == 0) count = "n/a: needs " + family(name).input;
+    fmt::print("  {:<12} {:<16} {}\n", name, family(name).input, count);
   }
 }
 

@@ -1,4 +1,4 @@
-// The model registry: a name -> factory table, with the sample ranks each family takes.
+// Building a model from its family: the sample rank it takes, then one sample's forward.
 #include "models/registry.h"
 
 #include <algorithm>
@@ -13,35 +13,7 @@
 namespace gputrain {
 namespace {
 
-struct Entry {
-  const char* name;
-  NetPtr (*make)(const ModelSpec&);
-  std::vector<size_t> ranks;  // sample ranks it takes; empty = any
-  const char* input;          // how such a sample reads, for messages and `gputrain models`
-  bool pieces;                // declares pieces: pipeline stages can split it
-};
-const std::vector<Entry>& table() {
-  static const std::vector<Entry> t = {
-      {"mlp", make_mlp, {}, "any (flattened)", true},
-      {"cnn", make_cnn, {3}, "C x H x W", true},
-      {"resnet18", make_resnet18, {3}, "C x H x W", true},
-      {"resnet34", make_resnet34, {3}, "C x H x W", true},
-      {"resnet50", make_resnet50, {3}, "C x H x W", true},
-      {"lstm", make_lstm, {2, 1}, "T x F or F", false},
-      {"gru", make_gru, {2, 1}, "T x F or F", false},
-      {"transformer", make_transformer, {2, 1}, "T x F or F", true},
-      {"cnn3d", make_cnn3d, {4}, "C x D x H x W", true},
-  };
-  return t;
-}
-
-const Entry* find_entry(const std::string& name) {
-  for (const auto& e : table())
-    if (name == e.name) return &e;
-  return nullptr;
-}
-
-bool takes_rank(const Entry& e, size_t rank) {
+bool takes_rank(const Family& e, size_t rank) {
   return e.ranks.empty() || std::find(e.ranks.begin(), e.ranks.end(), rank) != e.ranks.end();
 }
 
@@ -49,9 +21,9 @@ bool takes_rank(const Entry& e, size_t rank) {
 // this rank, the specialised ones first (mlp takes anything, so it comes last).
 std::string rank_hint(const std::vector<int64_t>& shape) {
   std::vector<std::string> fits, any;
-  for (const auto& e : table()) {
-    if (!takes_rank(e, shape.size())) continue;
-    (e.ranks.empty() ? any : fits).push_back(e.name);
+  for (const Family* e : families()) {
+    if (!takes_rank(*e, shape.size())) continue;
+    (e->ranks.empty() ? any : fits).push_back(e->name);
   }
   fits.insert(fits.end(), any.begin(), any.end());
   std::string list;
@@ -61,34 +33,8 @@ std::string rank_hint(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-std::vector<std::string> model_names() {
-  std::vector<std::string> names;
-  for (const auto& e : table()) names.push_back(e.name);
-  return names;
-}
-
-std::vector<std::string> model_names_with_pieces() {
-  std::vector<std::string> names;
-  for (const auto& e : table())
-    if (e.pieces) names.push_back(e.name);
-  return names;
-}
-
-std::vector<size_t> model_input_ranks(const std::string& name) {
-  const Entry* e = find_entry(name);
-  return e ? e->ranks : std::vector<size_t>{};
-}
-
-std::string model_input_text(const std::string& name) {
-  const Entry* e = find_entry(name);
-  return e ? e->input : "";
-}
-
 NetPtr make_model(const std::string& name, const ModelSpec& spec) {
-  const Entry* e = find_entry(name);
-  if (!e)
-    throw usage_error("unknown model '" + name + "'" + did_you_mean(name, model_names()),
-                      "models: " + join(model_names(), ", "));
+  const Family* e = &family(name);
   if (!takes_rank(*e, spec.input_shape.size()))
     throw usage_error("model '" + name + "' needs samples of shape " + e->input + ", the data gives samples of shape " +
                           shape_text(spec.input_shape),

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "models/batch_norm.h"
 #include "models/checkpoint_block.h"
+#include "models/family.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -81,7 +82,7 @@ bool small_stem(const ModelSpec& s) {
   if (s.stem == "small") return true;
   if (s.stem == "imagenet") return false;
   if (s.stem != "auto") throw usage_error("stem '" + s.stem + "' (expected auto, small or imagenet)");
-  return s.input_shape[1] <= 64 && s.input_shape[2] <= 64;
+  return choose_stem(s.input_shape).first == "small";
 }
 
 template <typename B>
@@ -135,16 +136,39 @@ class ResNet : public Net {
   }
 };
 
+// The three depths share everything but their blocks.
+Family resnet(std::string name, NetPtr (*make)(const ModelSpec&)) {
+  return {.name = name,
+          .make = make,
+          .ranks = {3},
+          .input = "C x H x W",
+          .stem = true,
+          .blocks = true,
+          .pieces = true,
+          .layers = {"conv1", "bn1", "layer1", "layer2", "layer3", "layer4", "fc"},
+          .head = {"fc"},
+          .twin = "torchvision.models." + name + " (the same names; --stem imagenet is its stem)"};
+}
+
 }  // namespace
 
-NetPtr make_resnet18(const ModelSpec& spec) {
-  return std::make_shared<ResNet<BasicBlock>>(spec, std::array{2, 2, 2, 2});
+const Family& resnet18_family() {
+  static const Family f = resnet("resnet18", [](const ModelSpec& s) -> NetPtr {
+    return std::make_shared<ResNet<BasicBlock>>(s, std::array{2, 2, 2, 2});
+  });
+  return f;
 }
-NetPtr make_resnet34(const ModelSpec& spec) {
-  return std::make_shared<ResNet<BasicBlock>>(spec, std::array{3, 4, 6, 3});
+const Family& resnet34_family() {
+  static const Family f = resnet("resnet34", [](const ModelSpec& s) -> NetPtr {
+    return std::make_shared<ResNet<BasicBlock>>(s, std::array{3, 4, 6, 3});
+  });
+  return f;
 }
-NetPtr make_resnet50(const ModelSpec& spec) {
-  return std::make_shared<ResNet<Bottleneck>>(spec, std::array{3, 4, 6, 3});
+const Family& resnet50_family() {
+  static const Family f = resnet("resnet50", [](const ModelSpec& s) -> NetPtr {
+    return std::make_shared<ResNet<Bottleneck>>(s, std::array{3, 4, 6, 3});
+  });
+  return f;
 }
 
 }  // namespace gputrain

@@ -2,6 +2,7 @@
 // A flat sample (F) reads as a sequence of one step.
 #include <torch/nn.h>
 
+#include "models/family.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -33,9 +34,32 @@ class RecurrentNet : public Net {
   nn::Linear fc_{nullptr};
 };
 
+// LSTM and GRU differ only in their recurrent layer.
+Family recurrent(std::string name, NetPtr (*make)(const ModelSpec&), const std::string& torch_layer) {
+  return {.name = std::move(name),
+          .make = make,
+          .ranks = {2, 1},
+          .input = "T x F or F",
+          .options = {"depth", "dropout"},
+          .layers = {"rnn", "fc"},
+          .head = {"fc"},
+          .twin = torch_layer + " rnn (batch_first) and nn.Linear fc on the last step's output"};
+}
+
 }  // namespace
 
-NetPtr make_lstm(const ModelSpec& spec) { return std::make_shared<RecurrentNet<nn::LSTM, nn::LSTMOptions>>(spec); }
-NetPtr make_gru(const ModelSpec& spec) { return std::make_shared<RecurrentNet<nn::GRU, nn::GRUOptions>>(spec); }
+const Family& lstm_family() {
+  static const Family f = recurrent("lstm", [](const ModelSpec& s) -> NetPtr {
+    return std::make_shared<RecurrentNet<nn::LSTM, nn::LSTMOptions>>(s);
+  }, "nn.LSTM");
+  return f;
+}
+
+const Family& gru_family() {
+  static const Family f = recurrent("gru", [](const ModelSpec& s) -> NetPtr {
+    return std::make_shared<RecurrentNet<nn::GRU, nn::GRUOptions>>(s);
+  }, "nn.GRU");
+  return f;
+}
 
 }  // namespace gputrain

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "models/checkpoint_block.h"
+#include "models/family.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -91,6 +92,22 @@ class Transformer : public Net {
 
 }  // namespace
 
-NetPtr make_transformer(const ModelSpec& spec) { return std::make_shared<Transformer>(spec); }
+const Family& transformer_family() {
+  static const Family f{
+      .name = "transformer",
+      .make = [](const ModelSpec& s) -> NetPtr { return std::make_shared<Transformer>(s); },
+      .ranks = {2, 1},
+      .input = "T x F or F",
+      .options = {"depth", "heads", "dropout"},
+      .blocks = true,
+      .pieces = true,
+      // The embedding first: its own tensors (positions, or one affine map per feature of a table
+      // row, and the CLS token), then the sequence's `embed`.
+      .layers = {"pos_embedding", "feature_weight", "feature_bias", "cls_token", "embed", "layers", "norm", "head"},
+      .head = {"head"},
+      .twin = "a CLS-token encoder: nn.TransformerEncoderLayer (GELU, post-norm) x depth in `layers`, "
+              "nn.LayerNorm norm and nn.Linear head on the CLS state"};
+  return f;
+}
 
 }  // namespace gputrain

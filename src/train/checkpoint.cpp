@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -82,7 +83,7 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& archive, const std::str
   const auto version = parse_integer(format.toStringRef().substr(prefix.size()));
   if (!version || *version < 1 || *version > kCheckpointVersion)
     throw NewerCheckpoint({fmt::format("checkpoint '{}' has format '{}'; this gputrain reads versions 1 to {}", path,
-                                       format.toStringRef(), kCheckpointVersion)},
+                                       format.toStringRef().substr(0, 40), kCheckpointVersion)},
                           "continue the run with the gputrain that wrote it, or a newer one (gputrain --version)",
                           kExitUsage);
   CheckpointMeta m;
@@ -96,12 +97,16 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& archive, const std::str
   m.config_json = config.toStringRef();
   if (*version == 1) {
     archive.read("meta.batch", position);  // micro-batches of the run's global batch
-    m.samples = position.toInt() * record_global_batch(m.config_json);
+    const int64_t batches = position.toInt(), global = record_global_batch(m.config_json);
+    if (batches < 0 || global < 0 || (global > 0 && batches > std::numeric_limits<int64_t>::max() / global))
+      throw std::runtime_error("its position is out of range");
+    m.samples = batches * global;
   } else {
     archive.read("meta.samples", position);
     m.samples = position.toInt();
     m.evaluated = archive.try_read("meta.evaluated", evaluated) && evaluated.toBool();
   }
+  if (m.epoch < 0 || m.step < 0 || m.samples < 0) throw std::runtime_error("its position is out of range");
   // Absent in checkpoints written before --early_stopping existed.
   m.evals_since_best = archive.try_read("meta.evals_since_best", since_best) ? since_best.toInt() : 0;
   return m;

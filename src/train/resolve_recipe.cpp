@@ -39,7 +39,7 @@ int pick_gpu(const std::string& device, const MachineInfo& m) {
 }
 
 // Whether a model has 2-D convolution weights, the only ones channels_last changes.
-bool uses_channels_last(const std::string& model) { return model_input_ranks(model) == std::vector<size_t>{3}; }
+bool uses_channels_last(const std::string& model) { return family(model).ranks == std::vector<size_t>{3}; }
 
 }  // namespace
 

@@ -95,7 +95,7 @@ void Session::settle_unused() {
     else if (f.name == "micro_batches")
       why = "no pipeline stages (--pipeline_stages 1)";
     else if (f.name == "stem")
-      why = "only the resnets have a stem to choose (model " + c.model + ")";
+      why = "model " + c.model + " has no stem to choose";
     rc_.not_applicable(f.name, why);
   }
 }
@@ -183,10 +183,9 @@ void Session::resolve_from_data() {
     rc_.decide("loss", train.is_regression() ? "mse" : "cross_entropy",
                train.is_regression() ? "regression targets" : "class labels");
   const auto shape = train.sample_shape();
-  if (c.model.rfind("resnet", 0) == 0 && c.stem == "auto" && shape.size() == 3) {
-    const bool small = shape[1] <= 64 && shape[2] <= 64;
-    rc_.decide("stem", small ? "small" : "imagenet",
-               fmt::format("{}x{} images ({} 64 px)", shape[1], shape[2], small ? "up to" : "over"));
+  if (family(c.model).stem && c.stem == "auto" && shape.size() == 3) {
+    const auto [stem, why] = choose_stem(shape);
+    rc_.decide("stem", stem, why);
   }
 }
 

@@ -3,8 +3,6 @@
 // split, injected faults) is composed around it: see step.h and trainer.cpp.
 #include "train/step.h"
 
-#include <ATen/ops/_foreach_norm.h>
-
 #include <limits>
 
 #include <fmt/format.h>

@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (const char* seed = std::getenv("GPUTRAIN_FUZZ_SEED")) {
     auto t = make_trainer();
     t->step({batch()});
-    save_checkpoint(seed, *t, {.epoch = 1, .batch = 2, .step = 1, .config_json = "{}"});
+    save_checkpoint(seed, *t, {.epoch = 1, .samples = 64, .step = 1, .config_json = "{}"});
   }
   return 0;
 }

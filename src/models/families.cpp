@@ -1,0 +1,86 @@
+// The table of model families, and what is decided from a family's spec alone.
+#include "models/family.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "core/text.h"
+
+namespace gputrain {
+
+// Each family's file defines <name>_family(). One line each, in `gputrain models` order.
+#define GPUTRAIN_FAMILIES(X) \
+  X(mlp)                     \
+  X(cnn)                     \
+  X(resnet18)                \
+  X(resnet34)                \
+  X(resnet50)                \
+  X(lstm)                    \
+  X(gru)                     \
+  X(transformer)             \
+  X(cnn3d)
+
+#define GPUTRAIN_DECLARE(name) const Family& name##_family();
+GPUTRAIN_FAMILIES(GPUTRAIN_DECLARE)
+#undef GPUTRAIN_DECLARE
+
+const std::vector<const Family*>& families() {
+#define GPUTRAIN_ENTRY(name) &name##_family(),
+  static const std::vector<const Family*> all = {GPUTRAIN_FAMILIES(GPUTRAIN_ENTRY)};
+#undef GPUTRAIN_ENTRY
+  return all;
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const Family* f : families()) names.push_back(f->name);
+  return names;
+}
+
+const Family& family(const std::string& name) {
+  for (const Family* f : families())
+    if (f->name == name) return *f;
+  throw usage_error("unknown model '" + name + "'" + did_you_mean(name, model_names()),
+                    "models: " + join(model_names(), ", ") + " (gputrain models lists them)");
+}
+
+std::vector<std::string> model_option_problems(const Config& c) {
+  const Family& f = family(c.model);
+  auto reads = [&](const char* option) { return std::find(f.options.begin(), f.options.end(), option) != f.options.end(); };
+  // "--depth is for lstm, gru, transformer and cnn3d": the families that read it.
+  auto readers = [](auto takes) {
+    std::vector<std::string> names;
+    for (const Family* g : families())
+      if (takes(*g)) names.push_back(g->name);
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    return list;
+  };
+  auto option = [&](const char* name) {
+    return readers([&](const Family& g) { return std::find(g.options.begin(), g.options.end(), name) != g.options.end(); });
+  };
+  std::vector<std::string> problems;
+  const std::string got = " (got --model " + c.model + ")";
+  if (c.depth > 0 && !reads("depth")) problems.push_back("--depth is for " + option("depth") + got);
+  if (c.heads > 0 && !reads("heads")) problems.push_back("--heads is for " + option("heads") + got);
+  if (c.dropout > 0 && !reads("dropout")) problems.push_back("--dropout is for " + option("dropout") + got);
+  if (c.stem != "auto" && !f.stem)
+    problems.push_back("--stem is for " + readers([](const Family& g) { return g.stem; }) + got);
+  if (c.grad_checkpointing && !f.blocks)
+    problems.push_back("--grad_checkpointing is for " + readers([](const Family& g) { return g.blocks; }) + got);
+  return problems;
+}
+
+std::pair<std::string, std::string> choose_stem(const std::vector<int64_t>& shape) {
+  // The ImageNet stem (7x7/2 + max-pool) shrinks a small image 4x before the first block; up to
+  // 64 px the 3x3 stem keeps the resolution, as CIFAR recipes do.
+  const bool small = shape.size() == 3 && shape[1] <= 64 && shape[2] <= 64;
+  return {small ? "small" : "imagenet",
+          shape.size() == 3 ? fmt::format("{}x{} images ({} 64 px)", shape[1], shape[2], small ? "up to" : "over")
+                            : "not an image"};
+}
+
+}  // namespace gputrain

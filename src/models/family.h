@@ -1,0 +1,65 @@
+// One spec per model family: everything the rest of gputrain asks of a family, in one place.
+// A new family is its own file (the factory and its Family), one line in the table of
+// models/families.cpp, and its test (tests/test_models.cpp checks every field of every family
+// against the model it builds).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gputrain {
+
+class Net;
+using NetPtr = std::shared_ptr<Net>;
+struct Config;
+
+// What the factory builds: the data's sample shape and outputs, and the model flags.
+struct ModelSpec {
+  std::vector<int64_t> input_shape;  // one sample, without the batch: C,H,W / T,F / F / C,D,H,W
+  int64_t num_classes = 10;          // outputs: classes, or target values for regression
+  int64_t width = 0;                 // base width; 0 = the model's default
+  int64_t depth = 0;                 // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = the model's default
+  std::string stem = "auto";         // resnets: auto | small | imagenet
+  int64_t heads = 0;                 // transformer attention heads; 0 = the default
+  double dropout = 0.0;              // transformer layers, between lstm/gru layers
+  bool grad_checkpointing = false;   // recompute residual blocks / encoder layers in backward
+};
+
+struct Family {
+  std::string name;                         // --model
+  NetPtr (*make)(const ModelSpec&) = nullptr;
+  std::vector<size_t> ranks;                // sample ranks it takes; empty = any
+  std::string input;                        // how such a sample reads: "C x H x W"
+  // The model flags it reads beyond --width: depth, heads, dropout. (--stem and
+  // --grad_checkpointing follow from `stem` and `blocks`.)
+  std::vector<std::string> options;
+  bool stem = false;    // a stem to choose (--stem: small up to 64 px, else imagenet)
+  bool blocks = false;  // residual blocks or encoder layers: --grad_checkpointing recomputes them
+  bool pieces = false;  // declares pieces: pipeline stages can split it
+  // Top-level modules from input to output (parameter-name prefixes), for layer-wise learning
+  // rates; the last ones are the head, which a fine-tune on new classes starts afresh.
+  std::vector<std::string> layers;
+  std::vector<std::string> head;
+  // Its PyTorch twin, and the renames from gputrain's parameter names to the twin's (empty:
+  // the names are the same).
+  std::string twin;
+  std::vector<std::pair<std::string, std::string>> twin_names;
+};
+
+// Every family, in the order `gputrain models` lists them.
+const std::vector<const Family*>& families();
+// The family of --model `name`; a usage error naming the models (and the nearest) otherwise.
+const Family& family(const std::string& name);
+std::vector<std::string> model_names();
+
+// Model flags given to a family that has no use for them (--heads with a resnet), one line each:
+// refused, never ignored. Checked before a model is built (`gputrain models` takes them for
+// every model at once). A usage error for an unknown model.
+std::vector<std::string> model_option_problems(const Config& c);
+
+// --stem auto for samples of `shape` (C x H x W): the stem and why.
+std::pair<std::string, std::string> choose_stem(const std::vector<int64_t>& shape);
+
+}  // namespace gputrain
