@@ -11,7 +11,8 @@
 
 namespace gputrain {
 
-// Each family's file defines <name>_family(). One line each, in `gputrain models` order.
+// Each family's file defines <name>_family(). One line each, in `gputrain models` order; the
+// last line closes the list, so a new family is one added line.
 #define GPUTRAIN_FAMILIES(X) \
   X(mlp)                     \
   X(cnn)                     \
@@ -21,7 +22,8 @@ namespace gputrain {
   X(lstm)                    \
   X(gru)                     \
   X(transformer)             \
-  X(cnn3d)
+  X(cnn3d)                   \
+  /* the end of the list */
 
 #define GPUTRAIN_DECLARE(name) const Family& name##_family();
 GPUTRAIN_FAMILIES(GPUTRAIN_DECLARE)
