@@ -294,13 +294,27 @@ TEST_CASE("models: each family states the sample rank it takes, with a hint", "[
     FAIL("expected a usage error for " << name);
     return std::string();
   };
+  // The hint names the families that take the rank, the specialised ones first (in the table's
+  // order) and those that take any rank last: "use --model lstm, gru, transformer or mlp".
+  auto fits = [](size_t rank) {
+    std::vector<std::string> names, any;
+    for (const Family* f : families()) {
+      if (f->ranks.empty()) any.push_back(f->name);
+      else if (std::find(f->ranks.begin(), f->ranks.end(), rank) != f->ranks.end()) names.push_back(f->name);
+    }
+    names.insert(names.end(), any.begin(), any.end());
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return "use --model " + list;
+  };
   auto m = err("resnet18", {64, 8});
   CHECK_THAT(m, Catch::Contains("model 'resnet18' needs samples of shape C x H x W") && Catch::Contains("64x8"));
-  CHECK_THAT(m, Catch::Contains("use --model lstm, gru, transformer or mlp"));
-  CHECK_THAT(err("cnn", {20}), Catch::Contains("use --model lstm, gru, transformer or mlp for samples of shape 20"));
+  CHECK_THAT(m, Catch::Contains(fits(2) + " for samples of shape 64x8"));
+  CHECK_THAT(fits(2), Catch::StartsWith("use --model lstm, gru, transformer"));
+  CHECK_THAT(err("cnn", {20}), Catch::Contains(fits(1) + " for samples of shape 20"));
   CHECK_THAT(err("lstm", {3, 32, 32}), Catch::Contains("needs samples of shape T x F or F") &&
-                                           Catch::Contains("use --model cnn, resnet18, resnet34, resnet50 or mlp"));
-  CHECK_THAT(err("transformer", {2, 8, 8, 8}), Catch::Contains("use --model cnn3d or mlp"));
+                                           Catch::Contains(fits(3) + " for samples of shape 3x32x32"));
+  CHECK_THAT(err("transformer", {2, 8, 8, 8}), Catch::Contains(fits(4) + " for samples of shape 2x8x8x8"));
   CHECK_THAT(err("cnn3d", {3, 32, 32}), Catch::Contains("needs samples of shape C x D x H x W"));
   CHECK_THAT(err("resnet", {3, 32, 32}), Catch::Contains("unknown model 'resnet'"));
   // mlp takes any rank.
