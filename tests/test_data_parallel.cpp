@@ -224,6 +224,8 @@ TEST_CASE("data parallel: --balance auto gives a slowed rank a smaller batch, an
   auto config = nlohmann::json::parse(test::read_file(dir / "bal/config.json"));
   const std::string sizes = config["resolved"]["rank_batch_sizes"];
   CHECK_THAT(config["reasons"]["rank_batch_sizes"].get<std::string>(), Catch::StartsWith("balance auto: step times"));
+  CHECK(config["resolved"]["balance"] == "auto");  // a mode that ran, with its reason, not n/a
+  CHECK(config["reasons"].contains("balance"));
   const int64_t b0 = std::stoll(sizes.substr(0, sizes.find(','))), b1 = std::stoll(sizes.substr(sizes.find(',') + 1));
   CHECK(b0 + b1 == 64);
   CHECK(b0 > b1);  // rank 1 runs at half speed

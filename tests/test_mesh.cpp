@@ -127,3 +127,20 @@ TEST_CASE("cuda: 2 ranks x 2 stages on 4 GPUs train the weights of one GPU", "[c
   CHECK_THAT(mesh.out, Catch::Contains("over NCCL") && Catch::Contains("2 per rank (its stages)"));
   check_same_weights(one, dir / "mesh.st", 1e-4, 1e-5);
 }
+
+TEST_CASE("mesh: --rank_batch_sizes cut each rank's own batch into its micro-batches", "[mesh][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain(kLaunch + kMlp + "--rank_batch_sizes 60,4 --pipeline_stages 2 --max_steps 2 --output_dir " +
+                              (dir / "r"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // Rank 0's record: its batch of 60 in the 8 micro-batches auto gives 2 stages.
+  const auto record = nlohmann::json::parse(test::read_file(dir / "r/config.json"));
+  CHECK(record["resolved"]["batch_size"] == 60);
+  CHECK(record["resolved"]["micro_batches"] == 8);
+  // --balance auto does not measure through stages yet: refused in one line.
+  auto bal = test::run_gputrain(kLaunch + kMlp + "--batch_size 32 --balance auto --pipeline_stages 2 --output_dir " +
+                                (dir / "bal"));
+  CHECK(bal.exit_code == 2);
+  CHECK_THAT(bal.out + bal.err, Catch::Contains("--balance auto with --pipeline_stages"));
+}

@@ -349,6 +349,7 @@ TEST_CASE("session: config.json of a run on every model family holds no auto: ea
   }
   runs.emplace_back("mlp-no-amp", "--model mlp --input_shape 12 --no-use_amp");
   runs.emplace_back("mlp-stages", "--model mlp --input_shape 12 --pipeline_stages 2");
+  runs.emplace_back("mlp-balance", "--model mlp --input_shape 12 --balance auto");
   for (const auto& [tag, flags] : runs) {
     INFO(tag);
     const std::string out = dir / tag;
@@ -367,6 +368,7 @@ TEST_CASE("session: config.json of a run on every model family holds no auto: ea
     if (tag == "mlp") CHECK(record["resolved"]["stem"] == "n/a");
     if (tag == "mlp-no-amp") CHECK(record["resolved"]["amp_dtype"] == "n/a");
     if (tag == "mlp-stages") CHECK(record["resolved"]["micro_batches"] == 8);  // auto: 4 per stage
+    if (tag == "mlp-balance") CHECK(record["reasons"]["balance"] == "one process: nothing to balance");
     // The printed table says the same.
     if (tag == "mlp") CHECK_THAT(r.out, Catch::Contains("stem                  auto -> n/a"));
   }

@@ -41,8 +41,7 @@ Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg
   const auto record = nlohmann::json::parse(read_checkpoint_meta(checkpoint).config_json);
   StoredConfig saved = read_config_record(record);
   Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", ""),
-                record.value("amp_fallback", ""), record.value("world_size", int64_t{1}),
-                record.value("global_batch_size", saved.resolved.value("batch_size", int64_t{0}))};
+                record.value("amp_fallback", ""), record.value("world_size", int64_t{1}), record_global_batch(record)};
   // A checkpoint in <run>/checkpoints/ continues in <run>, wherever the run was started from.
   const fs::path folder = fs::path(checkpoint).parent_path();
   if (!has_flag(flags, "output_dir") && folder.filename() == "checkpoints")
@@ -127,10 +126,9 @@ int run_training(const std::vector<FlagArg>& flags) {
   options.amp_fallback = run.amp_fallback;
   // On another number of ranks the run keeps its global batch, so its steps per epoch, its
   // schedule and its order of samples go on as they would have; sizes given now win.
-  if (!from.checkpoint.empty() && run.world_size != ranks.world_size && !has_flag(flags, "batch_size") &&
-      !has_flag(flags, "rank_batch_sizes")) {
-    options.keep_global_batch = run.global_batch_size;
+  if (!from.checkpoint.empty() && run.world_size != ranks.world_size && !has_flag(flags, "rank_batch_sizes")) {
     run.requested.rank_batch_sizes.clear();  // they named the old ranks
+    if (!has_flag(flags, "batch_size")) options.keep_global_batch = run.global_batch_size;
   }
   Session s(run.requested, options);
   if (root) print_session(s);
@@ -145,7 +143,8 @@ int run_training(const std::vector<FlagArg>& flags) {
   // (a remainder short of one new global batch, after a change of global batch, is skipped).
   std::string resharded;
   const int64_t global = s.global_batch_size();
-  if (!from.checkpoint.empty() && at.samples > 0 && (run.world_size != ranks.world_size || at.samples % global != 0)) {
+  if (!from.checkpoint.empty() && at.samples > 0 &&
+      (run.world_size != ranks.world_size || run.global_batch_size != global)) {
     resharded = fmt::format("world size {} -> {}: re-sharded the epoch after its first {} samples", run.world_size,
                             ranks.world_size, at.samples);
     if (at.samples % global != 0)

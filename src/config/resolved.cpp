@@ -74,4 +74,12 @@ StoredConfig read_config_record(const nlohmann::json& record) {
   return stored;
 }
 
+int64_t record_global_batch(const nlohmann::json& record) {
+  if (!record.is_object()) return 0;
+  if (record.contains("global_batch_size")) return record["global_batch_size"].get<int64_t>();
+  const auto resolved = read_config_record(record).resolved;
+  const int64_t batch = resolved.is_object() ? resolved.value("batch_size", int64_t{0}) : 0;
+  return batch * record.value("world_size", int64_t{1});
+}
+
 }  // namespace gputrain

@@ -50,4 +50,8 @@ struct StoredConfig {
 };
 StoredConfig read_config_record(const nlohmann::json& record);
 
+// The samples per micro-batch of the run a record describes, over all its ranks (records before
+// data parallel hold only the batch size, of their one process); 0 when it says none.
+int64_t record_global_batch(const nlohmann::json& record);
+
 }  // namespace gputrain

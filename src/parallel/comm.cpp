@@ -93,12 +93,17 @@ void Comm::connect(int device_index) {
 Comm::~Comm() = default;
 
 std::string Comm::share(const std::string& key, const std::string& value) {
+  // Rank 0 returns only once every rank has read the value: rank 0 serves the store, and a run
+  // that every rank then refuses alike (a bad flag) must not take it away from a rank still
+  // reading ("connection reset" instead of the refusal).
   const std::string k = "share/" + key;
   if (env_.rank == 0) {
     impl_->store->set(k, std::vector<uint8_t>(value.begin(), value.end()));
+    if (env_.world_size > 1) impl_->store->wait({k + "/all read"});
     return value;
   }
   const auto bytes = impl_->store->get(k);  // waits for rank 0, up to the store's timeout
+  if (impl_->store->add(k + "/read", 1) == env_.world_size - 1) impl_->store->set(k + "/all read", std::vector<uint8_t>{});
   return std::string(bytes.begin(), bytes.end());
 }
 

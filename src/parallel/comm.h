@@ -35,6 +35,7 @@ class Comm {
   const RankEnv& env() const { return env_; }
 
   // Rank 0's `value` on every rank (through the store; before or after connect()).
+  // Returns on rank 0 once every rank has it.
   std::string share(const std::string& key, const std::string& value);
 
   // Sums `t` over the ranks, in place; returns at once, the sum is there after wait().

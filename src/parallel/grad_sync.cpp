@@ -103,6 +103,12 @@ void GradSync::finish() {
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+bool GradSync::disarm() {
+  const bool launched = armed_ && next_ > 0;
+  armed_ = false;
+  return launched;
+}
+
 double GradSync::take_wait_seconds() {
   const double s = wait_seconds_;
   wait_seconds_ = 0;

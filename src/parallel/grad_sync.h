@@ -24,8 +24,12 @@ class GradSync {
   // The next backward is the step's last: launch each bucket as it fills.
   void arm();
   // After that backward: launches what is left (a parameter without a gradient counts as
-  // zeros), waits for every bucket and writes the sums into the gradients.
+  // zeros), waits for every bucket and writes the sums into the gradients. Without an arm (a
+  // pipeline's backward, whose stage threads finish gradients in no fixed order) all go now.
   void finish();
+  // A step that failed before finish(): no bucket launches from here on. Returns whether some
+  // had been launched already (the other ranks' sums then include them: no retry can undo it).
+  bool disarm();
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
   // Host seconds finish() waited for communication since the last call (what did not overlap).

@@ -16,7 +16,8 @@ struct Mesh {
   RankEnv ranks;               // one rank of one when alone
   std::shared_ptr<Comm> comm;  // joined by the caller when ranks.world_size > 1; null alone
   // One device per pipeline stage this process runs (each a thread; GPUs, or the CPU for each);
-  // empty without stages. Decided by the Session, from --pipeline_stages and the device.
+  // empty without stages. Decided as the Session is built (train/parallelism.cpp), from
+  // --pipeline_stages and the device.
   std::vector<torch::Device> stages;
 
   bool data_parallel() const { return ranks.world_size > 1; }

@@ -67,21 +67,14 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
 
 namespace {
 
-// The samples per micro-batch of the run a record describes (its ranks' together).
-int64_t record_global_batch(const std::string& config_json) {
-  const auto record = nlohmann::json::parse(config_json, nullptr, false);
-  if (!record.is_object()) return 0;
-  const auto resolved = read_config_record(record).resolved;
-  return record.value("global_batch_size", resolved.is_object() ? resolved.value("batch_size", int64_t{0}) : 0);
-}
-
 CheckpointMeta read_meta(torch::serialize::InputArchive& archive, const std::string& path) {
   c10::IValue format, epoch, position, step, best, config, since_best, evaluated;
   const std::string prefix = "gputrain-checkpoint-";
   if (!archive.try_read("meta.format", format) || !format.isString() || format.toStringRef().rfind(prefix, 0) != 0)
     throw std::runtime_error("not written by gputrain (no gputrain format tag)");
   const auto version = parse_integer(format.toStringRef().substr(prefix.size()));
-  if (!version || *version < 1 || *version > kCheckpointVersion)
+  if (!version || *version < 1) throw std::runtime_error("its format tag is damaged");
+  if (*version > kCheckpointVersion)
     throw NewerCheckpoint({fmt::format("checkpoint '{}' has format '{}'; this gputrain reads versions 1 to {}", path,
                                        format.toStringRef().substr(0, 40), kCheckpointVersion)},
                           "continue the run with the gputrain that wrote it, or a newer one (gputrain --version)",
@@ -97,8 +90,10 @@ CheckpointMeta read_meta(torch::serialize::InputArchive& archive, const std::str
   m.config_json = config.toStringRef();
   if (*version == 1) {
     archive.read("meta.batch", position);  // micro-batches of the run's global batch
-    const int64_t batches = position.toInt(), global = record_global_batch(m.config_json);
-    if (batches < 0 || global < 0 || (global > 0 && batches > std::numeric_limits<int64_t>::max() / global))
+    const int64_t batches = position.toInt();
+    const int64_t global = record_global_batch(nlohmann::json::parse(m.config_json, nullptr, false));
+    if (batches < 0 || global < 0 || (global > 0 && batches > std::numeric_limits<int64_t>::max() / global) ||
+        (batches > 0 && global == 0))
       throw std::runtime_error("its position is out of range");
     m.samples = batches * global;
   } else {

@@ -53,13 +53,16 @@ class DataParallelHooks : public StepHooks {
   void after_backward() override { sync_.finish(); }
   void end() override {
     for (auto* n : norms_) n->sync_with(nullptr);
+    launched_ = sync_.disarm();
   }
+  bool can_retry() const override { return !launched_; }
 
  private:
   GradSync sync_;
   SumOverRanks sum_;
   GlobalBatchNorm global_norm_;
   std::vector<SyncableNorm*> norms_;
+  bool launched_ = false;  // the last step threw after some buckets had gone to the other ranks
 };
 
 namespace {
@@ -106,25 +109,32 @@ void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t k
       rc.decide("batch_size", keep_global / world,
                 fmt::format("keeps the run's global batch of {} over {} rank{}", keep_global, world, world == 1 ? "" : "s"));
   }
+  const RankEnv& e = mesh_.ranks;
+  rank_batch_sizes_ = parse_rank_batch_sizes(rc.resolved.rank_batch_sizes, world);
+  if (!rank_batch_sizes_.empty())  // first: the stages cut this rank's batch into micro-batches
+    rc.decide("batch_size", rank_batch_sizes_[static_cast<size_t>(e.rank)],
+              fmt::format("rank {}'s of --rank_batch_sizes {}", e.rank, rc.resolved.rank_batch_sizes));
   const Config c = rc.resolved;
-  rank_batch_sizes_ = parse_rank_batch_sizes(c.rank_batch_sizes, world);
   if (c.pipeline_stages > 1 || c.micro_batches != kAuto) plan_stages(rc);
+  if (c.balance == "auto" && !mesh_.data_parallel()) rc.not_applicable("balance", "one process: nothing to balance");
   if (!mesh_.data_parallel()) {
     if (c.sync_bn) rc.decide("sync_bn", false, "one process: its batch is the global batch");
     return;
   }
-  const RankEnv& e = mesh_.ranks;
   const std::string why = fmt::format("rank {} of {}", e.rank, e.world_size);
-  if (!c.rank_batch_sizes.empty())
-    rc.decide("batch_size", rank_batch_sizes_[static_cast<size_t>(e.rank)],
-              fmt::format("rank {}'s of --rank_batch_sizes {}", e.rank, c.rank_batch_sizes));
   // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
-  // --gpus-per-task), the one it sees.
-  // With pipeline stages each rank holds as many consecutive GPUs as it has stages, from there.
+  // --gpus-per-task), the one it sees. With pipeline stages each rank holds as many consecutive
+  // GPUs as it has stages, from local rank x stages; every rank checks that they fit alike, so
+  // all refuse together rather than one waiting in a collective for another that gave up.
   const int gpus = static_cast<int>(machine.gpus.size());
   const int per_rank = static_cast<int>(std::max<int64_t>(1, c.pipeline_stages));
   if ((c.device == "auto" || c.device == "cuda") && gpus > 0) {
-    const int index = gpus == 1 ? 0 : (e.local_rank * per_rank) % gpus;
+    if (per_rank > 1 && gpus != per_rank && e.local_world_size * per_rank > gpus)
+      throw usage_error(fmt::format("{} local ranks x --pipeline_stages {} need {} GPUs; this node has {}", e.local_world_size,
+                                    per_rank, e.local_world_size * per_rank, gpus),
+                        "use fewer ranks per node or fewer stages, or let each rank see its own GPUs "
+                        "(CUDA_VISIBLE_DEVICES, Slurm's --gpus-per-task)");
+    const int index = per_rank == 1 ? (gpus == 1 ? 0 : e.local_rank % gpus) : gpus == per_rank ? 0 : e.local_rank * per_rank;
     rc.decide("device", fmt::format("cuda:{}", index),
               fmt::format("local rank {} of {} on {} visible GPU{}{}", e.local_rank, e.local_world_size, gpus,
                           gpus == 1 ? "" : "s", per_rank > 1 ? fmt::format(", {} per rank (its stages)", per_rank) : ""));
@@ -186,7 +196,14 @@ void Parallelism::compose(Session& s, ResolvedConfig& rc, Recipe& recipe, const 
   // resume puts back each rank's saved state.
   if (mesh_.ranks.rank > 0)
     torch::manual_seed(mix_seed(static_cast<uint64_t>(c.seed), 0x7a4bu, static_cast<uint64_t>(mesh_.ranks.rank)));
-  if (c.balance == "auto") balance(s, rc, recipe);
+  if (c.balance == "auto") {
+    // The probe times the whole model on one device; with stages each rank's time is its
+    // pipeline's, which it does not measure yet.
+    if (mesh_.pipelined())
+      throw usage_error("--balance auto with --pipeline_stages: not measured through the stages yet",
+                        "give each rank's batch with --rank_batch_sizes");
+    balance(s, rc, recipe);
+  }
   auto hooks = std::make_unique<DataParallelHooks>(trainer.model(), *mesh_.comm, c.ddp_bucket_mb, c.sync_bn);
   hooks_ = hooks.get();
   const int norms = hooks->synced_norms();
@@ -331,6 +348,7 @@ void Parallelism::balance(Session& s, ResolvedConfig& rc, Recipe& recipe) {
   rank_batch_sizes_ = sizes;
   std::string why = fmt::format("balance auto: step times {} ms per {} samples", join(ms, ", "), c.batch_size);
   if (dev >= 0) why += fmt::format("; samples that fit in memory {}", join(fit, ", "));
+  rc.decide("balance", "auto", "measured before training: see rank_batch_sizes");
   rc.decide("rank_batch_sizes", join(texts, ","), why);
   rc.decide("batch_size", sizes[static_cast<size_t>(rank)], fmt::format("rank {}'s of {}", rank, join(texts, ",")));
   recipe.report.push_back({"balance", fmt::format("rank batch sizes {} ({})", join(texts, ","), why)});
@@ -357,7 +375,7 @@ std::vector<int> Parallelism::node_gpus(const Recipe& recipe, const MachineInfo&
     for (const auto& d : mesh_.stages) stages.push_back(d.index());
     return stages;
   }
-  // As plan() places them: local rank r on visible GPU r mod the GPU count.
+  // As plan() places them: local rank r on visible GPUs r x stages onwards.
   std::vector<int> gpus;
   const int visible = std::max<int>(1, static_cast<int>(machine.gpus.size()));
   const int per_rank = std::max<int>(1, static_cast<int>(mesh_.stages.size()));
@@ -420,7 +438,7 @@ double Parallelism::log_window(const torch::Tensor& loss_sum, int64_t window_ste
   if (pipeline_) {
     const PipelineStats& st = pipeline_->last_stats();
     std::vector<double> busy;
-    tail = " | busy by stage:";
+    tail += " | busy by stage:";
     for (double b : st.busy_seconds) {
       busy.push_back(st.seconds > 0 ? b / st.seconds : 0.0);
       tail += fmt::format(" {:.0f}%", 100 * busy.back());

@@ -29,7 +29,6 @@ class Parallelism {
 
   const Mesh& mesh() const { return mesh_; }
   Comm* comm() const { return mesh_.comm.get(); }  // null in one process
-  bool is_root() const { return mesh_.ranks.rank == 0; }
 
   // Session, before the recipe: this rank's device and batch size (its share of `keep_global`
   // when a run continues on another number of ranks), the pipeline's micro-batches, and the
@@ -64,7 +63,6 @@ class Parallelism {
   nlohmann::json layout_record(Trainer& trainer, const std::string& schedule) const;
   // Host seconds the step waited for the gradient sum since the last call.
   double take_comm_seconds() const;
-  Pipeline* pipeline() const { return pipeline_; }  // null without stages
 
  private:
   Mesh mesh_;

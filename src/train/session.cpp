@@ -88,7 +88,8 @@ void Session::settle_unused() {
   const Config& c = rc_.resolved;
   const nlohmann::json values = to_json(c);
   for (const auto& f : config_fields()) {
-    if (values[f.name] != "auto" || rc_.is_not_applicable(f.name)) continue;
+    // (A decided "auto" is a mode that ran, such as --balance auto, with its reason.)
+    if (values[f.name] != "auto" || rc_.is_not_applicable(f.name) || !rc_.reason(f.name).empty()) continue;
     std::string why = "not used by this run";
     if (f.name == "amp_dtype")
       why = c.use_amp ? "mixed precision is off on this device" : "mixed precision is off (--no-use_amp)";

@@ -25,8 +25,8 @@ namespace gputrain {
 
 struct SessionOptions {
   // Where this process sits in a data-parallel job (the loaders take every w-th sample from
-  // rank r; gradients are summed by the ranks' collectives); the Session connects its collectives and
-  // fills in the pipeline stages' devices (--pipeline_stages).
+  // rank r; gradients are summed by the ranks' collectives). Its collectives are connected, and
+  // its pipeline stages' devices decided, as the Session is built (train/parallelism.h).
   Mesh mesh;
   // Data already loaded by an earlier Session with the same data flags (benchmark variants differ
   // only in speed switches, so they share one dataset).

@@ -3,6 +3,7 @@
 // split, injected faults) is composed around it: see step.h and trainer.cpp.
 #include "train/step.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -115,6 +116,9 @@ void HookList::before_update(int64_t step) {
 }
 void HookList::end() {
   for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)->end();
+}
+bool HookList::can_retry() const {
+  return std::all_of(hooks_.begin(), hooks_.end(), [](const auto& h) { return h->can_retry(); });
 }
 
 namespace {

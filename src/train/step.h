@@ -35,14 +35,18 @@ class StepHooks {
   virtual void after_backward() {}                          // every backward of the step is done
   virtual void before_update(int64_t step) {}               // the optimizer update is next
   virtual void end() {}                                     // the step ended, or threw
+  // After a step threw out of memory: whether running it again is safe (false once part of
+  // it reached other processes).
+  virtual bool can_retry() const { return true; }
 };
 
 class ForwardBackward {
  public:
   virtual ~ForwardBackward() = default;
-  // Forward and backward of `b`, the gradients accumulating; the hooks' before_forward and, when
-  // `last` (the step's last batch), before_last_backward are called. Returns the batch's weighted
-  // loss, detached, on the run's device.
+  // Forward and backward of `b`, the gradients accumulating. On this device the hooks'
+  // before_forward and, when `last` (the step's last batch), before_last_backward are called
+  // (the pipeline calls neither: its stage threads run the forwards, and finish gradients in no
+  // fixed order). Returns the batch's weighted loss, detached, on the run's device.
   virtual torch::Tensor run(const Batch& b, bool last, const WeightedLoss& weighted, const ScaledLoss& scaled,
                             StepHooks& hooks) = 0;
   // Out of memory in run(): smaller pieces for the next try (throws with a hint when there are
@@ -88,6 +92,7 @@ class HookList : public StepHooks {
   void after_backward() override;
   void before_update(int64_t step) override;
   void end() override;
+  bool can_retry() const override;
 
  private:
   std::vector<std::unique_ptr<StepHooks>> hooks_;

@@ -227,6 +227,11 @@ StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
         throw runtime_error(fmt::format("out of memory in the optimizer update (step {})", steps_ + 1),
                             "the weights and optimizer state do not fit: use a smaller model, --optimizer sgd, "
                             "or a device with more memory");
+      // Part of the gradients went to the other ranks already: their sums cannot be taken back.
+      if (!hooks_.can_retry())
+        throw runtime_error(fmt::format("out of memory in step {} while its gradients were being summed over the ranks",
+                                        steps_ + 1),
+                            "lower --batch_size (or set --rank_batch_sizes) so that every rank's step fits");
       const std::string what = forward_backward_->shrink(micro.front(), steps_ + 1);
       fmt::print(stderr, "gputrain: out of memory at step {}: {}\n", steps_ + 1, what);
     }
