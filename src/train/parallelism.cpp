@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <stdexcept>
 #include <thread>
 
@@ -381,94 +380,6 @@ std::vector<int> Parallelism::node_gpus(const Recipe& recipe, const MachineInfo&
   const int per_rank = std::max<int>(1, static_cast<int>(mesh_.stages.size()));
   for (int g = 0; g < std::min(e.local_world_size * per_rank, visible); ++g) gpus.push_back(g);
   return gpus;
-}
-
-std::string Parallelism::agree_stop(const std::string& local, bool log_step, const std::string& time_limit) const {
-  if (!mesh_.data_parallel()) return local;
-  if (!log_step) return "";
-  auto flags = torch::zeros({3}, torch::TensorOptions().device(device_));
-  if (local == "SIGTERM") flags[0] = 1;
-  if (local == "SIGINT") flags[1] = 1;
-  if (local.rfind("time limit", 0) == 0) flags[2] = 1;
-  mesh_.comm->all_reduce_sum(flags)->wait();
-  const auto f = flags.cpu();
-  if (f[0].item<float>() > 0) return "SIGTERM";
-  if (f[1].item<float>() > 0) return "SIGINT";
-  if (f[2].item<float>() > 0) return "time limit " + time_limit;
-  return "";
-}
-
-bool Parallelism::any(bool local) const {
-  if (!mesh_.data_parallel()) return local;
-  auto flag = torch::full({1}, local ? 1.0f : 0.0f, torch::TensorOptions().device(device_));
-  mesh_.comm->all_reduce_sum(flag)->wait();
-  return flag.item<float>() > 0;
-}
-
-double Parallelism::log_window(const torch::Tensor& loss_sum, int64_t window_steps, int64_t batch_size,
-                               double step_ms, nlohmann::json& record, std::string& tail) const {
-  const double steps = static_cast<double>(window_steps);
-  double loss = 0;
-  if (mesh_.data_parallel()) {
-    // One all-reduce carries the loss (each rank's weighted by its share of the global batch: the
-    // sum is the job's) and every rank's batch, step time and wait for the others.
-    const int world = mesh_.ranks.world_size, me = mesh_.ranks.rank;
-    std::vector<double> mine(static_cast<size_t>(3 * world), 0.0);
-    mine[3 * me] = static_cast<double>(batch_size);
-    mine[3 * me + 1] = step_ms;
-    mine[3 * me + 2] = 1000.0 * take_comm_seconds() / steps;
-    auto all = torch::cat({loss_sum.reshape({1}).to(torch::kDouble), torch::tensor(mine, torch::kDouble).to(loss_sum.device())});
-    mesh_.comm->all_reduce_sum(all)->wait();
-    all = all.cpu();
-    const auto* v = all.data_ptr<double>();
-    loss = v[0] / steps;
-    nlohmann::json ranks;
-    tail = " | batch/wait ms by rank:";
-    for (int r = 0; r < world; ++r) {
-      const double* f = v + 1 + 3 * r;
-      ranks.push_back({{"rank", r}, {"batch", std::llround(f[0])}, {"step_ms", f[1]}, {"allreduce_ms", f[2]}});
-      tail += fmt::format(" {}/{:.1f}", std::llround(f[0]), f[2]);
-    }
-    record["allreduce_ms"] = ranks[me]["allreduce_ms"];
-    record["ranks"] = ranks;
-  } else {
-    loss = loss_sum.item<double>() / steps;
-  }
-  // Pipeline stages: how busy each stage was in the last step, and the bubble.
-  if (pipeline_) {
-    const PipelineStats& st = pipeline_->last_stats();
-    std::vector<double> busy;
-    tail += " | busy by stage:";
-    for (double b : st.busy_seconds) {
-      busy.push_back(st.seconds > 0 ? b / st.seconds : 0.0);
-      tail += fmt::format(" {:.0f}%", 100 * busy.back());
-    }
-    record["pipeline"] = {{"busy", busy}, {"bubble", st.bubble()}, {"peak_bytes", st.peak_bytes},
-                          {"stage_peak_bytes", st.stage_peak_bytes}};
-  }
-  return loss;
-}
-
-void Parallelism::gather_rng(CheckpointMeta& meta, const Trainer& trainer) const {
-  if (mesh_.data_parallel()) meta.rank_rng = gather_rank_rng(*mesh_.comm, trainer);
-}
-
-nlohmann::json Parallelism::layout_record(Trainer& trainer, const std::string& schedule) const {
-  if (!pipeline_) return nullptr;
-  // What the report's stage table shows.
-  const auto& o = pipeline_->options();
-  const Pieces& pieces = trainer.model().pieces();
-  nlohmann::json stages = nlohmann::json::array();
-  for (size_t i = 0; i < o.stages.size(); ++i) {
-    const Stage& st = o.stages[i];
-    stages.push_back({{"stage", i},
-                      {"device", st.device.str()},
-                      {"first", pieces[st.begin].name},
-                      {"last", pieces[st.end - 1].name},
-                      {"parameters", stage_parameters(pieces, st)}});
-  }
-  return {{"event", "pipeline"}, {"micro_batches", o.micro_batches}, {"schedule", schedule}, {"stages", stages},
-          {"theoretical_bubble", theoretical_bubble(static_cast<int64_t>(o.stages.size()), o.micro_batches)}};
 }
 
 double Parallelism::take_comm_seconds() const { return hooks_ ? hooks_->take_wait_seconds() : 0; }
