@@ -89,13 +89,14 @@ class Session {
 
  private:
   ResolvedConfig rc_;
+  SessionOptions options_;
+  // Before the Trainer, so that the Trainer (whose step hooks hold the job's Comm) goes first.
+  Parallelism parallel_;
   MachineInfo machine_;
   Recipe recipe_;
   std::shared_ptr<const DataSplits> data_;
   std::unique_ptr<Trainer> trainer_;
   nlohmann::json batch_search_;
-  SessionOptions options_;
-  Parallelism parallel_;
 
   void pin(const nlohmann::json& pinned);
   void resolve_from_data();
