@@ -54,6 +54,15 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
   return out;
 }
 
+std::string join_words(const std::vector<std::string>& items, std::string_view last) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += i + 1 == items.size() ? last : std::string_view(", ");
+    out += items[i];
+  }
+  return out;
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -24,6 +24,8 @@ enum class ListItems { kExact, kTrimmed };
 std::vector<std::string> split_list(std::string_view text, ListItems items);
 
 std::string join(const std::vector<std::string>& items, std::string_view sep);
+// "a, b and c" (with `last` = " and "; " or " reads "a, b or c").
+std::string join_words(const std::vector<std::string>& items, std::string_view last);
 
 // The whole text as a decimal integer ("12", "-3"), or nothing: no spaces, no "+", no trailing
 // characters, nothing out of range. Callers say in their own words what was wrong.

@@ -37,8 +37,13 @@ const std::vector<const Family*>& families() {
 }
 
 std::vector<std::string> model_names() {
+  return model_names_where([](const Family&) { return true; });
+}
+
+std::vector<std::string> model_names_where(const std::function<bool(const Family&)>& takes) {
   std::vector<std::string> names;
-  for (const Family* f : families()) names.push_back(f->name);
+  for (const Family* f : families())
+    if (takes(*f)) names.push_back(f->name);
   return names;
 }
 
@@ -51,19 +56,15 @@ const Family& family(const std::string& name) {
 
 std::vector<std::string> model_option_problems(const Config& c) {
   const Family& f = family(c.model);
-  auto reads = [&](const char* option) { return std::find(f.options.begin(), f.options.end(), option) != f.options.end(); };
+  auto has = [](const Family& g, const char* option) {
+    return std::find(g.options.begin(), g.options.end(), option) != g.options.end();
+  };
+  auto reads = [&](const char* option) { return has(f, option); };
   // "--depth is for lstm, gru, transformer and cnn3d": the families that read it.
-  auto readers = [](auto takes) {
-    std::vector<std::string> names;
-    for (const Family* g : families())
-      if (takes(*g)) names.push_back(g->name);
-    std::string list;
-    for (size_t i = 0; i < names.size(); ++i) list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
-    return list;
+  auto readers = [](const std::function<bool(const Family&)>& takes) {
+    return join_words(model_names_where(takes), " and ");
   };
-  auto option = [&](const char* name) {
-    return readers([&](const Family& g) { return std::find(g.options.begin(), g.options.end(), name) != g.options.end(); });
-  };
+  auto option = [&](const char* name) { return readers([&](const Family& g) { return has(g, name); }); };
   std::vector<std::string> problems;
   const std::string got = " (got --model " + c.model + ")";
   if (c.depth > 0 && !reads("depth")) problems.push_back("--depth is for " + option("depth") + got);

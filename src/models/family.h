@@ -4,6 +4,7 @@
 // against the model it builds).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +54,8 @@ const std::vector<const Family*>& families();
 // The family of --model `name`; a usage error naming the models (and the nearest) otherwise.
 const Family& family(const std::string& name);
 std::vector<std::string> model_names();
+// The families `takes` holds for, in the table's order.
+std::vector<std::string> model_names_where(const std::function<bool(const Family&)>& takes);
 
 // Model flags given to a family that has no use for them (--heads with a resnet), one line each:
 // refused, never ignored. Checked before a model is built (`gputrain models` takes them for

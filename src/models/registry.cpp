@@ -20,15 +20,11 @@ bool takes_rank(const Family& e, size_t rank) {
 // "use --model lstm, gru, transformer or mlp for samples of shape 64x8": the models that take
 // this rank, the specialised ones first (mlp takes anything, so it comes last).
 std::string rank_hint(const std::vector<int64_t>& shape) {
-  std::vector<std::string> fits, any;
-  for (const Family* e : families()) {
-    if (!takes_rank(*e, shape.size())) continue;
-    (e->ranks.empty() ? any : fits).push_back(e->name);
-  }
+  auto fits = model_names_where([&](const Family& f) { return !f.ranks.empty() && takes_rank(f, shape.size()); });
+  const auto any = model_names_where([](const Family& f) { return f.ranks.empty(); });
   fits.insert(fits.end(), any.begin(), any.end());
-  std::string list;
-  for (size_t i = 0; i < fits.size(); ++i) list += (i == 0 ? "" : i + 1 == fits.size() ? " or " : ", ") + fits[i];
-  return "use --model " + list + " for samples of shape " + shape_text(shape) + " (gputrain models lists them)";
+  return "use --model " + join_words(fits, " or ") + " for samples of shape " + shape_text(shape) +
+         " (gputrain models lists them)";
 }
 
 }  // namespace

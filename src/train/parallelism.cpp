@@ -66,13 +66,6 @@ class DataParallelHooks : public StepHooks {
 
 namespace {
 
-std::vector<std::string> models_with_pieces() {
-  std::vector<std::string> names;
-  for (const Family* f : families())
-    if (f->pieces) names.push_back(f->name);
-  return names;
-}
-
 // --rank_batch_sizes "96,64": one positive size per rank (empty when not given).
 std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world) {
   std::vector<int64_t> out;
@@ -239,7 +232,7 @@ void Parallelism::make_stages(Session& s, const Config& c, Recipe& recipe) {
   Net& net = trainer.model();
   if (net.pieces().empty())
     throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages", c.pipeline_stages, c.model),
-                      "models that split: " + join(models_with_pieces(), ", "));
+                      "models that split: " + join(model_names_where([](const Family& f) { return f.pieces; }), ", "));
   std::vector<double> costs;  // empty: by parameter count
   std::string measured;
   if (c.stage_balance == "time") {
