@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The rooms' one-way arrows (docs/ARCHITECTURE.md), checked on the includes: parallel/ knows no
 # trainer, config or model; c10d is included in parallel/ alone; models/ and data/ know no
-# parallel code; cli/ and config/ include no torch header. Prints each include that breaks one.
+# parallel code; weights/ (file formats) knows only core/; cli/ and config/ include no torch header. Prints each include that breaks one.
 set -u
 src="$(cd "$(dirname "$0")/.." && pwd)/src"
 bad=0
@@ -21,6 +21,7 @@ check() {  # check WHAT FOLDERS... -- PATTERN: no file in FOLDERS has an include
 check "parallel/ includes train/, config/, models/, app/ or bench/" parallel -- '(train|config|models|app|bench)/'
 check "c10d included outside parallel/" app bench cli config core data models monitor train -- 'torch/csrc/distributed'
 check "models/ or data/ include parallel/" models data -- 'parallel/'
+check "weights/ includes more than core/" weights -- '(train|config|models|app|bench|parallel|data|cli|monitor)/'
 check "cli/ or config/ include torch" cli config -- '(torch|ATen|c10)/'
 [ "$bad" = 0 ] && echo "layering: every include follows the rooms' arrows"
 exit "$bad"

@@ -64,6 +64,7 @@ void print_session(const Session& s) {
       fmt::print("auto_batch_size: {} ({})\n", s.config().batch_size, why);
   }
   fmt::print("session: {}\n", s.describe_line());
+  for (const auto& line : s.init_report().lines) fmt::print("{}\n", line);
 }
 
 void export_weights(Session& s, const std::string& record, int64_t step) {
@@ -130,6 +131,7 @@ int run_training(const std::vector<FlagArg>& flags) {
     run.requested.rank_batch_sizes.clear();  // they named the old ranks
     if (!has_flag(flags, "batch_size")) options.keep_global_batch = run.global_batch_size;
   }
+  options.init_weights = from.checkpoint.empty();  // a resume's weights are its checkpoint's
   Session s(run.requested, options);
   if (root) print_session(s);
   const Config& c = s.config();
@@ -156,6 +158,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   if (!run.amp_fallback.empty()) record["amp_fallback"] = run.amp_fallback;
   record["world_size"] = ranks.world_size;
   record["global_batch_size"] = s.global_batch_size();
+  if (!s.init_report().record.is_null()) record["init_from"] = s.init_report().record;
   if (!root) return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0
                         ? exit_code_for_signal(stop_signal())
                         : 0;
@@ -163,6 +166,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   folder.start(record, c.tensorboard, c.monitor_interval, s.parallel().node_gpus(s.recipe(), s.machine()));
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
+  if (!s.init_report().record.is_null()) folder.write(s.init_report().record);
   if (!from.checkpoint.empty()) {
     fmt::print("resumed from {}: epoch {}, batch {}, step {}{}\n", from.checkpoint, at.epoch + 1, at.samples / global, at.step,
                resharded.empty() ? "" : " (" + resharded + ")");

@@ -63,6 +63,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   SessionOptions options;
   options.data = std::move(data);
   options.search_batch_size = false;
+  options.init_weights = true;  // a fine-tuning workload is measured from its weights
   if (comm) {
     options.mesh.ranks = comm->env();
     options.mesh.comm = std::move(comm);
@@ -74,7 +75,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   const Recipe& recipe = session.recipe();
   const int dev = recipe.cuda ? recipe.device.index() : -1;
   Trainer& trainer = session.trainer();
-  set_lr(trainer.optimizer(), c.lr);  // constant: the schedule does not change speed
+  trainer.set_lr(c.lr);  // constant: the schedule does not change speed
   LoaderOptions lo = session.train_loader_options();
   lo.drop_last = lo.persistent_workers = true;  // whole batches only; threads live across epochs
   Loader loader(session.data().train, lo);

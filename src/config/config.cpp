@@ -35,6 +35,11 @@ std::vector<int64_t> parse_shape(const std::string& text) {
   return dims;
 }
 
+std::vector<double> normalize_numbers(const std::string& text, bool mean) {
+  if (text == "imagenet") return mean ? std::vector<double>{0.485, 0.456, 0.406} : std::vector<double>{0.229, 0.224, 0.225};
+  return parse_numbers(text);
+}
+
 std::vector<double> parse_numbers(const std::string& text) {
   std::vector<double> out;
   size_t start = 0;
@@ -120,11 +125,11 @@ std::vector<std::string> config_problems(const Config& c) {
   if (!c.image_size.empty() && parse_image_size(c.image_size).empty())
     problems.push_back("image_size '" + c.image_size + "' (expected HxW or N, e.g. 224 or 64x48)");
   for (auto [name, text] : {std::pair{"normalize_mean", &c.normalize_mean}, {"normalize_std", &c.normalize_std}})
-    if (!text->empty() && parse_numbers(*text).empty())
-      problems.push_back(std::string(name) + " '" + *text + "' (expected numbers like 0.485,0.456,0.406)");
+    if (!text->empty() && normalize_numbers(*text, true).empty())
+      problems.push_back(std::string(name) + " '" + *text + "' (expected numbers like 0.485,0.456,0.406, or imagenet)");
   if (c.normalize_mean.empty() != c.normalize_std.empty())
     problems.push_back("normalize_mean and normalize_std go together (got only one)");
-  for (double s : parse_numbers(c.normalize_std))
+  for (double s : normalize_numbers(c.normalize_std, false))
     if (s <= 0) problems.push_back("normalize_std '" + c.normalize_std + "' (expected values > 0)");
   auto jitter = parse_numbers(c.color_jitter);
   if (!c.color_jitter.empty() && (jitter.empty() || jitter.size() > 4 ||
@@ -172,6 +177,14 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("time_limit '" + c.time_limit + "' (expected a duration like 8h45m, 90m or 3600)");
   if (c.resume == "auto" && c.output_dir.empty())
     problems.push_back("resume 'auto' needs --output_dir (the run folder to continue)");
+  // Fine-tuning flags that have nothing to act on without the one they refine.
+  if (c.init_ema && c.init_from.empty()) problems.push_back("--init_ema needs --init_from (the checkpoint to take it from)");
+  if (!c.init_strict && c.init_from.empty()) problems.push_back("--init_strict needs --init_from (the file to match)");
+  if (c.unfreeze_at_epoch > 0 && c.freeze.empty())
+    problems.push_back("--unfreeze_at_epoch needs --freeze (what is frozen until then)");
+  if (c.freeze_bn && c.freeze.empty()) problems.push_back("--freeze_bn needs --freeze (the BatchNorm layers to keep)");
+  if (c.unfreeze_at_epoch >= c.epochs && c.unfreeze_at_epoch > 0)
+    problems.push_back(fmt::format("unfreeze_at_epoch '{}' (expected < --epochs {}: epochs count from 0)", c.unfreeze_at_epoch, c.epochs));
   if (c.nesterov && c.optimizer == "sgd" && c.momentum == 0)
     problems.push_back("nesterov needs a momentum > 0 (got --momentum 0)");
   return problems;

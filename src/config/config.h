@@ -70,6 +70,16 @@ struct Config {
   double dropout = 0.0;             // transformer layers, between lstm/gru layers
   bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
 
+  // Starting from trained weights, and fine-tuning them
+  std::string init_from;         // weights file the model starts from ("" = random weights)
+  bool init_ema = false;         // a checkpoint's moving average instead of its raw weights
+  bool init_strict = true;       // every name but the head's must match
+  std::string freeze;            // comma-separated parameter-name prefixes, or "backbone"
+  int64_t unfreeze_at_epoch = 0; // the epoch (from 0) at which frozen parameters join; 0 = never
+  bool freeze_bn = false;        // BatchNorm layers of frozen parts keep their running statistics
+  double layer_decay = 0;        // timm's --layer-decay: lr x decay^(layers after this one); 0 = off
+  double backbone_lr_scale = 1;  // lr multiplier of everything but the head
+
   // Optimization
   std::string optimizer = "adamw";  // sgd | adam | adamw
   double lr = 1e-3;
@@ -147,6 +157,9 @@ namespace gputrain {
 std::vector<int64_t> parse_shape(const std::string& text);
 // Parses "0.5,0.25" into numbers; returns an empty vector when malformed or empty.
 std::vector<double> parse_numbers(const std::string& text);
+// --normalize_mean / --normalize_std: numbers, or "imagenet" for the statistics every
+// ImageNet-pretrained torchvision and timm model was trained with.
+std::vector<double> normalize_numbers(const std::string& text, bool mean);
 // Parses an image size "HxW" or "N" (square); returns {} when malformed.
 std::vector<int64_t> parse_image_size(const std::string& text);
 // Parses "8h45m", "90m", "30s", "1h", "3600" (seconds); returns -1 when malformed.

@@ -103,6 +103,23 @@ std::vector<Field> make_fields() {
       {"grad_checkpointing", &C::grad_checkpointing, "model",
        "recompute resnet blocks / transformer layers in backward: less activation memory, more compute"},
 
+      {"init_from", &C::init_from, "finetune",
+       "start the model from these weights: safetensors, a torch.save state_dict (.pt/.pth/.bin) or a gputrain "
+       "checkpoint, told apart by content (also --initial-checkpoint, timm's spelling)"},
+      {"init_ema", &C::init_ema, "finetune", "--init_from a checkpoint's moving average (EMA) instead of its weights"},
+      {"init_strict", &C::init_strict, "finetune",
+       "every tensor but the head's must match by name and shape (false: load what matches, report the rest)"},
+      {"freeze", &C::freeze, "finetune",
+       "parameters that do not train: comma-separated name prefixes (layer1,layer2) or backbone (all but the head)"},
+      {"unfreeze_at_epoch", &C::unfreeze_at_epoch, "finetune",
+       "the epoch (counted from 0) from which the frozen parameters train too (0 = never)", {}, 0, 1e9},
+      {"freeze_bn", &C::freeze_bn, "finetune", "BatchNorm layers of frozen parts keep their running statistics"},
+      {"layer_decay", &C::layer_decay, "finetune",
+       "layer-wise lr decay as timm's --layer-decay: layer i of L trains at lr x decay^(L-1-i), the head at lr (0 = off)",
+       {}, 0, 1},
+      {"backbone_lr_scale", &C::backbone_lr_scale, "finetune",
+       "learning-rate multiplier of everything but the head (1 = the same lr)", {}, 0, 1e6},
+
       {"optimizer", &C::optimizer, "optim", "optimizer", {"sgd", "adam", "adamw"}},
       {"lr", &C::lr, "optim", "peak learning rate", {}, 0, float_max},
       {"momentum", &C::momentum, "optim", "SGD momentum", {}, 0, 1},
@@ -303,6 +320,8 @@ std::string normalize_flag_name(std::string_view name) {
   std::string n(name);
   for (auto& ch : n)
     if (ch == '-') ch = '_';
+  // Other trainers' spellings of the same field (named in the field's help).
+  if (n == "initial_checkpoint") return "init_from";  // timm's
   return n;
 }
 

@@ -206,7 +206,7 @@ DataSplits make_datasets(const Config& c) {
   if (c.normalize) {
     ChannelStats st;
     if (!c.normalize_mean.empty()) {
-      st = {to_floats(parse_numbers(c.normalize_mean)), to_floats(parse_numbers(c.normalize_std))};
+      st = {to_floats(normalize_numbers(c.normalize_mean, true)), to_floats(normalize_numbers(c.normalize_std, false))};
       const size_t channels = static_cast<size_t>(ChannelLayout(train->sample_shape()).channels);
       for (const auto* v : {&st.mean, &st.std})
         if (v->size() != 1 && v->size() != channels)

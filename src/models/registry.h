@@ -22,6 +22,14 @@ class Net : public torch::nn::Module {
   // Pipeline stages are cut between pieces (--pipeline_stages).
   const Pieces& pieces() const { return pieces_; }
 
+  // --freeze_bn: modules that stay in eval mode whatever train() asks, so their running
+  // statistics stay as the pretrained weights had them.
+  void keep_in_eval(std::vector<std::shared_ptr<torch::nn::Module>> modules) { kept_in_eval_ = std::move(modules); }
+  void train(bool on = true) override {
+    torch::nn::Module::train(on);
+    for (auto& m : kept_in_eval_) m->eval();
+  }
+
  protected:
   // A model that declares pieces makes its forward forward_pieces(x): one source of truth.
   void add_piece(std::string name, std::function<torch::Tensor(torch::Tensor)> run,
@@ -31,6 +39,7 @@ class Net : public torch::nn::Module {
 
  private:
   Pieces pieces_;
+  std::vector<std::shared_ptr<torch::nn::Module>> kept_in_eval_;
 };
 
 // Throws a usage error for an unknown name, or for samples of a rank the model does not take.

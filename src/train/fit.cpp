@@ -12,6 +12,7 @@
 #include "core/progress.h"
 #include "core/signals.h"
 #include "core/text.h"
+#include "train/fine_tune.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 #include "train/utilization.h"
@@ -97,6 +98,7 @@ class Fit {
   const Config& c_;
   Trainer& trainer_;
   RunFolder* folder_;  // null in the processes of a job that do not own the run folder
+  bool unfrozen_ = false;
   const Parallelism& parallel_;
   std::string record_;
   Clock::time_point run_start_;
@@ -119,6 +121,19 @@ class Fit {
   // A metrics record, written by the folder's owner; the job's other processes print only errors.
   void write(const nlohmann::json& record) {
     if (folder_) folder_->write(record);
+  }
+
+  // --unfreeze_at_epoch: from that epoch on (a resume past it, too) everything trains. Every
+  // rank reaches the same epoch at the same step, so data parallel's buckets stay paired.
+  void unfreeze_if_due(int64_t epoch) {
+    if (unfrozen_ || s_.frozen().empty() || c_.unfreeze_at_epoch == 0 || epoch < c_.unfreeze_at_epoch) return;
+    unfrozen_ = true;
+    set_frozen(trainer_.model(), {}, false);
+    trainer_.trainable_changed();
+    if (folder_)
+      fmt::print("epoch {}: {} frozen parameters train from here (--unfreeze_at_epoch {})\n", epoch + 1,
+                 s_.frozen().size(), c_.unfreeze_at_epoch);
+    write({{"event", "unfreeze"}, {"epoch", epoch}, {"step", r_.step}, {"parameters", s_.frozen().size()}});
   }
 
   int64_t total_steps() const {
@@ -199,6 +214,7 @@ class Fit {
   bool run_epoch(int64_t epoch) {
     const auto epoch_start = Clock::now();
     int64_t consumed = epoch == first_epoch_ ? first_batch_ : 0;  // micro-batches taken this epoch
+    unfreeze_if_due(epoch);
     train_loader_.start_epoch(epoch, consumed);
     reset_memory_peaks(s_.recipe());
     const int64_t first_step = r_.step;
@@ -248,7 +264,7 @@ class Fit {
         micro[0].x = micro[0].x * std::nan("");
 
       const double lr = schedule_.at(r_.step);
-      set_lr(trainer_.optimizer(), lr);
+      trainer_.set_lr(lr);
       const int64_t split_before = trainer_.split();
       StepResult sr = trainer_.step(micro);
       if (trainer_.split() != split_before)

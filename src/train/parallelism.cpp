@@ -32,7 +32,10 @@ namespace gputrain {
 class DataParallelHooks : public StepHooks {
  public:
   DataParallelHooks(Net& model, Comm& comm, double bucket_mb, bool sync_bn)
-      : sync_(model, comm, bucket_mb),
+      : model_(model),
+        comm_(comm),
+        bucket_mb_(bucket_mb),
+        sync_(std::make_unique<GradSync>(model, comm, bucket_mb)),
         sum_([&comm](torch::Tensor& t) { comm.all_reduce_sum(t)->wait(); }),
         global_norm_([this](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& mean,
                             torch::Tensor& var, double momentum, double eps) {
@@ -43,21 +46,30 @@ class DataParallelHooks : public StepHooks {
         if (auto* norm = dynamic_cast<SyncableNorm*>(m.get())) norms_.push_back(norm);
   }
   int synced_norms() const { return static_cast<int>(norms_.size()); }
-  double take_wait_seconds() { return sync_.take_wait_seconds(); }
+  double take_wait_seconds() { return sync_->take_wait_seconds(); }
 
   void begin(int64_t) override {
     for (auto* n : norms_) n->sync_with(&global_norm_);
   }
-  void before_last_backward() override { sync_.arm(); }
-  void after_backward() override { sync_.finish(); }
+  void before_last_backward() override { sync_->arm(); }
+  void after_backward() override { sync_->finish(); }
   void end() override {
     for (auto* n : norms_) n->sync_with(nullptr);
-    launched_ = sync_.disarm();
+    launched_ = sync_->disarm();
   }
   bool can_retry() const override { return !launched_; }
+  // Only what trains is all-reduced: the buckets are laid out again over the new set (every
+  // rank unfreezes at the same step, so their buckets still pair up).
+  void trainable_changed() override {
+    sync_.reset();  // first: its autograd hooks come off before the new ones go on
+    sync_ = std::make_unique<GradSync>(model_, comm_, bucket_mb_);
+  }
 
  private:
-  GradSync sync_;
+  Net& model_;
+  Comm& comm_;
+  double bucket_mb_;
+  std::unique_ptr<GradSync> sync_;
   SumOverRanks sum_;
   GlobalBatchNorm global_norm_;
   std::vector<SyncableNorm*> norms_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include "core/device_cuda.h"
 #include "core/error.h"
@@ -14,6 +15,7 @@
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
 #include "train/auto_workers.h"
+#include "train/fine_tune.h"
 #include "train/optim.h"
 #include "train/resolve_recipe.h"
 
@@ -44,19 +46,28 @@ std::string check_task_options(const Config& c, const Dataset& train) {
   return metric;
 }
 
-std::unique_ptr<Trainer> build_trainer(const Config& c, const Recipe& recipe, const Dataset& train) {
+}  // namespace
+
+void Session::build_trainer() {
+  const Config& c = rc_.resolved;
+  const Dataset& train = *data_->train;
+  const Family& f = family(c.model);
   // Regression models output one value per target.
   const int64_t outputs = train.is_regression() ? train.target_numel() : train.num_classes();
   NetPtr model = make_model(c.model, model_spec(c, train.sample_shape(), outputs));
-  model->to(recipe.device);
-  if (recipe.channels_last) to_channels_last(*model);
-  auto optimizer = make_optimizer(c, *model, recipe.fused_optimizer);  // after the moves: it must hold the final tensors
-  return std::make_unique<Trainer>(
-      model, std::move(optimizer), recipe,
+  if (init_weights_) init_report_ = load_init_weights(*model, f, *init_weights_, c.init_strict);
+  init_weights_.reset();  // the file's copy is not needed any more
+  model->to(recipe_.device);
+  if (recipe_.channels_last) to_channels_last(*model);
+  frozen_ = frozen_parameters(*model, f, c.freeze);
+  set_frozen(*model, frozen_, c.freeze_bn);
+  std::vector<double> scales;  // after the moves: the optimizer must hold the final tensors
+  auto optimizer = make_optimizer(c, *model, recipe_.fused_optimizer, lr_scale(c, f), &scales);
+  trainer_ = std::make_unique<Trainer>(
+      model, std::move(optimizer), recipe_,
       TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});
+  trainer_->set_lr_scales(std::move(scales));
 }
-
-}  // namespace
 
 Session::Session(const Config& requested, SessionOptions options)
     : rc_(requested), options_(std::move(options)), parallel_(options_.mesh) {
@@ -70,11 +81,13 @@ Session::Session(const Config& requested, SessionOptions options)
   apply_global_switches(recipe_);
   parallel_.connect(rc_.resolved, recipe_);
 
+  if (options_.init_weights && !rc_.resolved.init_from.empty())  // a bad file is refused before the data is read
+    init_weights_ = read_init_weights(rc_.resolved.init_from, family(rc_.resolved.model), rc_.resolved.init_ema);
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
   resolve_from_data();
 
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
-  trainer_ = build_trainer(rc_.resolved, recipe_, *data_->train);
+  build_trainer();
   parallel_.compose(*this, rc_, recipe_, machine_);
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
@@ -185,7 +198,9 @@ void Session::resolve_from_data() {
                train.is_regression() ? "regression targets" : "class labels");
   const auto shape = train.sample_shape();
   if (family(c.model).stem && c.stem == "auto" && shape.size() == 3) {
-    const auto [stem, why] = choose_stem(shape);
+    // Pretrained weights bring their stem (a 7x7 conv1 is ImageNet's, whatever the image size).
+    auto [stem, why] = init_weights_ ? stem_from_weights(*init_weights_, family(c.model)) : std::pair<std::string, std::string>{};
+    if (stem.empty()) std::tie(stem, why) = choose_stem(shape);
     rc_.decide("stem", stem, why);
   }
 }

@@ -6,6 +6,7 @@
 // around it -> AMP check -> auto batch size -> loader threads -> loaders on demand.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "data/loader.h"
 #include "data/make_dataset.h"
 #include "parallel/mesh.h"
+#include "train/init_from.h"
 #include "train/parallelism.h"
 #include "train/trainer.h"
 
@@ -45,6 +47,9 @@ struct SessionOptions {
   // Why mixed precision failed earlier in the run being continued ("" if it did not): the
   // precision falls back again, without a new check of the one that failed.
   std::string amp_fallback;
+  // The model starts from --init_from's weights (a fresh train or benchmark run; a resume, eval
+  // and infer take the weights of their checkpoint instead).
+  bool init_weights = false;
 };
 
 class Session {
@@ -68,6 +73,10 @@ class Session {
   const std::string& monitored() const { return rc_.resolved.monitor_metric; }
   // The --auto_batch_size search as a metrics.jsonl record (null when none ran).
   const nlohmann::json& batch_search() const { return batch_search_; }
+  // --init_from's report: printed, in metrics.jsonl and config.json (empty without it).
+  const InitReport& init_report() const { return init_report_; }
+  // The parameters --freeze froze at the start (for --unfreeze_at_epoch).
+  const std::vector<std::string>& frozen() const { return frozen_; }
 
   // Loader settings for training (shuffled, this rank's share) and for a pass in order.
   LoaderOptions train_loader_options() const;
@@ -97,8 +106,12 @@ class Session {
   std::shared_ptr<const DataSplits> data_;
   std::unique_ptr<Trainer> trainer_;
   nlohmann::json batch_search_;
+  std::optional<InitWeights> init_weights_;  // read before the stem is decided, loaded into the model
+  InitReport init_report_;
+  std::vector<std::string> frozen_;
 
   void pin(const nlohmann::json& pinned);
+  void build_trainer();
   void resolve_from_data();
   void search_batch_size();
   void choose_num_workers();  // --num_workers auto

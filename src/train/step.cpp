@@ -117,6 +117,9 @@ void HookList::before_update(int64_t step) {
 void HookList::end() {
   for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)->end();
 }
+void HookList::trainable_changed() {
+  for (auto& h : hooks_) h->trainable_changed();
+}
 bool HookList::can_retry() const {
   return std::all_of(hooks_.begin(), hooks_.end(), [](const auto& h) { return h->can_retry(); });
 }

@@ -35,6 +35,7 @@ class StepHooks {
   virtual void after_backward() {}                          // every backward of the step is done
   virtual void before_update(int64_t step) {}               // the optimizer update is next
   virtual void end() {}                                     // the step ended, or threw
+  virtual void trainable_changed() {}  // parameters were frozen or unfrozen between steps
   // After a step threw out of memory: whether running it again is safe (false once part of
   // it reached other processes).
   virtual bool can_retry() const { return true; }
@@ -92,6 +93,7 @@ class HookList : public StepHooks {
   void after_backward() override;
   void before_update(int64_t step) override;
   void end() override;
+  void trainable_changed() override;
   bool can_retry() const override;
 
  private:

@@ -17,6 +17,7 @@
 #include "core/memory_format.h"
 #include "core/autocast.h"
 #include "train/fused_optim.h"
+#include "train/optim.h"
 
 namespace gputrain {
 
@@ -143,6 +144,17 @@ void Trainer::set_precision(const Recipe& precision) {
   scaler_ = GradScaler(ctx_.grad_scaler, ctx_.device);
   forward_backward_->set_amp(ctx_.amp, ctx_.amp_dtype);
   graph_.reset();
+  static_in_.clear();
+  static_out_ = {};
+  graph_warmups_ = 0;
+  optimizer_->zero_grad(/*set_to_none=*/true);
+}
+
+void Trainer::set_lr(double lr) { gputrain::set_lr(*optimizer_, lr, lr_scales_); }
+
+void Trainer::trainable_changed() {
+  hooks_.trainable_changed();
+  graph_.reset();  // captured with the old set of gradients: captured again after a warm-up
   static_in_.clear();
   static_out_ = {};
   graph_warmups_ = 0;

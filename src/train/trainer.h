@@ -69,6 +69,14 @@ class Trainer {
   void set_pipeline(std::unique_ptr<Pipeline> pipeline);
   Pipeline* pipeline() { return pipeline_; }
 
+  // Fine-tuning: each parameter group's share of the learning rate (make_optimizer's), and the
+  // schedule's rate applied with them.
+  void set_lr_scales(std::vector<double> scales) { lr_scales_ = std::move(scales); }
+  void set_lr(double lr);
+  // Parameters were frozen or unfrozen: the hooks (data parallel's buckets) and a captured CUDA
+  // graph, which hold the old set, are rebuilt.
+  void trainable_changed();
+
   // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
   // scaler, and a captured graph is dropped to be captured again in the new precision.
   void set_precision(const Recipe& precision);
@@ -86,6 +94,7 @@ class Trainer {
   HookList hooks_;
   Pipeline* pipeline_ = nullptr;  // owned by forward_backward_ when stages are set
   double share_ = 1;
+  std::vector<double> lr_scales_;  // empty: every group at the schedule's rate
   int64_t steps_ = 0;
   bool updating_ = false;  // the step has begun the optimizer update (an out-of-memory there is not retried)
 

@@ -1,0 +1,225 @@
+// --init_from: reading a weights file of any format, matching its names and shapes to the
+// model's, and saying what was loaded, skipped and left at its initial values.
+#include "train/init_from.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/text.h"
+#include "models/registry.h"
+#include "train/checkpoint.h"
+#include "train/export.h"
+#include "weights/torch_save.h"
+
+namespace gputrain {
+namespace {
+
+// Wrappers' prefixes, removed while every name has one: DataParallel/DDP ("module."),
+// Lightning and many trainers ("model."), torch.compile ("_orig_mod.").
+const std::vector<std::string> kPrefixes = {"module.", "model.", "_orig_mod."};
+
+// How many names a refusal lists before "and N more".
+constexpr size_t kListed = 5;
+
+std::string shape_text(const torch::Tensor& t) {
+  if (t.dim() == 0) return "scalar";
+  std::vector<std::string> d;
+  for (auto s : t.sizes()) d.push_back(std::to_string(s));
+  return join(d, "x");
+}
+
+bool under(const std::string& name, const std::vector<std::string>& prefixes) {
+  for (const auto& p : prefixes)
+    if (name == p || name.rfind(p + ".", 0) == 0) return true;
+  return false;
+}
+
+bool ends_with(const std::string& s, const std::string& end) {
+  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+}  // namespace
+
+InitWeights read_init_weights(const std::string& path, const Family& f, bool ema) {
+  InitWeights w;
+  w.path = path;
+  const MappedFile m = map_file(path);
+  auto no_ema = [&](const char* what) {
+    return usage_error(fmt::format("--init_ema: '{}' is {}, which holds one set of weights", path, what),
+                       "drop --init_ema, or pass a gputrain checkpoint of a run with --ema_decay");
+  };
+  switch (detect_weights_format(path, m)) {
+    case WeightsFormat::Safetensors: {
+      if (ema) throw no_ema("a safetensors file");
+      w.format = "safetensors";
+      for (auto& [name, t] : load_safetensors(path)) w.tensors.emplace_back(name, t);
+      break;
+    }
+    case WeightsFormat::TorchSave: {
+      StateDict s = read_torch_save(path, ema);
+      w.format = "torch.save";
+      w.wrapper = s.wrapper;
+      w.tensors = std::move(s.tensors);
+      break;
+    }
+    case WeightsFormat::GputrainCheckpoint: {
+      CheckpointWeights c = read_checkpoint_weights(path);
+      if (ema && c.ema.empty())
+        throw usage_error(fmt::format("--init_ema: checkpoint '{}' has no moving average (its run had no --ema_decay)", path),
+                          "drop --init_ema to start from its weights");
+      w.format = ema ? "gputrain checkpoint, EMA weights" : "gputrain checkpoint";
+      w.tensors = ema ? std::move(c.ema) : std::move(c.raw);
+      break;
+    }
+    case WeightsFormat::TorchScript:
+      throw usage_error(path + ": a TorchScript module (torch.jit.save), not a weights file",
+                        "save its weights in Python: torch.save(torch.jit.load(PATH).state_dict(), 'weights.pt')");
+    case WeightsFormat::LegacyTorchSave:
+      throw usage_error(path + ": torch.save's legacy format (PyTorch before 1.6, or _use_new_zipfile_serialization=False)",
+                        "re-save it with a current PyTorch: torch.save(torch.load(PATH, weights_only=True), 'weights.pt')");
+    case WeightsFormat::Unknown:
+      throw usage_error(path + ": not a weights file (neither safetensors nor a zip archive)", kWeightsHint);
+  }
+  if (w.tensors.empty()) throw usage_error(path + ": holds no tensors", kWeightsHint);
+  for (bool again = true; again;) {
+    again = false;
+    for (const auto& p : kPrefixes) {
+      const bool all = std::all_of(w.tensors.begin(), w.tensors.end(),
+                                   [&](const auto& t) { return t.first.size() > p.size() && t.first.rfind(p, 0) == 0; });
+      if (!all) continue;
+      for (auto& t : w.tensors) t.first.erase(0, p.size());
+      w.stripped.push_back(p);
+      again = true;
+    }
+  }
+  // The PyTorch twin's names (when they differ) become gputrain's.
+  for (auto& t : w.tensors)
+    for (const auto& [ours, twin] : f.twin_names)
+      if (t.first == twin || t.first.rfind(twin + ".", 0) == 0) {
+        t.first = ours + t.first.substr(twin.size());
+        break;
+      }
+  return w;
+}
+
+std::pair<std::string, std::string> stem_from_weights(const InitWeights& w, const Family& f) {
+  if (!f.stem) return {};
+  for (const auto& [name, t] : w.tensors)
+    if (name == "conv1.weight" && t.dim() == 4 && t.size(2) == t.size(3)) {
+      const int64_t k = t.size(2);
+      if (k == 7 || k == 3)
+        return {k == 7 ? "imagenet" : "small", fmt::format("--init_from: its conv1.weight is {}x{}", k, k)};
+    }
+  return {};
+}
+
+InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, bool strict) {
+  std::map<std::string, const torch::Tensor*> file;
+  for (const auto& [name, t] : w.tensors) file[name] = &t;
+  std::vector<std::string> names_in_file;
+  for (const auto& [name, t] : w.tensors) names_in_file.push_back(name);
+
+  std::vector<std::pair<std::string, std::string>> skipped;  // name, why
+  std::vector<std::string> initial, problems;
+  std::set<std::string> used;
+  int64_t loaded = 0, values = 0;
+  std::vector<std::pair<torch::Tensor, const torch::Tensor*>> copies;
+  const bool has_stem = f.stem;
+  for (const auto& [name, t] : model_tensors(model)) {
+    auto it = file.find(name);
+    if (it == file.end()) {
+      // The head starts afresh; a BatchNorm's step counter matters only without momentum
+      // (PyTorch, too, lets old files lack it).
+      if (under(name, f.head) || ends_with(name, "num_batches_tracked"))
+        initial.push_back(name);
+      else
+        problems.push_back(fmt::format("'{}' ({}) is not in the file{}", name, shape_text(t),
+                                       did_you_mean(name, names_in_file)));
+      continue;
+    }
+    used.insert(name);
+    const torch::Tensor& src = *it->second;
+    if (src.sizes() != t.sizes()) {
+      const std::string why = fmt::format("shape {} in the file vs {}", shape_text(src), shape_text(t));
+      if (under(name, f.head)) {
+        skipped.emplace_back(name, why);
+        continue;
+      }
+      if (has_stem && name == "conv1.weight")
+        problems.push_back(fmt::format("'{}': {}: the file's stem is {}x{}; pass --stem {} (or --stem auto)", name, why,
+                                       src.size(-1), src.size(-1), src.size(-1) == 7 ? "imagenet" : "small"));
+      else
+        problems.push_back(fmt::format("'{}': {}", name, why));
+      continue;
+    }
+    const bool both_float = src.is_floating_point() && t.is_floating_point();
+    const bool both_int = !src.is_floating_point() && !t.is_floating_point() && src.scalar_type() != torch::kBool &&
+                          t.scalar_type() != torch::kBool;
+    if (!both_float && !both_int) {
+      problems.push_back(fmt::format("'{}': dtype {} in the file vs {}", name, c10::toString(src.scalar_type()),
+                                     c10::toString(t.scalar_type())));
+      continue;
+    }
+    copies.emplace_back(t, &src);
+    ++loaded;
+    values += t.numel();
+  }
+  std::vector<std::string> unused;
+  for (const auto& [name, t] : w.tensors)
+    if (!used.count(name)) unused.push_back(name);
+  if (strict)
+    for (const auto& name : unused)
+      problems.push_back(fmt::format("'{}' in the file is not in model {}{}", name, f.name,
+                                     did_you_mean(name, [&] {
+                                       std::vector<std::string> ours;
+                                       for (const auto& [n, t] : model_tensors(model)) ours.push_back(n);
+                                       return ours;
+                                     }())));
+  if (loaded == 0)
+    throw usage_error(fmt::format("--init_from '{}': none of its {} tensors fits model {} (first: '{}')", w.path,
+                                  w.tensors.size(), f.name, w.tensors.front().first),
+                      "check --model and the model flags (--width, --depth, --stem) against the file");
+  if (strict && !problems.empty()) {
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < problems.size() && i < kListed; ++i) lines.push_back("--init_from '" + w.path + "': " + problems[i]);
+    if (problems.size() > kListed) lines.push_back(fmt::format("... and {} more", problems.size() - kListed));
+    throw Error(lines,
+                "check --model and the model flags (--width, --depth, --stem) against the file; --init_strict false "
+                "loads what matches and leaves the rest at its initial values",
+                kExitUsage);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [to, from] : copies) to.copy_(*from);
+  }
+
+  InitReport r;
+  std::vector<nlohmann::json> skipped_json;
+  for (const auto& [name, why] : skipped) skipped_json.push_back({{"name", name}, {"reason", why}});
+  r.record = {{"event", "init_from"}, {"step", 0}, {"epoch", 0}, {"path", w.path}, {"format", w.format},
+              {"loaded", loaded},     {"loaded_values", values}, {"skipped", skipped_json},
+              {"initial", initial},   {"strict", strict}};
+  if (!w.wrapper.empty()) r.record["wrapper"] = w.wrapper;
+  if (!w.stripped.empty()) r.record["stripped"] = w.stripped;
+  if (!strict) r.record["unused"] = unused;
+  std::string where = w.format;
+  if (!w.wrapper.empty()) where += ", under '" + w.wrapper + "'";
+  if (!w.stripped.empty()) where += ", prefix " + join(w.stripped, "") + " removed";
+  r.lines.push_back(fmt::format("init_from: {} ({})", w.path, where));
+  r.lines.push_back(fmt::format("  loaded   {} tensors, {} values", loaded, values));
+  for (const auto& [name, why] : skipped)
+    r.lines.push_back(fmt::format("  skipped  {}: {}{}", name, why, under(name, f.head) ? " (the head starts afresh)" : ""));
+  r.lines.push_back("  initial  " + (initial.empty() ? std::string("none") : join(initial, ", ")));
+  if (!strict) {
+    for (size_t i = 0; i < problems.size(); ++i) r.lines.push_back("  not loaded (--init_strict false): " + problems[i]);
+    if (!unused.empty()) r.lines.push_back(fmt::format("  unused   {} tensors of the file", unused.size()));
+  }
+  return r;
+}
+
+}  // namespace gputrain

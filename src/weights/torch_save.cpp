@@ -1,0 +1,164 @@
+// torch.save's zip format (PyTorch 1.6 and later): <name>/data.pkl is the pickled object, whose
+// tensors name storages kept raw in <name>/data/<key>; <name>/byteorder says their endianness.
+#include "weights/torch_save.h"
+
+#include <cstring>
+#include <map>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "core/zip.h"
+#include "weights/unpickler.h"
+
+namespace gputrain {
+
+const char* const kWeightsHint =
+    "--init_from takes safetensors, a torch.save file of a state_dict (zip format) or a gputrain checkpoint";
+
+namespace {
+
+// The archive's folder: the part of "<name>/data.pkl" before data.pkl ("" when none is at depth 1).
+std::string archive_prefix(const std::vector<ZipMember>& members) {
+  for (const auto& z : members) {
+    const auto slash = z.name.find('/');
+    if (slash != std::string::npos && z.name.compare(slash, std::string::npos, "/data.pkl") == 0)
+      return z.name.substr(0, slash + 1);
+  }
+  return "";
+}
+
+// A member's bytes (stored members are CRC-checked too: weights are read once, in full).
+std::vector<uint8_t> member_bytes(const std::string& path, const MappedFile& m, const ZipMember& z) {
+  const std::string where = path + ": " + z.name;
+  const uint64_t start = zip_member_start(where, m, z, kWeightsHint);
+  if (z.method == 8) return std::move(*zip_inflate(where, m, z, start, kWeightsHint));
+  if (z.method != 0) throw usage_error(fmt::format("{}: zip compression method {} (PyTorch stores its members)", where, z.method), kWeightsHint);
+  if (z.csize != z.usize) throw usage_error(where + ": corrupt zip: a stored member's sizes disagree", kWeightsHint);
+  if (!crc_matches(m.data + start, z.usize, z.crc)) throw usage_error(where + ": damaged (CRC-32 mismatch)", kWeightsHint);
+  return std::vector<uint8_t>(m.data + start, m.data + start + z.usize);
+}
+
+// The largest header the safetensors readers accept (Python's refuses more than 100 MB).
+constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
+
+const std::vector<std::string> kWrappers = {"state_dict", "model_state_dict", "model", "module", "net"};
+const std::vector<std::string> kEmaWrappers = {"state_dict_ema", "model_ema", "ema"};
+
+}  // namespace
+
+WeightsFormat detect_weights_format(const std::string& path, const MappedFile& m) {
+  if (m.size >= 2 && m.data[0] == 0x80 && m.data[1] <= 5) return WeightsFormat::LegacyTorchSave;  // a bare pickle
+  if (m.size >= 9) {  // a header of any plausible length (a truncated file is the reader's to word)
+    uint64_t n = 0;
+    std::memcpy(&n, m.data, 8);
+    if (n >= 2 && n <= kMaxSafetensorsHeader && m.data[8] == '{') return WeightsFormat::Safetensors;
+  }
+  if (m.size < 4 || std::memcmp(m.data, "PK\x03\x04", 4) != 0) return WeightsFormat::Unknown;
+  const auto members = zip_directory(path, m, kWeightsHint);
+  const std::string prefix = archive_prefix(members);
+  bool pickle = false, code = false;
+  for (const auto& z : members) {
+    if (z.name == prefix + "data.pkl") pickle = true;
+    if (z.name == prefix + "constants.pkl" || z.name.rfind(prefix + "code/", 0) == 0) code = true;
+  }
+  if (!pickle) return WeightsFormat::Unknown;
+  if (!code) return WeightsFormat::TorchSave;
+  // gputrain's checkpoints are archives LibTorch writes as TorchScript; its format tag marks them.
+  for (const auto& z : members)
+    if (z.name == prefix + "data.pkl") {
+      const auto bytes = member_bytes(path, m, z);
+      const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      return text.find("gputrain-checkpoint-") != std::string_view::npos ? WeightsFormat::GputrainCheckpoint
+                                                                          : WeightsFormat::TorchScript;
+    }
+  return WeightsFormat::TorchScript;
+}
+
+StateDict read_torch_save(const std::string& path, bool ema) {
+  const MappedFile m = map_file(path);
+  const auto members = zip_directory(path, m, kWeightsHint);
+  const std::string prefix = archive_prefix(members);
+  std::map<std::string, const ZipMember*> by_name;
+  for (const auto& z : members) by_name[z.name] = &z;
+  auto member = [&](const std::string& name) -> const ZipMember* {
+    auto it = by_name.find(prefix + name);
+    return it == by_name.end() ? nullptr : it->second;
+  };
+  const ZipMember* pkl = member("data.pkl");
+  if (!pkl) throw usage_error(path + ": a zip without data.pkl: not a torch.save file", kWeightsHint);
+  if (const ZipMember* order = member("byteorder")) {
+    const auto bytes = member_bytes(path, m, *order);
+    if (std::string(bytes.begin(), bytes.end()) != "little")
+      throw usage_error(path + ": its tensors are big-endian", "re-save it with torch.save on a little-endian machine");
+  }
+
+  const StorageReader storage = [&](const std::string& key, torch::ScalarType dtype, int64_t numel) {
+    const ZipMember* z = member("data/" + key);
+    if (!z) throw usage_error(fmt::format("{}: storage '{}' is missing from the archive", path, key.substr(0, 64)), kWeightsHint);
+    const uint64_t element = c10::elementSize(dtype);
+    // The claim is checked against the member's real size before anything is allocated.
+    if (static_cast<uint64_t>(numel) > z->usize / element || static_cast<uint64_t>(numel) * element != z->usize)
+      throw usage_error(fmt::format("{}: storage '{}' claims {} elements of {} but its member holds {} bytes", path, key,
+                                    numel, c10::toString(dtype), z->usize),
+                        kWeightsHint);
+    const auto bytes = member_bytes(path, m, *z);
+    torch::Tensor t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+    if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    return t;
+  };
+  const auto pickle_bytes = member_bytes(path, m, *pkl);
+  const Unpickled u = unpickle_weights(path, pickle_bytes.data(), pickle_bytes.size(), storage, kWeightsHint);
+
+  using Kind = PickleValue::Kind;
+  const PickleValue& root = u.at(u.root);
+  if (root.kind != Kind::Dict)
+    throw usage_error(path + ": holds a single object, not a dict of tensors (a state_dict)",
+                      "save the weights in Python: torch.save(model.state_dict(), 'weights.pt')");
+  // The string-keyed tensors of a dict, the later of a repeated key winning as in Python.
+  auto tensors_of = [&](const PickleValue& dict) {
+    StateDict s;
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
+      const PickleValue &k = u.at(dict.items[i]), &v = u.at(dict.items[i + 1]);
+      if (k.kind != Kind::String || v.kind != Kind::Tensor) continue;
+      if (auto it = seen.find(k.text); it != seen.end())
+        s.tensors[it->second].second = v.tensor;
+      else {
+        seen[k.text] = s.tensors.size();
+        s.tensors.emplace_back(k.text, v.tensor);
+      }
+    }
+    return s;
+  };
+  std::vector<std::string> keys;
+  auto find = [&](const std::string& wanted) -> const PickleValue* {
+    for (size_t i = 0; i + 1 < root.items.size(); i += 2) {
+      const PickleValue& k = u.at(root.items[i]);
+      if (k.kind == Kind::String && k.text == wanted && u.at(root.items[i + 1]).kind == Kind::Dict)
+        return &u.at(root.items[i + 1]);
+    }
+    return nullptr;
+  };
+  for (size_t i = 0; i < root.items.size(); i += 2)
+    if (u.at(root.items[i]).kind == Kind::String && keys.size() < 12) keys.push_back("'" + u.at(root.items[i]).text + "'");
+  if (!ema) {
+    StateDict top = tensors_of(root);
+    if (!top.tensors.empty()) return top;
+  }
+  for (const auto& w : ema ? kEmaWrappers : kWrappers)
+    if (const PickleValue* d = find(w)) {
+      StateDict s = tensors_of(*d);
+      if (s.tensors.empty()) continue;
+      s.wrapper = w;
+      return s;
+    }
+  throw usage_error(fmt::format("{}: no {}weights found (top-level keys: {})", path, ema ? "EMA " : "",
+                                keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", "))),
+                    ema ? "drop --init_ema to start from the file's plain weights"
+                        : "save the weights in Python: torch.save(model.state_dict(), 'weights.pt')");
+}
+
+}  // namespace gputrain
