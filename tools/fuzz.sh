@@ -66,6 +66,11 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
     build fuzz_checkpoint tests/fuzz/fuzz_checkpoint.cpp src/train/checkpoint.cpp src/train/checkpoint_file.cpp src/core/zip.cpp \
     src/core/mapped_file.cpp -- "${args[@]}"
   targets+=(fuzz_checkpoint)
+  # --init_from's reader (gputrain's own code, so instrumented whole, AddressSanitizer included).
+  sanitize=fuzzer,address,undefined deps="$build_dir/libgputrain_core.a" \
+    build fuzz_weights tests/fuzz/fuzz_weights.cpp src/weights/unpickler.cpp src/weights/torch_save.cpp \
+    src/core/zip.cpp src/core/mapped_file.cpp -- "${args[@]}"
+  targets+=(fuzz_weights)
 else
   echo "fuzz: fuzz_checkpoint not built: it links gputrain's build in $build_dir (run tools/setup.sh first)"
 fi
@@ -93,6 +98,23 @@ export GPUTRAIN_FUZZ_IMAGE_SEEDS=seeds_image
 mkdir -p "$out/seeds_checkpoint"
 export GPUTRAIN_FUZZ_SEED=seeds_checkpoint/trained.pt
 
+# A torch.save state_dict (tied weights, bf16, a Parameter, a wrapper key) and its pickle alone.
+mkdir -p "$out/seeds_weights"
+if [ -x .venv/bin/python ]; then
+  .venv/bin/python - "$out/seeds_weights" <<'PY'
+import collections, io, os, sys, zipfile
+import torch
+out = sys.argv[1]
+w = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+sd = collections.OrderedDict(a=w, b=w, c=torch.ones(2, dtype=torch.bfloat16), d=torch.nn.Parameter(torch.zeros(1)))
+torch.save(sd, os.path.join(out, "state_dict.pth"))
+torch.save({"epoch": 1, "state_dict": sd}, os.path.join(out, "wrapped.pth"))
+with zipfile.ZipFile(os.path.join(out, "state_dict.pth")) as z:
+    pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
+    open(os.path.join(out, "data.pkl"), "wb").write(z.read(pkl))
+PY
+fi
+
 # Inputs that once crashed a target run first, every time (tests/fuzz/regressions/<target>/).
 for dir in tests/fuzz/regressions/*/; do
   name=$(basename "$dir")
@@ -109,6 +131,7 @@ for target in "${targets[@]}"; do
   rss=2048 timeout=10 max_len=4096
   [ "$target" = fuzz_checkpoint ] && rss=6144 timeout=60
   [ "$target" = fuzz_config ] && max_len=262144  # deep nesting needs long inputs
+  [ "$target" = fuzz_weights ] && max_len=16384  # a torch.save zip aligns its members to 64 bytes
   echo "fuzz: $target for ${seconds}s"
   if ! (cd "$out" && ./"$target" -max_total_time="$seconds" -timeout=$timeout -rss_limit_mb=$rss -max_len=$max_len \
         -print_final_stats=1 \

@@ -1,0 +1,256 @@
+// --init_from and fine-tuning, checked against PyTorch itself: every family's eval outputs and
+// its weights after 3 SGD steps equal its PyTorch twin's (tests/python/reference_check.py);
+// .pth, .safetensors and gputrain checkpoints of the same weights give the same start; bad files
+// are refused with exit 2 and one line; frozen parameters take no gradient and no optimizer
+// state, in one process and on 2 ranks; a resume across the unfreeze ends on the same weights.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "test_util.h"
+#include "test_weights.h"
+#include "train/export.h"
+#include "train/fine_tune.h"
+#include "train/session.h"
+#include "weights/unpickler.h"
+
+using namespace gputrain;
+using test::check_same_weights;
+
+namespace {
+
+const std::string kRoot = GPUTRAIN_SOURCE_DIR;
+const std::string kPython = kRoot + "/.venv/bin/python";
+
+bool have_python() {
+  if (std::filesystem::exists(kPython)) return true;
+  WARN("skipped: no venv Python at " + kPython + " (tools/setup.sh creates it)");
+  return false;
+}
+
+// Runs a script of tests/python with the venv's Python; its exit code, output in `log`.
+int python(const std::string& script_and_args, std::string& log) {
+  test::TempDir tmp;
+  const std::string cmd = kPython + " " + kRoot + "/tests/python/" + script_and_args + " >" + (tmp / "log") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  log = test::read_file(tmp / "log");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+test::RunResult run_ok(const std::string& args, const std::string& env = "") {
+  auto r = test::run_gputrain(args, env);
+  INFO(args << "\n" << r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+
+// The mlp of tests/python/make_weights_fixtures.py: 8 features, width 16, 10 classes.
+const std::string kMlp =
+    "train --dataset synthetic --input_shape 8 --num_classes 10 --synthetic_train_size 64 --synthetic_test_size 16 "
+    "--model mlp --width 16 --batch_size 16 --num_workers 0 --threads 1 --no-use_amp --no-shuffle --device cpu "
+    "--device_preset none ";
+
+// The unpickler on a hand-written pickle: the global `module.name` called with one string.
+std::string pickle_calling(const std::string& module, const std::string& name) {
+  std::string p = "\x80\x02";
+  p += "c" + module + "\n" + name + "\n";
+  p += "X" + std::string("\x04\x00\x00\x00", 4) + "echo";
+  p += "\x85R.";  // TUPLE1, REDUCE, STOP
+  return p;
+}
+
+std::string refusal(const std::string& pickle) {
+  const StorageReader none = [](const std::string&, torch::ScalarType, int64_t) -> torch::Tensor {
+    throw std::logic_error("no storage expected");
+  };
+  try {
+    unpickle_weights("w.pth", reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size(), none, "");
+  } catch (const Error& e) {
+    CHECK(e.exit_code == kExitUsage);
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("init_from: each family's outputs and weights after 3 SGD steps equal its PyTorch twin's", "[weights][cli]") {
+  if (!have_python()) return;
+  for (const std::string family : {"mlp", "cnn", "resnet18", "resnet34", "resnet50", "lstm", "gru", "transformer", "cnn3d"}) {
+    test::TempDir dir;
+    std::string log;
+    const int code = python("reference_check.py " + family + " " + test::gputrain_exe() + " " + dir.path.string(), log);
+    INFO(log);
+    CHECK(code == 0);
+    CHECK_THAT(log, Catch::Contains(family + ": pass"));
+  }
+}
+
+TEST_CASE("init_from: the unpickler refuses every global outside the allowlist, by name", "[weights]") {
+  for (const auto& [module, name] : std::vector<std::pair<std::string, std::string>>{
+           {"os", "system"}, {"builtins", "eval"}, {"subprocess", "Popen"}, {"__builtin__", "exec"},
+           {"__main__", "Evil"}, {"torch", "load"}, {"collections", "defaultdict"}})
+    CHECK_THAT(refusal(pickle_calling(module, name)),
+               Catch::StartsWith("w.pth: forbidden global '" + module + "." + name + "'"));
+  // The allowed ones build data only: an OrderedDict called with arguments is refused too.
+  CHECK_THAT(refusal(pickle_calling("collections", "OrderedDict")), Catch::Contains("OrderedDict called with arguments"));
+  CHECK_THAT(refusal(std::string("\x80\x02}q\x00h\x05.", 7)), Catch::Contains("memo 5 read before it was written"));
+  CHECK_THAT(refusal(std::string("\x80\x02]", 3)), Catch::Contains("truncated pickle"));
+  CHECK_THAT(refusal(std::string("\x80\x02\x8a\x09", 4)), Catch::Contains("an integer of 9 bytes"));
+  CHECK_THAT(refusal("\x80\x02i"), Catch::Contains("opcode 0x69"));  // INST: a class by name
+}
+
+TEST_CASE("init_from: bad files are exit 2 with one line naming the file, and change nothing", "[weights][cli]") {
+  if (!have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  REQUIRE(python("make_weights_fixtures.py " + dir.path.string(), log) == 0);
+  // The good ones load, with the report.
+  for (const std::string good : {"good.pth", "good.safetensors", "wrapped.pth"}) {
+    auto r = run_ok(kMlp + "--max_steps 1 --init_from " + (dir / good) + " --output_dir " + (dir / ("run_" + good)));
+    CHECK_THAT(r.out, Catch::Contains("init_from: " + (dir / good)) && Catch::Contains("loaded   6 tensors"));
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"truncated.pth", "not a zip archive"},
+      {"not_weights.txt", "not a weights file"},
+      {"legacy.pth", "legacy format"},
+      {"torchscript.pt", "TorchScript module"},
+      {"forbidden_os.system.pth", "forbidden global 'os.system'"},
+      {"forbidden_builtins.eval.pth", "forbidden global 'builtins.eval'"},
+      {"forbidden_subprocess.Popen.pth", "forbidden global 'subprocess.Popen'"},
+      {"forbidden___builtin__.exec.pth", "forbidden global '__builtin__.exec'"},
+      {"forbidden___main__.Evil.pth", "forbidden global '__main__.Evil'"},
+      {"header_past_end.safetensors", "runs past the end of the file"},
+      {"huge_shape.safetensors", "need 8589934592"},
+      {"huge_shape.pth", "reaches element"},
+      {"huge_storage.pth", "claims"},
+      {"wrong_dtype.safetensors", "dtype Int in the file vs Float"},
+      {"shape_mismatch.pth", "'fc2.weight': shape"},
+  };
+  for (const auto& [file, says] : bad) {
+    const std::string run = dir / ("run_" + file);
+    auto r = test::run_gputrain(kMlp + "--max_steps 1 --init_from " + (dir / file) + " --output_dir " + run);
+    INFO(file << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: ") && Catch::Contains(dir / file) && Catch::Contains(says));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') <= 2);  // the error line and its hint
+    CHECK(!std::filesystem::exists(run));
+  }
+  // --init_strict false loads what matches and says what it left.
+  auto relaxed = run_ok(kMlp + "--max_steps 1 --init_from " + (dir / "shape_mismatch.pth") + " --no-init_strict --output_dir " +
+                        (dir / "relaxed"));
+  CHECK_THAT(relaxed.out, Catch::Contains("loaded   5 tensors") && Catch::Contains("not loaded (--init_strict false): 'fc2.weight'"));
+}
+
+TEST_CASE("init_from: a .pth, a .safetensors and a gputrain checkpoint of the same weights start alike", "[weights][cli]") {
+  if (!have_python()) return;
+  test::TempDir dir;
+  // A cnn (BatchNorm buffers too) trained a little: its checkpoint, exported, then re-saved by PyTorch.
+  const std::string cnn =
+      "train --dataset synthetic --input_shape 1x8x8 --num_classes 3 --synthetic_train_size 64 --synthetic_test_size 16 "
+      "--model cnn --width 4 --batch_size 16 --num_workers 0 --threads 1 --no-use_amp --no-shuffle --device cpu "
+      "--device_preset none --optimizer sgd --lr 0.05 ";
+  run_ok(cnn + "--max_steps 3 --output_dir " + (dir / "first"));
+  const std::string ckpt = dir / "first/checkpoints/last.pt";
+  run_ok("export --checkpoint " + ckpt + " --out " + (dir / "w.safetensors"));
+  std::string log;
+  REQUIRE(python("make_weights_fixtures.py --convert " + (dir / "w.safetensors") + " " + (dir / "w.pth"), log) == 0);
+  for (const std::string from : {"w.safetensors", "w.pth", "first/checkpoints/last.pt"}) {
+    auto r = run_ok(cnn + "--max_steps 1 --seed 5 --init_from " + (dir / from) + " --output_dir " + (dir / ("run_" + from.substr(0, 4))) +
+                    " --export " + (dir / ("out_" + from.substr(0, 4) + ".st")));
+    CHECK_THAT(r.out, Catch::Contains("loaded   16 tensors") && Catch::Contains("initial  none"));
+  }
+  check_same_weights(dir / "out_w.sa.st", dir / "out_w.pt.st", 0, 0);
+  check_same_weights(dir / "out_w.sa.st", dir / "out_firs.st", 0, 0);
+  // The run's record says where it started.
+  const auto config = nlohmann::json::parse(test::read_file(dir / "run_w.pt/config.json"));
+  CHECK(config["init_from"]["format"] == "torch.save");
+  CHECK(config["init_from"]["loaded"] == 16);
+  auto events = test::read_jsonl(dir / "run_firs/metrics.jsonl");
+  CHECK(events.front()["event"] == "init_from");
+  CHECK(events.front()["format"] == "gputrain checkpoint");
+}
+
+TEST_CASE("freeze: frozen parameters take no gradient and no optimizer state; the lr follows the layers", "[weights]") {
+  Config c;
+  c.dataset = "synthetic";
+  c.input_shape = "1x8x8";
+  c.num_classes = 3;
+  c.synthetic_train_size = 64;  // 4 batches: 3 steps below
+  c.synthetic_test_size = 8;
+  c.model = "cnn";
+  c.width = 4;
+  c.batch_size = 16;
+  c.num_workers = 0;
+  c.use_amp = false;
+  c.device = "cpu";
+  c.device_preset = "none";
+  c.freeze = "backbone";
+  c.freeze_bn = true;
+  c.optimizer = "adamw";
+  c.layer_decay = 0.5;
+  Session s(c);
+  Trainer& t = s.trainer();
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& [name, v] : model_tensors(t.model())) before[name] = v.clone();
+  Loader loader(s.data().train, s.train_loader_options());
+  loader.start_epoch(0);
+  for (int i = 0; i < 2; ++i) t.step({*loader.next()});
+  for (const auto& [name, v] : model_tensors(t.model())) {
+    INFO(name);
+    const bool head = name.rfind("fc2.", 0) == 0;
+    CHECK(torch::equal(v, before.at(name)) == !head);  // running statistics too (--freeze_bn)
+  }
+  size_t with_state = 0;
+  for (const auto& g : t.optimizer().param_groups())
+    for (const auto& p : g.params()) with_state += t.optimizer().state().count(p.unsafeGetTensorImpl());
+  CHECK(with_state == 2);  // fc2.weight and fc2.bias
+  // Layers features, fc1, fc2: the rates lr x 0.5^2, 0.5, 1 (decayed and not, per layer).
+  t.set_lr(0.1);
+  std::set<double> rates;
+  for (const auto& g : t.optimizer().param_groups()) rates.insert(g.options().get_lr());
+  CHECK(rates == std::set<double>{0.025, 0.05, 0.1});
+  // Everything trains once unfrozen, BatchNorm statistics included.
+  set_frozen(t.model(), {}, false);
+  t.trainable_changed();
+  t.step({*loader.next()});
+  CHECK(!torch::equal(t.model().named_buffers()["features.1.running_mean"], before.at("features.1.running_mean")));
+  CHECK(!torch::equal(t.model().named_parameters()["features.0.weight"], before.at("features.0.weight")));
+
+  c.freeze = "nothing";
+  CHECK_THROWS_WITH(Session(c), Catch::Contains("--freeze 'nothing': 'nothing' names no parameter of model cnn"));
+}
+
+TEST_CASE("freeze: a resume across --unfreeze_at_epoch ends on the weights of the uninterrupted run", "[weights][resume][cli]") {
+  test::TempDir dir;
+  const std::string args = kMlp + "--epochs 3 --optimizer adamw --lr 0.01 --freeze fc1,fc2 --unfreeze_at_epoch 1 ";
+  auto whole = run_ok(args + "--output_dir " + (dir / "whole") + " --export " + (dir / "whole.st"));
+  CHECK_THAT(whole.out, Catch::Contains("epoch 2: 4 frozen parameters train from here (--unfreeze_at_epoch 1)"));
+  // Stopped inside the frozen epoch, then inside the unfrozen one.
+  auto first = test::run_gputrain(args + "--output_dir " + (dir / "split"), "GPUTRAIN_FAULT_SIGTERM_STEP=2");
+  REQUIRE(first.exit_code == 143);
+  auto second = test::run_gputrain(args + "--resume auto --output_dir " + (dir / "split"), "GPUTRAIN_FAULT_SIGTERM_STEP=6");
+  INFO(second.out << second.err);
+  REQUIRE(second.exit_code == 143);
+  run_ok(args + "--resume auto --output_dir " + (dir / "split") + " --export " + (dir / "split.st"));
+  check_same_weights(dir / "whole.st", dir / "split.st", 0, 0);
+}
+
+TEST_CASE("freeze: 2 ranks all-reduce only what trains, and train the weights of 1 process", "[weights][dist][cli]") {
+  test::TempDir dir;
+  const std::string args = "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 256 "
+                           "--synthetic_test_size 16 --model mlp --width 32 --optimizer adamw --lr 0.01 --epochs 2 "
+                           "--num_workers 0 --threads 1 --no-use_amp --freeze backbone --unfreeze_at_epoch 1 ";
+  run_ok(args + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  run_ok("launch --nproc_per_node 2 -- " + args + "--batch_size 32 --ddp_bucket_mb 0.001 --output_dir " + (dir / "two") +
+         " --export " + (dir / "two.st"));
+  check_same_weights(dir / "one.st", dir / "two.st");
+}
