@@ -416,3 +416,24 @@ TEST_CASE("ImageFolder: a decompression bomb is refused from its header, through
   CHECK(raised.exit_code == 2);
   CHECK_THAT(raised.err, Catch::Contains("bomb.png: corrupt PNG header"));
 }
+
+TEST_CASE("crop_pct: the evaluation view resizes the short side and cuts out the center", "[images]") {
+  Image img;
+  img.height = 40;
+  img.width = 60;
+  img.channels = 1;
+  img.pixels.resize(40 * 60);
+  for (int64_t i = 0; i < 40 * 60; ++i) img.pixels[i] = static_cast<uint8_t>(i % 251);
+  // Short side 40 = floor(32 / 0.8): no resize, the center 32x32 starts at row 4, column 14.
+  std::vector<float> out(32 * 32);
+  resize_center_crop(img, 32, 32, 0.8, out.data());
+  for (int64_t y = 0; y < 32; ++y)
+    for (int64_t x = 0; x < 32; ++x) REQUIRE(out[y * 32 + x] == img.pixels[(4 + y) * 60 + 14 + x] * (1.0f / 255.0f));
+  // crop_pct 1 on a square image is the plain resize.
+  img.width = 40;
+  img.pixels.resize(40 * 40);
+  std::vector<float> plain(20 * 20), cropped(20 * 20);
+  resize_to_chw_float(img, 20, 20, plain.data());
+  resize_center_crop(img, 20, 20, 1.0, cropped.data());
+  CHECK(plain == cropped);
+}

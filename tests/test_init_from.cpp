@@ -254,3 +254,14 @@ TEST_CASE("freeze: 2 ranks all-reduce only what trains, and train the weights of
          " --export " + (dir / "two.st"));
   check_same_weights(dir / "one.st", dir / "two.st");
 }
+
+TEST_CASE("fine-tune: a torchvision-layout resnet18 state_dict, head first, then eval, infer, export back to PyTorch",
+          "[weights][cli]") {
+  if (!have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = python("fine_tune_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  CHECK(code == 0);
+  CHECK_THAT(log, Catch::Contains("argmax equal on 20 images"));
+}

@@ -167,6 +167,7 @@ std::vector<std::string> config_problems(const Config& c) {
                c.max_image_pixels != defaults.max_image_pixels,
            c.dataset == "image_folder", "--image_channels, --max_image_pixels and --skip_bad_samples are",
            "for --dataset image_folder");
+  only_for(c.crop_pct > 0, c.dataset == "image_folder", "--crop_pct is", "for --dataset image_folder (its val/ or test/ folder)");
   only_for(c.input_shape != defaults.input_shape, c.dataset == "synthetic", "--input_shape is",
            "for --dataset synthetic (other data brings its own)");
   if (c.num_classes == 1) problems.push_back("num_classes '1' (classification needs 2 classes or more)");

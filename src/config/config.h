@@ -32,6 +32,7 @@ struct Config {
   int64_t stride = 1;                     // csv: rows between window starts
   int64_t horizon = 1;                    // csv: predict the target this many rows after a window
   std::string image_size;                 // HxW or N: image_folder decode size, or a resize of image data
+  double crop_pct = 0;                    // eval images: short side to image_size / crop_pct, center crop; 0 = off
   int64_t image_channels = 3;             // image_folder: 3 (RGB) or 1 (grayscale)
   double val_split = 0;                   // fraction of the training data held out for evaluation
   int64_t max_image_pixels = 89'478'485;  // image_folder: larger headers are refused (decompression bombs)

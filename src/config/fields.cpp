@@ -45,6 +45,10 @@ std::vector<Field> make_fields() {
       {"stride", &C::stride, "data", "csv: rows between window starts", {}, 1, 1e9},
       {"horizon", &C::horizon, "data", "csv: predict the target this many rows after a window", {}, 0, 1e9},
       {"image_size", &C::image_size, "data", "image size HxW or N (image_folder decode size; resizes others)"},
+      {"crop_pct", &C::crop_pct, "data",
+       "image_folder val/ or test/ folder: resize the short side to image_size / crop_pct, then center-crop "
+       "image_size, as timm's --crop-pct (0.875 is the ImageNet recipe's; 0 = resize the whole image)",
+       {}, 0, 1},
       {"image_channels", &C::image_channels, "data", "image_folder: 3 (RGB) or 1 (grayscale)", {}, 1, 3},
       {"val_split",
        &C::val_split,

@@ -239,6 +239,29 @@ Image decode_image(const uint8_t* data, size_t size, int channels, const std::st
                              : decode_png(data, size, channels, path, max_pixels);
 }
 
+void resize_center_crop(const Image& img, int64_t out_h, int64_t out_w, double crop_pct, float* out) {
+  const int64_t ih = img.height, iw = img.width, c = img.channels;
+  const auto shortest = static_cast<int64_t>(std::floor(static_cast<double>(std::min(out_h, out_w)) / crop_pct));
+  // The short side to `shortest`, the other in proportion (rounded, as torchvision's Resize);
+  // never below the crop.
+  int64_t rh = shortest, rw = shortest;
+  if (ih <= iw)
+    rw = static_cast<int64_t>(std::llround(static_cast<double>(iw) * static_cast<double>(shortest) / static_cast<double>(ih)));
+  else
+    rh = static_cast<int64_t>(std::llround(static_cast<double>(ih) * static_cast<double>(shortest) / static_cast<double>(iw)));
+  rh = std::max(rh, out_h);
+  rw = std::max(rw, out_w);
+  thread_local std::vector<float> resized;  // per loader thread: no allocation once warm
+  resized.resize(static_cast<size_t>(c * rh * rw));
+  resize_to_chw_float(img, rh, rw, resized.data());
+  // torchvision's CenterCrop offsets: round((size - crop) / 2).
+  const int64_t top = static_cast<int64_t>(std::llround(static_cast<double>(rh - out_h) / 2.0));
+  const int64_t left = static_cast<int64_t>(std::llround(static_cast<double>(rw - out_w) / 2.0));
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t y = 0; y < out_h; ++y)
+      std::copy_n(resized.data() + (ch * rh + top + y) * rw + left, out_w, out + (ch * out_h + y) * out_w);
+}
+
 void resize_to_chw_float(const Image& img, int64_t out_h, int64_t out_w, float* out) {
   const int64_t c = img.channels, ih = img.height, iw = img.width;
   const float k = 1.0f / 255.0f;

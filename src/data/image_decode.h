@@ -39,4 +39,9 @@ bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w,
 // When the size already matches it only converts.
 void resize_to_chw_float(const Image& img, int64_t out_h, int64_t out_w, float* out);
 
+// The evaluation view of pretrained image models: `img`'s short side resized (bilinear, aspect
+// kept) to floor(min(out_h, out_w) / crop_pct), then the center out_h x out_w cut out, into `out`
+// as resize_to_chw_float writes it. crop_pct in (0, 1].
+void resize_center_crop(const Image& img, int64_t out_h, int64_t out_w, double crop_pct, float* out);
+
 }  // namespace gputrain

@@ -183,7 +183,10 @@ std::string ImageFolderDataset::try_load(int64_t index, float* out) const {
   if (!read_bytes(p, buf)) return p + ": cannot read the file";
   try {
     Image img = decode_image(buf.data(), buf.size(), opt_.channels, p, opt_.max_pixels);
-    resize_to_chw_float(img, opt_.height, opt_.width, out);
+    if (opt_.crop_pct > 0)
+      resize_center_crop(img, opt_.height, opt_.width, opt_.crop_pct, out);
+    else
+      resize_to_chw_float(img, opt_.height, opt_.width, out);
   } catch (const Error& e) {
     return e.problems.empty() ? p + ": cannot decode" : e.problems[0];
   }

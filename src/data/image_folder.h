@@ -13,6 +13,9 @@ namespace gputrain {
 
 struct ImageFolderOptions {
   int64_t height = 224, width = 224;  // every image is resized to this
+  // > 0: an evaluation view instead: the short side resized to min(height, width) / crop_pct
+  // (the aspect kept), then the center height x width cut out, as timm and torchvision evaluate.
+  double crop_pct = 0;
   int channels = 3;                   // 3 = RGB, 1 = gray
   // Unreadable or corrupt images are dropped (found while scanning) or replaced by the next
   // good sample (found while loading) and counted, instead of stopping with an error.

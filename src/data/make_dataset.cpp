@@ -60,6 +60,7 @@ Raw load_image_folders(const Config& c) {
       if (fs::is_directory(fs::path(dir) / name)) {
         o.classes = train->class_names();
         o.num_classes = train->num_classes();
+        o.crop_pct = c.crop_pct;  // the evaluation view
         r.test = load_image_folder((fs::path(dir) / name).string(), o);
         break;
       }

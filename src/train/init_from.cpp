@@ -150,7 +150,10 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
         skipped.emplace_back(name, why);
         continue;
       }
-      if (has_stem && name == "conv1.weight")
+      if (has_stem && name == "conv1.weight" && src.dim() == 4 && src.size(0) != t.size(0))
+        problems.push_back(fmt::format("'{}': {}: the file's width is {}; pass --width {}", name, why, src.size(0),
+                                       src.size(0)));
+      else if (has_stem && name == "conv1.weight")
         problems.push_back(fmt::format("'{}': {}: the file's stem is {}x{}; pass --stem {} (or --stem auto)", name, why,
                                        src.size(-1), src.size(-1), src.size(-1) == 7 ? "imagenet" : "small"));
       else

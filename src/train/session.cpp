@@ -170,6 +170,9 @@ void Session::pin(const nlohmann::json& pinned) {
   const Config& c = rc_.requested;
   if (c.auto_batch_size && pinned.contains("batch_size"))
     rc_.decide("batch_size", pinned["batch_size"], "auto_batch_size: kept from the run's first search");
+  // The model's stem, as its weights have it (decided from the data, or from --init_from's file).
+  if (c.stem == "auto" && pinned.value("stem", "auto") != "auto" && family(c.model).stem)
+    rc_.decide("stem", pinned["stem"], "as the run's weights have it");
   // The model's outputs: a resume keeps them, and the data must still fit them.
   if (c.num_classes == 0 && pinned.value("num_classes", 0) > 0)
     rc_.decide("num_classes", pinned["num_classes"], "classes in the training data at the run's start");
@@ -197,7 +200,7 @@ void Session::resolve_from_data() {
     rc_.decide("loss", train.is_regression() ? "mse" : "cross_entropy",
                train.is_regression() ? "regression targets" : "class labels");
   const auto shape = train.sample_shape();
-  if (family(c.model).stem && c.stem == "auto" && shape.size() == 3) {
+  if (family(c.model).stem && c.stem == "auto" && shape.size() == 3 && rc_.reason("stem").empty()) {
     // Pretrained weights bring their stem (a 7x7 conv1 is ImageNet's, whatever the image size).
     auto [stem, why] = init_weights_ ? stem_from_weights(*init_weights_, family(c.model)) : std::pair<std::string, std::string>{};
     if (stem.empty()) std::tie(stem, why) = choose_stem(shape);
