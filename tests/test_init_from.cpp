@@ -58,6 +58,23 @@ const std::string kMlp =
     "--model mlp --width 16 --batch_size 16 --num_workers 0 --threads 1 --no-use_amp --no-shuffle --device cpu "
     "--device_preset none ";
 
+// A cnn (width 4, BatchNorm) on synthetic 1x8x8 samples of 3 classes, in batches of 16.
+Config small_cnn(const std::string& device, int64_t train_size) {
+  Config c;
+  c.dataset = "synthetic";
+  c.input_shape = "1x8x8";
+  c.num_classes = 3;
+  c.synthetic_train_size = train_size;
+  c.synthetic_test_size = 16;
+  c.model = "cnn";
+  c.width = 4;
+  c.batch_size = 16;
+  c.num_workers = 0;
+  c.device = device;
+  c.device_preset = "none";
+  return c;
+}
+
 // The unpickler on a hand-written pickle: the global `module.name` called with one string.
 std::string pickle_calling(const std::string& module, const std::string& name) {
   std::string p = "\x80\x02";
@@ -179,20 +196,9 @@ TEST_CASE("init_from: a .pth, a .safetensors and a gputrain checkpoint of the sa
   CHECK(events.front()["format"] == "gputrain checkpoint");
 }
 
-TEST_CASE("freeze: frozen parameters take no gradient and no optimizer state; the lr follows the layers", "[weights]") {
-  Config c;
-  c.dataset = "synthetic";
-  c.input_shape = "1x8x8";
-  c.num_classes = 3;
-  c.synthetic_train_size = 64;  // 4 batches: 3 steps below
-  c.synthetic_test_size = 8;
-  c.model = "cnn";
-  c.width = 4;
-  c.batch_size = 16;
-  c.num_workers = 0;
+TEST_CASE("freeze: frozen parameters take no gradient and no optimizer state, the lr follows the layers", "[weights]") {
+  Config c = small_cnn("cpu", 64);  // 4 batches: 3 steps below
   c.use_amp = false;
-  c.device = "cpu";
-  c.device_preset = "none";
   c.freeze = "backbone";
   c.freeze_bn = true;
   c.optimizer = "adamw";
@@ -264,4 +270,53 @@ TEST_CASE("fine-tune: a torchvision-layout resnet18 state_dict, head first, then
   INFO(log);
   CHECK(code == 0);
   CHECK_THAT(log, Catch::Contains("argmax equal on 20 images"));
+}
+
+TEST_CASE("cuda: frozen parameters with the fused CUDA optimizer, the fp16 grad scaler and CUDA graphs", "[cuda]") {
+  // Graphed and eager runs, head first then everything: the same weights, the frozen ones untouched
+  // until the unfreeze (the graph captured again with the new set of gradients).
+  auto train = [](bool graphs) {
+    Config c = small_cnn("cuda", 256);
+    c.amp_dtype = "fp16";
+    c.amp_check = false;
+    c.cudnn_benchmark = false;
+    c.cudnn_deterministic = true;
+    c.cuda_graphs = graphs;
+    c.freeze = "backbone";
+    Session s(c);
+    Trainer& t = s.trainer();
+    REQUIRE(s.recipe().grad_scaler);
+    std::map<std::string, torch::Tensor> start;
+    for (const auto& [name, v] : model_tensors(t.model())) start[name] = v.detach().clone();
+    Loader loader(s.data().train, s.train_loader_options());
+    loader.start_epoch(0);
+    t.set_lr(0.01);
+    for (int i = 0; i < 6; ++i) t.step({*loader.next()});
+    for (const auto& p : t.model().named_parameters()) {
+      INFO(p.key());
+      CHECK(torch::equal(p.value(), start.at(p.key())) == (p.key().rfind("fc2.", 0) != 0));
+    }
+    set_frozen(t.model(), {}, false);
+    t.trainable_changed();
+    for (int i = 0; i < 6; ++i) t.step({*loader.next()});
+    CHECK(!torch::equal(t.model().named_parameters()["features.0.weight"], start.at("features.0.weight")));
+    std::map<std::string, torch::Tensor> end;
+    for (const auto& [name, v] : model_tensors(t.model())) end[name] = v.detach().cpu();
+    return end;
+  };
+  const auto eager = train(false), graphed = train(true);
+  for (const auto& [name, v] : eager) {
+    INFO(name);
+    CHECK(torch::allclose(v.to(torch::kFloat), graphed.at(name).to(torch::kFloat), 1e-4, 1e-5));
+  }
+}
+
+TEST_CASE("freeze: pipeline stages with a frozen first stage train the weights of one process", "[weights][pipeline][cli]") {
+  test::TempDir dir;
+  // The backbone (fc1, fc2) frozen: the first stage holds only frozen parameters, so its backward
+  // has nothing to compute until the unfreeze.
+  const std::string args = kMlp + "--epochs 2 --freeze backbone --unfreeze_at_epoch 1 --optimizer adamw --lr 0.01 ";
+  run_ok(args + "--output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  run_ok(args + "--pipeline_stages 2 --output_dir " + (dir / "two") + " --export " + (dir / "two.st"));
+  check_same_weights(dir / "one.st", dir / "two.st");
 }

@@ -346,7 +346,10 @@ void Pipeline::run_stage(int s, const Job& job) {
     } else {
       torch::Tensor grad = last ? torch::Tensor() : receive(1, s + 1, m);
       const auto t0 = started();
-      if (last)
+      // A first stage whose parameters are all frozen (fine-tuning) has nothing to compute.
+      if (!roots[i].requires_grad())
+        ;
+      else if (last)
         roots[i].backward();
       else
         torch::autograd::backward({roots[i]}, {grad});

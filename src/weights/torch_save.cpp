@@ -4,7 +4,7 @@
 
 #include <cstring>
 #include <map>
-#include <string_view>
+#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -30,15 +30,26 @@ std::string archive_prefix(const std::vector<ZipMember>& members) {
   return "";
 }
 
-// A member's bytes (stored members are CRC-checked too: weights are read once, in full).
-std::vector<uint8_t> member_bytes(const std::string& path, const MappedFile& m, const ZipMember& z) {
+// A member's bytes: in the mapping for a stored member (PyTorch's way; CRC-checked too, since
+// weights are read once and in full), or inflated into `inflated`.
+std::pair<const uint8_t*, uint64_t> member_bytes(const std::string& path, const MappedFile& m, const ZipMember& z,
+                                                 std::shared_ptr<std::vector<uint8_t>>& inflated) {
   const std::string where = path + ": " + z.name;
   const uint64_t start = zip_member_start(where, m, z, kWeightsHint);
-  if (z.method == 8) return std::move(*zip_inflate(where, m, z, start, kWeightsHint));
+  if (z.method == 8) {
+    inflated = zip_inflate(where, m, z, start, kWeightsHint);
+    return {inflated->data(), inflated->size()};
+  }
   if (z.method != 0) throw usage_error(fmt::format("{}: zip compression method {} (PyTorch stores its members)", where, z.method), kWeightsHint);
   if (z.csize != z.usize) throw usage_error(where + ": corrupt zip: a stored member's sizes disagree", kWeightsHint);
   if (!crc_matches(m.data + start, z.usize, z.crc)) throw usage_error(where + ": damaged (CRC-32 mismatch)", kWeightsHint);
-  return std::vector<uint8_t>(m.data + start, m.data + start + z.usize);
+  return {m.data + start, z.usize};
+}
+
+std::string member_text(const std::string& path, const MappedFile& m, const ZipMember& z) {
+  std::shared_ptr<std::vector<uint8_t>> inflated;
+  const auto [data, size] = member_bytes(path, m, z, inflated);
+  return std::string(reinterpret_cast<const char*>(data), size);
 }
 
 // The largest header the safetensors readers accept (Python's refuses more than 100 MB).
@@ -50,12 +61,13 @@ const std::vector<std::string> kEmaWrappers = {"state_dict_ema", "model_ema", "e
 }  // namespace
 
 WeightsFormat detect_weights_format(const std::string& path, const MappedFile& m) {
-  if (m.size >= 2 && m.data[0] == 0x80 && m.data[1] <= 5) return WeightsFormat::LegacyTorchSave;  // a bare pickle
   if (m.size >= 9) {  // a header of any plausible length (a truncated file is the reader's to word)
     uint64_t n = 0;
     std::memcpy(&n, m.data, 8);
     if (n >= 2 && n <= kMaxSafetensorsHeader && m.data[8] == '{') return WeightsFormat::Safetensors;
   }
+  // The legacy format is a bare pickle (protocol 2) of torch.save's magic number, a long.
+  if (m.size >= 4 && std::memcmp(m.data, "\x80\x02\x8a\x0a", 4) == 0) return WeightsFormat::LegacyTorchSave;
   if (m.size < 4 || std::memcmp(m.data, "PK\x03\x04", 4) != 0) return WeightsFormat::Unknown;
   const auto members = zip_directory(path, m, kWeightsHint);
   const std::string prefix = archive_prefix(members);
@@ -69,10 +81,9 @@ WeightsFormat detect_weights_format(const std::string& path, const MappedFile& m
   // gputrain's checkpoints are archives LibTorch writes as TorchScript; its format tag marks them.
   for (const auto& z : members)
     if (z.name == prefix + "data.pkl") {
-      const auto bytes = member_bytes(path, m, z);
-      const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      return text.find("gputrain-checkpoint-") != std::string_view::npos ? WeightsFormat::GputrainCheckpoint
-                                                                          : WeightsFormat::TorchScript;
+      return member_text(path, m, z).find("gputrain-checkpoint-") != std::string::npos
+                 ? WeightsFormat::GputrainCheckpoint
+                 : WeightsFormat::TorchScript;
     }
   return WeightsFormat::TorchScript;
 }
@@ -90,8 +101,7 @@ StateDict read_torch_save(const std::string& path, bool ema) {
   const ZipMember* pkl = member("data.pkl");
   if (!pkl) throw usage_error(path + ": a zip without data.pkl: not a torch.save file", kWeightsHint);
   if (const ZipMember* order = member("byteorder")) {
-    const auto bytes = member_bytes(path, m, *order);
-    if (std::string(bytes.begin(), bytes.end()) != "little")
+    if (member_text(path, m, *order) != "little")
       throw usage_error(path + ": its tensors are big-endian", "re-save it with torch.save on a little-endian machine");
   }
 
@@ -104,13 +114,15 @@ StateDict read_torch_save(const std::string& path, bool ema) {
       throw usage_error(fmt::format("{}: storage '{}' claims {} elements of {} but its member holds {} bytes", path, key,
                                     numel, c10::toString(dtype), z->usize),
                         kWeightsHint);
-    const auto bytes = member_bytes(path, m, *z);
+    std::shared_ptr<std::vector<uint8_t>> inflated;
+    const auto [data, size] = member_bytes(path, m, *z, inflated);
     torch::Tensor t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-    if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    if (size > 0) std::memcpy(t.data_ptr(), data, size);
     return t;
   };
-  const auto pickle_bytes = member_bytes(path, m, *pkl);
-  const Unpickled u = unpickle_weights(path, pickle_bytes.data(), pickle_bytes.size(), storage, kWeightsHint);
+  std::shared_ptr<std::vector<uint8_t>> inflated;
+  const auto [pickle, pickle_size] = member_bytes(path, m, *pkl, inflated);
+  const Unpickled u = unpickle_weights(path, pickle, pickle_size, storage, kWeightsHint);
 
   using Kind = PickleValue::Kind;
   const PickleValue& root = u.at(u.root);
