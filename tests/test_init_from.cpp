@@ -20,6 +20,7 @@
 #include "train/export.h"
 #include "train/fine_tune.h"
 #include "train/session.h"
+#include "weights/torch_save.h"
 #include "weights/unpickler.h"
 
 using namespace gputrain;
@@ -319,4 +320,36 @@ TEST_CASE("freeze: pipeline stages with a frozen first stage train the weights o
   run_ok(args + "--output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
   run_ok(args + "--pipeline_stages 2 --output_dir " + (dir / "two") + " --export " + (dir / "two.st"));
   check_same_weights(dir / "one.st", dir / "two.st");
+}
+
+TEST_CASE("init_from: tensors sharing a storage stay shared, and the stem follows the file", "[weights][cli]") {
+  if (!have_python()) return;
+  test::TempDir dir;
+  const std::string tied = dir / "tied.pth", resnet = dir / "resnet.pth";
+  std::string log;
+  const std::string cmd = kPython + " -c \"import sys, torch; sys.path.insert(0, '" + kRoot + "/tests/python'); "
+                          "from twins import make_twin; w = torch.arange(6.0); "
+                          "torch.save({'a': w, 'b': w, 'c': w[2:]}, '" + tied + "'); torch.manual_seed(0); "
+                          "torch.save(make_twin('resnet18', (3, 224, 224), 10, width=8, stem='imagenet').state_dict(), '" +
+                          resnet + "')\" >" + (dir / "log") + " 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const StateDict s = read_torch_save(tied, false);
+  REQUIRE(s.tensors.size() == 3);
+  CHECK(s.tensors[0].second.data_ptr() == s.tensors[1].second.data_ptr());
+  CHECK(static_cast<const float*>(s.tensors[2].second.data_ptr()) == static_cast<const float*>(s.tensors[0].second.data_ptr()) + 2);
+  CHECK(s.tensors[2].second[0].item<float>() == 2);
+
+  // A 7x7 conv1 on 16-pixel images: --stem auto takes the ImageNet stem from the file; an
+  // explicit small stem is refused, naming the flag that fits.
+  const std::string args = "train --dataset synthetic --input_shape 3x16x16 --num_classes 10 --synthetic_train_size 32 "
+                           "--synthetic_test_size 16 --model resnet18 --width 8 --batch_size 16 --max_steps 1 "
+                           "--num_workers 0 --init_from " + resnet;
+  auto from_file = run_ok(args + " --output_dir " + (dir / "auto"));
+  CHECK_THAT(from_file.out, Catch::Contains("stem                  auto -> imagenet (--init_from: its conv1.weight is 7x7)"));
+  auto small = test::run_gputrain(args + " --stem small --output_dir " + (dir / "small"));
+  CHECK(small.exit_code == 2);
+  CHECK_THAT(small.err, Catch::Contains("'conv1.weight': shape 8x3x7x7 in the file vs 8x3x3x3") &&
+                            Catch::Contains("pass --stem imagenet"));
+  auto wide = test::run_gputrain(args + " --width 16 --output_dir " + (dir / "wide"));
+  CHECK_THAT(wide.err, Catch::Contains("the file's width is 8; pass --width 8"));
 }
