@@ -445,30 +445,30 @@ TEST_CASE("models: every family's spec holds every field, and each matches the m
       auto net = make_model(f->name, spec);
       // pieces: whether pipeline stages can split it.
       CHECK(net->pieces().empty() == !f->pieces);
-      // layers: every parameter and buffer under one of them, in their order (a layer-wise rate
-      // walks them input to output); head: the last layers.
-      size_t at = 0;
-      auto owner = [&](const std::string& name) {
-        for (size_t i = 0; i < f->layers.size(); ++i)
-          if (name == f->layers[i] || name.rfind(f->layers[i] + ".", 0) == 0) return i;
-        return f->layers.size();
-      };
-      for (const auto& p : net->named_parameters()) {
-        INFO(p.key());
-        const size_t i = owner(p.key());
-        REQUIRE(i < f->layers.size());
-        CHECK(i >= at);
-        at = i;
-        used_layers.insert(f->layers[i]);
+      // layers: a layer-wise rate walks them input to output, so the layer ids never go down along
+      // the parameters; the head shares the last; head: names parameters.
+      std::vector<std::string> names;
+      for (const auto& p : net->named_parameters()) names.push_back(p.key());
+      const auto ids = layer_ids(*f, names);
+      REQUIRE(ids.size() == names.size());
+      const int64_t last = *std::max_element(ids.begin(), ids.end());
+      CHECK(last > 0);
+      for (size_t i = 0; i < names.size(); ++i) {
+        INFO(names[i]);
+        if (i > 0) CHECK(ids[i] >= ids[i - 1]);
+        const bool head = std::any_of(f->head.begin(), f->head.end(), [&](const std::string& h) {
+          return names[i].rfind(h + ".", 0) == 0;
+        });
+        if (head) CHECK(ids[i] == last);
+        for (const auto& entry : f->layers)
+          for (const auto& l : layer_prefixes(entry))
+            if (names[i] == l.prefix || names[i].rfind(l.prefix + ".", 0) == 0) used_layers.insert(l.prefix);
       }
-      for (const auto& h : f->head) {
-        INFO(h);
-        CHECK(std::find(f->layers.end() - static_cast<long>(f->head.size()), f->layers.end(), h) != f->layers.end());
-      }
+      CHECK(std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(f->head.front() + ".", 0) == 0; }));
     }
-    for (const auto& l : f->layers) {
-      INFO(l);
-      CHECK(used_layers.count(l));  // no layer that no input form has
+    for (const auto& entry : f->layers) {
+      INFO(entry);  // no layer that no input form has
+      for (const auto& l : layer_prefixes(entry)) CHECK(used_layers.count(l.prefix));
     }
   }
 }

@@ -167,6 +167,8 @@ std::vector<std::string> config_problems(const Config& c) {
                c.max_image_pixels != defaults.max_image_pixels,
            c.dataset == "image_folder", "--image_channels, --max_image_pixels and --skip_bad_samples are",
            "for --dataset image_folder");
+  if (c.crop_pct > 0 && c.crop_pct < 0.05)
+    problems.push_back(fmt::format("crop_pct '{:g}' (expected 0 for off, or 0.05 to 1)", c.crop_pct));
   only_for(c.crop_pct > 0, c.dataset == "image_folder", "--crop_pct is", "for --dataset image_folder (its val/ or test/ folder)");
   only_for(c.input_shape != defaults.input_shape, c.dataset == "synthetic", "--input_shape is",
            "for --dataset synthetic (other data brings its own)");

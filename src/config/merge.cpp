@@ -1,6 +1,10 @@
 // Merges a Config: built-in defaults < --preset < --config file < command-line flags.
 #include "config/merge.h"
 
+#include <tuple>
+
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "config/fields.h"
@@ -37,6 +41,15 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
     }
     set_field_flag(c, *field, f.value, f.negated, problems);
   }
+  // The optimizer's parameter groups follow the learning-rate shares, and a checkpoint's optimizer
+  // state only loads into the same groups.
+  if (resuming)
+    for (const auto& [name, was, now] : {std::tuple{"layer_decay", sources.layer_decay, c.layer_decay},
+                                         std::tuple{"backbone_lr_scale", sources.backbone_lr_scale, c.backbone_lr_scale}})
+      if (was != now)
+        problems.push_back(fmt::format("--{} {:g} differs from the resumed run's {:g}: its optimizer's parameter groups "
+                                       "are fixed (start a new run with --init_from the checkpoint instead)",
+                                       name, now, was));
   // Range and choice checks run even after type errors, so one run reports everything.
   auto more = config_problems(c);
   problems.insert(problems.end(), more.begin(), more.end());

@@ -12,7 +12,10 @@ namespace gputrain {
 struct Piece {
   std::string name;  // "fc1", "layer2.1": for the log
   std::function<torch::Tensor(torch::Tensor)> run;
-  std::vector<torch::Tensor> tensors;  // the parameters and buffers it uses (placement, counts)
+  std::vector<torch::Tensor> tensors;  // the parameters and buffers it uses (placement)
+  // Elements of its parameters, frozen ones included (a fine-tune unfreezes them later): the
+  // size by which stages are cut.
+  int64_t parameters = 0;
 };
 using Pieces = std::vector<Piece>;
 

@@ -67,6 +67,9 @@ Raw load_image_folders(const Config& c) {
   } else {
     r.train = load_image_folder(dir, o);
   }
+  if (c.crop_pct > 0 && !r.test)
+    throw usage_error(fmt::format("--crop_pct is for the val/ or test/ folder, and '{}' has none", dir),
+                      "lay the data out as DIR/train and DIR/val, or drop --crop_pct");
   r.what = fmt::format("image folder {} at {}x{}", dir, o.height, o.width);
   return r;
 }

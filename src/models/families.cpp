@@ -77,6 +77,47 @@ std::vector<std::string> model_option_problems(const Config& c) {
   return problems;
 }
 
+std::vector<LayerPrefix> layer_prefixes(const std::string& entry) {
+  std::vector<LayerPrefix> out;
+  for (size_t start = 0, end; start <= entry.size(); start = end + 1) {
+    end = std::min(entry.find('+', start), entry.size());
+    std::string prefix = entry.substr(start, end - start);
+    const bool per_child = prefix.size() > 2 && prefix.compare(prefix.size() - 2, 2, ".*") == 0;
+    if (per_child) prefix.resize(prefix.size() - 2);
+    out.push_back({prefix, per_child});
+  }
+  return out;
+}
+
+std::vector<int64_t> layer_ids(const Family& f, const std::vector<std::string>& names) {
+  auto under = [](const std::string& name, const std::string& prefix) {
+    return name == prefix || name.rfind(prefix + ".", 0) == 0;
+  };
+  // The layer a name belongs to: its entry, or for "x.*" its child "x.N"; "" for none.
+  auto key_of = [&](const std::string& name) -> std::string {
+    for (const auto& entry : f.layers)
+      for (const auto& [prefix, per_child] : layer_prefixes(entry)) {
+        if (!under(name, prefix)) continue;
+        if (!per_child) return entry;
+        const std::string rest = name.substr(prefix.size() + 1);
+        return prefix + "." + rest.substr(0, rest.find('.'));
+      }
+    return "";
+  };
+  std::vector<std::string> keys;
+  std::vector<int64_t> ids;
+  for (const auto& name : names) {
+    const std::string key = key_of(name);
+    auto it = std::find(keys.begin(), keys.end(), key);
+    if (!key.empty() && it == keys.end()) it = keys.insert(keys.end(), key);
+    ids.push_back(key.empty() ? -1 : it - keys.begin());
+  }
+  const int64_t last = std::max<int64_t>(static_cast<int64_t>(keys.size()) - 1, 0);
+  for (auto& id : ids)
+    if (id < 0) id = last;
+  return ids;
+}
+
 std::pair<std::string, std::string> choose_stem(const std::vector<int64_t>& shape) {
   // The ImageNet stem (7x7/2 + max-pool) shrinks a small image 4x before the first block; up to
   // 64 px the 3x3 stem keeps the resolution, as CIFAR recipes do.

@@ -39,9 +39,12 @@ struct Family {
   bool stem = false;    // a stem to choose (--stem: small up to 64 px, else imagenet)
   bool blocks = false;  // residual blocks or encoder layers: --grad_checkpointing recomputes them
   bool pieces = false;  // declares pieces: pipeline stages can split it
-  // Top-level modules from input to output (parameter-name prefixes), for layer-wise learning
-  // rates; the last ones are the head, which a fine-tune on new classes starts afresh.
+  // The layers of layer-wise learning-rate decay from input to output, as timm groups them:
+  // each entry a parameter-name prefix, "a+b" for one layer of several, "x.*" for one layer per
+  // child x.N (residual blocks, encoder layers). Parameters under no entry (the head) share the
+  // last layer (layer_ids below).
   std::vector<std::string> layers;
+  // The classifier: a fine-tune on new classes starts it afresh, --freeze backbone trains it.
   std::vector<std::string> head;
   // Its PyTorch twin, and the renames from gputrain's parameter names to the twin's (empty:
   // the names are the same).
@@ -61,6 +64,18 @@ std::vector<std::string> model_names_where(const std::function<bool(const Family
 // refused, never ignored. Checked before a model is built (`gputrain models` takes them for
 // every model at once). A usage error for an unknown model.
 std::vector<std::string> model_option_problems(const Config& c);
+
+// One entry of Family::layers as its prefixes: "a+b.*" is {a, false}, {b, true} (one layer per
+// child of b).
+struct LayerPrefix {
+  std::string prefix;
+  bool per_child = false;
+};
+std::vector<LayerPrefix> layer_prefixes(const std::string& entry);
+
+// Each parameter's layer in f.layers' grouping (0 = the input's), for `names` in the model's
+// order; those under no entry take the last layer, as timm gives the head.
+std::vector<int64_t> layer_ids(const Family& f, const std::vector<std::string>& names);
 
 // --stem auto for samples of `shape` (C x H x W): the stem and why.
 std::pair<std::string, std::string> choose_stem(const std::vector<int64_t>& shape);

@@ -68,11 +68,16 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
 
 void Net::add_piece(std::string name, std::function<torch::Tensor(torch::Tensor)> run,
                     const std::vector<std::shared_ptr<torch::nn::Module>>& modules, std::vector<torch::Tensor> tensors) {
+  int64_t parameters = 0;
+  for (const auto& t : tensors) parameters += t.numel();  // the loose tensors given are parameters
   for (const auto& m : modules) {
-    for (const auto& p : m->parameters()) tensors.push_back(p);
+    for (const auto& p : m->parameters()) {
+      tensors.push_back(p);
+      parameters += p.numel();
+    }
     for (const auto& b : m->buffers()) tensors.push_back(b);
   }
-  pieces_.push_back({std::move(name), std::move(run), std::move(tensors)});
+  pieces_.push_back({std::move(name), std::move(run), std::move(tensors), parameters});
 }
 
 torch::Tensor Net::forward_pieces(const torch::Tensor& x) const {

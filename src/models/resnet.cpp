@@ -145,7 +145,8 @@ Family resnet(std::string name, NetPtr (*make)(const ModelSpec&)) {
           .stem = true,
           .blocks = true,
           .pieces = true,
-          .layers = {"conv1", "bn1", "layer1", "layer2", "layer3", "layer4", "fc"},
+          // timm's grouping: the stem, then each residual block; fc shares the last block's rate.
+          .layers = {"conv1+bn1", "layer1.*", "layer2.*", "layer3.*", "layer4.*"},
           .head = {"fc"},
           .twin = "torchvision.models." + name + " (the same names; --stem imagenet is its stem)"};
 }

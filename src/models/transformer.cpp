@@ -101,9 +101,9 @@ const Family& transformer_family() {
       .options = {"depth", "heads", "dropout"},
       .blocks = true,
       .pieces = true,
-      // The embedding first: its own tensors (positions, or one affine map per feature of a table
-      // row, and the CLS token), then the sequence's `embed`.
-      .layers = {"pos_embedding", "feature_weight", "feature_bias", "cls_token", "embed", "layers", "norm", "head"},
+      // timm's grouping for a ViT: the embedding (positions or per-feature maps, the CLS token, the
+      // sequence's `embed`), each encoder layer, then the final norm with the head.
+      .layers = {"pos_embedding+feature_weight+feature_bias+cls_token+embed", "layers.*", "norm"},
       .head = {"head"},
       .twin = "a CLS-token encoder: nn.TransformerEncoderLayer (GELU, post-norm) x depth in `layers`, "
               "nn.LayerNorm norm and nn.Linear head on the CLS state"};

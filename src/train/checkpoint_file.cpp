@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 #include <c10/core/CPUAllocator.h>
 #include <fmt/format.h>
@@ -22,6 +23,15 @@ const char* const kDamagedCheckpointHint =
 
 namespace {
 
+// TorchScript code a loader would compile and run (a __setstate__ runs as the file is read).
+// gputrain's checkpoints declare their classes' attributes and define no method, so a member
+// with a `def` is not one of them: refused before LibTorch reads anything.
+bool defines_methods(const ZipMember& z, const uint8_t* data, uint64_t size) {
+  const std::string& n = z.name;
+  if (n.find("/code/") == std::string::npos || n.size() < 3 || n.compare(n.size() - 3, 3, ".py") != 0) return false;
+  return std::string_view(reinterpret_cast<const char*>(data), size).find("def ") != std::string_view::npos;
+}
+
 // LibTorch does not check the CRC-32 its zip records carry: a flipped bit in a weight would load
 // as a silently different model, and one in a pickle's length field can make its reader
 // allocate gigabytes before it fails. So every member is checked here first: tensors and
@@ -32,8 +42,10 @@ void verify_members(const std::string& path) {
   for (const auto& z : zip_directory(where, m, kDamagedCheckpointHint)) {
     const std::string member = where + ": member '" + z.name + "'";
     const uint64_t start = zip_member_start(member, m, z, kDamagedCheckpointHint);
+    bool code = false;
     if (z.method == 8) {
-      zip_inflate(member, m, z, start, kDamagedCheckpointHint);
+      const auto bytes = zip_inflate(member, m, z, start, kDamagedCheckpointHint);
+      code = defines_methods(z, bytes->data(), bytes->size());
     } else if (z.method != 0) {
       throw usage_error(fmt::format("{} uses zip method {}, which LibTorch never writes", member, z.method),
                         kDamagedCheckpointHint);
@@ -41,7 +53,12 @@ void verify_members(const std::string& path) {
       throw usage_error(member + " has two different sizes", kDamagedCheckpointHint);
     } else if (!crc_matches(m.data + start, z.csize, z.crc)) {
       throw usage_error(member + " fails its CRC check", kDamagedCheckpointHint);
+    } else {
+      code = defines_methods(z, m.data + start, z.usize);
     }
+    if (code)
+      throw usage_error(member + " holds TorchScript methods, which loading would run: not a gputrain checkpoint",
+                        "gputrain checkpoints define no code; pass one written by gputrain");
   }
 }
 

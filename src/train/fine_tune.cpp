@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,6 +21,16 @@ bool under(const std::string& name, const std::string& prefix) {
 
 bool under_any(const std::string& name, const std::vector<std::string>& prefixes) {
   return std::any_of(prefixes.begin(), prefixes.end(), [&](const auto& p) { return under(name, p); });
+}
+
+// The first component of every parameter name, in order ("conv1", "bn1", "layer1", ...).
+std::vector<std::string> top_level_names(const Net& model) {
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters()) {
+    const std::string top = p.key().substr(0, p.key().find('.'));
+    if (std::find(names.begin(), names.end(), top) == names.end()) names.push_back(top);
+  }
+  return names;
 }
 
 }  // namespace
@@ -41,8 +52,8 @@ std::vector<std::string> frozen_parameters(const Net& model, const Family& f, co
   for (const auto& prefix : prefixes)
     if (!matched.count(prefix))
       throw usage_error(fmt::format("--freeze '{}': '{}' names no parameter of model {}", freeze, prefix, f.name),
-                        "give name prefixes such as " + join(f.layers, ", ") + ", or backbone (all but " +
-                            join(f.head, ", ") + ")");
+                        "give name prefixes of its parameters, such as " + join(top_level_names(model), ", ") +
+                            ", or backbone (all but " + join(f.head, ", ") + ")");
   if (names.size() == model.named_parameters().size())
     throw usage_error(fmt::format("--freeze '{}' freezes every parameter of model {}: nothing would train", freeze, f.name),
                       "freeze less, e.g. --freeze backbone keeps the head (" + join(f.head, ", ") + ") training");
@@ -66,21 +77,22 @@ void set_frozen(Net& model, const std::vector<std::string>& names, bool freeze_b
   model.train(model.is_training());  // applies the eval-mode layers now
 }
 
-LrScale lr_scale(const Config& c, const Family& f) {
+LrScale lr_scale(const Config& c, const Family& f, const Net& model) {
   if (c.layer_decay <= 0 && c.backbone_lr_scale == 1) return nullptr;
-  const double decay = c.layer_decay, backbone = c.backbone_lr_scale;
-  const std::vector<std::string> layers = f.layers, head = f.head;
-  return [=](const std::string& name) {
-    double scale = under_any(name, head) ? 1.0 : backbone;
-    if (decay > 0) {
-      // As timm assigns layer ids: the first layer 0, the last (the head) L-1 at the full rate.
-      const auto last = static_cast<int64_t>(layers.size()) - 1;
-      int64_t id = 0;
-      for (int64_t i = 0; i <= last; ++i)
-        if (under(name, layers[static_cast<size_t>(i)])) id = i;
-      scale *= std::pow(decay, static_cast<double>(last - id));
-    }
-    return scale;
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters()) names.push_back(p.key());
+  const std::vector<int64_t> ids = layer_ids(f, names);
+  const int64_t last = ids.empty() ? 0 : *std::max_element(ids.begin(), ids.end());
+  std::map<std::string, double> scales;
+  for (size_t i = 0; i < names.size(); ++i) {
+    double scale = under_any(names[i], f.head) ? 1.0 : c.backbone_lr_scale;
+    // As timm: layer i of L at decay^(L-1-i), the last (with the head) at the full rate.
+    if (c.layer_decay > 0) scale *= std::pow(c.layer_decay, static_cast<double>(last - ids[i]));
+    scales[names[i]] = scale;
+  }
+  return [scales](const std::string& name) {
+    auto it = scales.find(name);
+    return it == scales.end() ? 1.0 : it->second;
   };
 }
 

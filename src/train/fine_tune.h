@@ -22,9 +22,10 @@ std::vector<std::string> frozen_parameters(const Net& model, const Family& f, co
 // running statistics as they are. An empty `names` unfreezes everything.
 void set_frozen(Net& model, const std::vector<std::string>& names, bool freeze_bn);
 
-// A parameter's learning-rate multiplier: timm's layer decay over the family's layers (the
-// head, last, at 1) times --backbone_lr_scale outside the head. Null when both are off.
+// A parameter's learning-rate multiplier: timm's layer decay over the family's layers
+// (layer_ids: the last, with the head, at 1) times --backbone_lr_scale outside the head, for
+// `model`'s parameters. Null when both are off.
 using LrScale = std::function<double(const std::string& name)>;
-LrScale lr_scale(const Config& c, const Family& f);
+LrScale lr_scale(const Config& c, const Family& f, const Net& model);
 
 }  // namespace gputrain

@@ -15,6 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/export.h"
 #include "weights/torch_save.h"
+#include "weights/unpickler.h"
 
 namespace gputrain {
 namespace {
@@ -121,8 +122,8 @@ std::pair<std::string, std::string> stem_from_weights(const InitWeights& w, cons
 InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, bool strict) {
   std::map<std::string, const torch::Tensor*> file;
   for (const auto& [name, t] : w.tensors) file[name] = &t;
-  std::vector<std::string> names_in_file;
-  for (const auto& [name, t] : w.tensors) names_in_file.push_back(name);
+  std::vector<std::string> names_in_file;  // as messages show them (names from a file are data)
+  for (const auto& [name, t] : w.tensors) names_in_file.push_back(printable(name));
 
   std::vector<std::pair<std::string, std::string>> skipped;  // name, why
   std::vector<std::string> initial, problems;
@@ -177,7 +178,7 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
     if (!used.count(name)) unused.push_back(name);
   if (strict)
     for (const auto& name : unused)
-      problems.push_back(fmt::format("'{}' in the file is not in model {}{}", name, f.name,
+      problems.push_back(fmt::format("'{}' in the file is not in model {}{}", printable(name), f.name,
                                      did_you_mean(name, [&] {
                                        std::vector<std::string> ours;
                                        for (const auto& [n, t] : model_tensors(model)) ours.push_back(n);
@@ -185,14 +186,14 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
                                      }())));
   if (loaded == 0)
     throw usage_error(fmt::format("--init_from '{}': none of its {} tensors fits model {} (first: '{}')", w.path,
-                                  w.tensors.size(), f.name, w.tensors.front().first),
+                                  w.tensors.size(), f.name, printable(w.tensors.front().first)),
                       "check --model and the model flags (--width, --depth, --stem) against the file");
   if (strict && !problems.empty()) {
     std::vector<std::string> lines;
     for (size_t i = 0; i < problems.size() && i < kListed; ++i) lines.push_back("--init_from '" + w.path + "': " + problems[i]);
     if (problems.size() > kListed) lines.push_back(fmt::format("... and {} more", problems.size() - kListed));
     throw Error(lines,
-                "check --model and the model flags (--width, --depth, --stem) against the file; --init_strict false "
+                "check --model and the model flags (--width, --depth, --stem) against the file; --no-init_strict "
                 "loads what matches and leaves the rest at its initial values",
                 kExitUsage);
   }
@@ -219,7 +220,7 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
     r.lines.push_back(fmt::format("  skipped  {}: {}{}", name, why, under(name, f.head) ? " (the head starts afresh)" : ""));
   r.lines.push_back("  initial  " + (initial.empty() ? std::string("none") : join(initial, ", ")));
   if (!strict) {
-    for (size_t i = 0; i < problems.size(); ++i) r.lines.push_back("  not loaded (--init_strict false): " + problems[i]);
+    for (size_t i = 0; i < problems.size(); ++i) r.lines.push_back("  not loaded (--no-init_strict): " + problems[i]);
     if (!unused.empty()) r.lines.push_back(fmt::format("  unused   {} tensors of the file", unused.size()));
   }
   return r;

@@ -62,7 +62,7 @@ void Session::build_trainer() {
   frozen_ = frozen_parameters(*model, f, c.freeze);
   set_frozen(*model, frozen_, c.freeze_bn);
   std::vector<double> scales;  // after the moves: the optimizer must hold the final tensors
-  auto optimizer = make_optimizer(c, *model, recipe_.fused_optimizer, lr_scale(c, f), &scales);
+  auto optimizer = make_optimizer(c, *model, recipe_.fused_optimizer, lr_scale(c, f, *model), &scales);
   trainer_ = std::make_unique<Trainer>(
       model, std::move(optimizer), recipe_,
       TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});

@@ -30,25 +30,23 @@ std::string archive_prefix(const std::vector<ZipMember>& members) {
   return "";
 }
 
-// A member's bytes: in the mapping for a stored member (PyTorch's way; CRC-checked too, since
-// weights are read once and in full), or inflated into `inflated`.
-std::pair<const uint8_t*, uint64_t> member_bytes(const std::string& path, const MappedFile& m, const ZipMember& z,
-                                                 std::shared_ptr<std::vector<uint8_t>>& inflated) {
+// A stored member's bytes, in the mapping (CRC-checked too: weights are read once, in full).
+std::pair<const uint8_t*, uint64_t> member_bytes(const std::string& path, const MappedFile& m, const ZipMember& z) {
   const std::string where = path + ": " + z.name;
   const uint64_t start = zip_member_start(where, m, z, kWeightsHint);
-  if (z.method == 8) {
-    inflated = zip_inflate(where, m, z, start, kWeightsHint);
-    return {inflated->data(), inflated->size()};
-  }
-  if (z.method != 0) throw usage_error(fmt::format("{}: zip compression method {} (PyTorch stores its members)", where, z.method), kWeightsHint);
+  // PyTorch stores every member uncompressed; a deflated one could inflate a small file into a
+  // pickle of millions of objects.
+  if (z.method != 0)
+    throw usage_error(fmt::format("{}: zip compression method {} (torch.save stores its members uncompressed)", where,
+                                  z.method),
+                      kWeightsHint);
   if (z.csize != z.usize) throw usage_error(where + ": corrupt zip: a stored member's sizes disagree", kWeightsHint);
   if (!crc_matches(m.data + start, z.usize, z.crc)) throw usage_error(where + ": damaged (CRC-32 mismatch)", kWeightsHint);
   return {m.data + start, z.usize};
 }
 
 std::string member_text(const std::string& path, const MappedFile& m, const ZipMember& z) {
-  std::shared_ptr<std::vector<uint8_t>> inflated;
-  const auto [data, size] = member_bytes(path, m, z, inflated);
+  const auto [data, size] = member_bytes(path, m, z);
   return std::string(reinterpret_cast<const char*>(data), size);
 }
 
@@ -105,23 +103,27 @@ StateDict read_torch_save(const std::string& path, bool ema) {
       throw usage_error(path + ": its tensors are big-endian", "re-save it with torch.save on a little-endian machine");
   }
 
+  uint64_t allocated = 0;  // storages' bytes so far: never more than the file holds
   const StorageReader storage = [&](const std::string& key, torch::ScalarType dtype, int64_t numel) {
     const ZipMember* z = member("data/" + key);
-    if (!z) throw usage_error(fmt::format("{}: storage '{}' is missing from the archive", path, key.substr(0, 64)), kWeightsHint);
+    if (!z) throw usage_error(fmt::format("{}: storage '{}' is missing from the archive", path, printable(key)), kWeightsHint);
     const uint64_t element = c10::elementSize(dtype);
     // The claim is checked against the member's real size before anything is allocated.
     if (static_cast<uint64_t>(numel) > z->usize / element || static_cast<uint64_t>(numel) * element != z->usize)
-      throw usage_error(fmt::format("{}: storage '{}' claims {} elements of {} but its member holds {} bytes", path, key,
-                                    numel, c10::toString(dtype), z->usize),
+      throw usage_error(fmt::format("{}: storage '{}' claims {} elements of {} but its member holds {} bytes", path,
+                                    printable(key), numel, c10::toString(dtype), z->usize),
                         kWeightsHint);
-    std::shared_ptr<std::vector<uint8_t>> inflated;
-    const auto [data, size] = member_bytes(path, m, *z, inflated);
+    // Members that overlap (several directory entries for one blob) would each be copied.
+    allocated += z->usize;
+    if (allocated > m.size)
+      throw usage_error(fmt::format("{}: its storages add up to more bytes than the file holds (overlapping members)", path),
+                        kWeightsHint);
+    const auto [data, size] = member_bytes(path, m, *z);
     torch::Tensor t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
     if (size > 0) std::memcpy(t.data_ptr(), data, size);
     return t;
   };
-  std::shared_ptr<std::vector<uint8_t>> inflated;
-  const auto [pickle, pickle_size] = member_bytes(path, m, *pkl, inflated);
+  const auto [pickle, pickle_size] = member_bytes(path, m, *pkl);
   const Unpickled u = unpickle_weights(path, pickle, pickle_size, storage, kWeightsHint);
 
   using Kind = PickleValue::Kind;
@@ -155,11 +157,11 @@ StateDict read_torch_save(const std::string& path, bool ema) {
     return nullptr;
   };
   for (size_t i = 0; i < root.items.size(); i += 2)
-    if (u.at(root.items[i]).kind == Kind::String && keys.size() < 12) keys.push_back("'" + u.at(root.items[i]).text + "'");
-  if (!ema) {
-    StateDict top = tensors_of(root);
-    if (!top.tensors.empty()) return top;
-  }
+    if (u.at(root.items[i]).kind == Kind::String && keys.size() < 12) keys.push_back("'" + printable(u.at(root.items[i]).text, 40) + "'");
+  // A dict of tensors alone is a state_dict; one with other values beside them (an epoch, a
+  // best accuracy kept as a tensor) is a training checkpoint whose wrapper key holds the weights.
+  StateDict top = tensors_of(root);
+  if (!ema && 2 * top.tensors.size() == root.items.size()) return top;
   for (const auto& w : ema ? kEmaWrappers : kWrappers)
     if (const PickleValue* d = find(w)) {
       StateDict s = tensors_of(*d);
@@ -167,6 +169,7 @@ StateDict read_torch_save(const std::string& path, bool ema) {
       s.wrapper = w;
       return s;
     }
+  if (!ema && !top.tensors.empty()) return top;
   throw usage_error(fmt::format("{}: no {}weights found (top-level keys: {})", path, ema ? "EMA " : "",
                                 keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", "))),
                     ema ? "drop --init_ema to start from the file's plain weights"

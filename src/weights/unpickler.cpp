@@ -39,6 +39,13 @@ constexpr const char* kRebuildParameter = "torch._utils._rebuild_parameter";
 // Most dimensions a tensor may claim (PyTorch's own limit is 64).
 constexpr size_t kMaxDims = 64;
 
+// Most objects a pickle may build: a state_dict of 10,000 tensors makes about 200,000. Each costs
+// about 100 bytes here, so a hostile run of 1-byte opcodes stops at a few hundred MB.
+constexpr size_t kMaxValues = 4'000'000;
+
+// Most elements a tensor may claim (its sizes' product must not overflow on the way).
+constexpr int64_t kMaxElements = int64_t{1} << 50;
+
 class Machine {
  public:
   Machine(std::string where, const uint8_t* data, size_t size, const StorageReader& storage, std::string hint)
@@ -178,6 +185,8 @@ class Machine {
   }
 
   size_t make(Kind k) {
+    if (values_.size() >= kMaxValues)
+      fail(fmt::format("the pickle builds more than {} objects: not a state_dict", kMaxValues));
     values_.push_back({});
     values_.back().kind = k;
     return values_.size() - 1;
@@ -262,6 +271,7 @@ class Machine {
       case Kind::Dict: return "dict";
       case Kind::Global: return "global";
       case Kind::Tensor: return "tensor";
+      case Kind::Storage: return "storage";
     }
     return "?";
   }
@@ -299,7 +309,7 @@ class Machine {
     if (std::find(allowed.begin(), allowed.end(), full) == allowed.end())
       throw usage_error(fmt::format("{}: forbidden global '{}': a weights file may only name tensors, storages and "
                                     "OrderedDict, and gputrain never runs code from a file",
-                                    where_, full.substr(0, 200)),
+                                    where_, printable(full, 120)),
                         "save only the weights in Python: torch.save(model.state_dict(), 'weights.pt'), or use "
                         "safetensors");
     const size_t i = make(Kind::Global);
@@ -329,7 +339,7 @@ class Machine {
 
   // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
   size_t rebuild_tensor(const std::vector<size_t>& a) {
-    const torch::Tensor storage = expect(a[0], Kind::Tensor, "a tensor's storage").tensor;
+    const torch::Tensor storage = expect(a[0], Kind::Storage, "a tensor's storage").tensor;
     const int64_t offset = int_of(a[1], "a tensor's storage offset");
     const auto& size = expect(a[2], Kind::Tuple, "a tensor's size").items;
     const auto& stride = expect(a[3], Kind::Tuple, "a tensor's stride").items;
@@ -339,11 +349,13 @@ class Machine {
     // The last element the view reaches must lie inside the storage: checked without overflow.
     const int64_t numel = storage.numel();
     if (offset < 0 || offset > numel) fail(fmt::format("a tensor's storage offset {} is outside its storage of {} elements", offset, numel));
-    int64_t last = offset;
+    int64_t last = offset, elements = 1;
     bool empty = false;
     for (size_t d = 0; d < size.size(); ++d) {
       const int64_t n = int_of(size[d], "a tensor size"), s = int_of(stride[d], "a tensor stride");
       if (n < 0 || s < 0) fail(fmt::format("a tensor with a negative size or stride ({} / {})", n, s));
+      if (n > 0 && elements > kMaxElements / n) fail("a tensor whose sizes multiply past 2^50 elements");
+      elements *= n;
       sizes.push_back(n);
       strides.push_back(s);
       if (n == 0) empty = true;
@@ -370,20 +382,21 @@ class Machine {
     if (dtype == storage_types().end()) fail(fmt::format("'{}' is not a storage type", type));
     const std::string key = text_of(t[2], "a storage key");
     const int64_t numel = int_of(t[4], "a storage size");
-    if (numel < 0) fail(fmt::format("storage '{}' claims {} elements", key, numel));
+    if (numel < 0) fail(fmt::format("storage '{}' claims {} elements", printable(key), numel));
     auto& s = storages_[key];
     if (!s.defined()) {
       s = storage_(key, dtype->second, numel);
     } else if (s.scalar_type() != dtype->second || s.numel() != numel) {
-      fail(fmt::format("storage '{}' is named twice with different types or sizes", key));
+      fail(fmt::format("storage '{}' is named twice with different types or sizes", printable(key)));
     }
-    const size_t i = make(Kind::Tensor);
+    const size_t i = make(Kind::Storage);
     values_[i].tensor = s;
     return i;
   }
 
   Unpickled finish(size_t at) {
-    if (stack_.size() != 1 || !marks_.empty())
+    if (!marks_.empty()) fail(fmt::format("pickle STOP at byte {} with a MARK still open", at));
+    if (stack_.size() != 1)
       fail(fmt::format("pickle STOP at byte {} with {} values on the stack (expected 1)", at, stack_.size()));
     Unpickled out;
     out.root = stack_.back();
@@ -401,6 +414,15 @@ const std::vector<std::string>& allowed_pickle_globals() {
     return n;
   }();
   return names;
+}
+
+std::string printable(const std::string& text, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+  }
+  return text.size() > max ? out + "..." : out;
 }
 
 Unpickled unpickle_weights(const std::string& where, const uint8_t* data, size_t size, const StorageReader& storage,

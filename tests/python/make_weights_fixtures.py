@@ -28,6 +28,15 @@ Files gputrain must refuse (exit 2, one `gputrain: error: <file>: ...` line, not
     huge_storage.pth         a storage claiming 2**40 floats for a member of 64 bytes
     wrong_dtype.safetensors  good.safetensors with fc1.weight stored as I32
     shape_mismatch.pth       fc2.weight of shape 17x16 instead of 16x16
+    view_of_view.pth         a tensor rebuilt on another tensor (a stride-0 view claiming 2**40) instead of a storage
+    overflow.pth             sizes 2**62 x 2**62 (strides 0): their product overflows
+    deflated.pth             good.pth with data.pkl deflated (torch.save never compresses)
+    overlap.pth              50 directory entries for one stored 64 KiB blob
+    code_checkpoint.pt       a TorchScript module with gputrain's format tag and a __setstate__ that
+                             would create OUTDIR/ran_code_from_the_file when loaded
+
+Also loaded: imagenet_example.pth, pytorch/examples' ImageNet checkpoint ({'epoch', 'best_acc1' as
+a tensor, 'state_dict' with 'module.' names}).
 
 The malicious pickles are only ever written, never loaded: the script checks each one by
 disassembling it (pickletools) and by resolving its globals with an Unpickler whose
@@ -42,6 +51,8 @@ import pickletools
 import struct
 import sys
 import zipfile
+import zlib
+from typing import Tuple
 
 import torch
 import torch.nn.functional as F
@@ -239,8 +250,89 @@ def main(outdir):
     mismatch["fc2.weight"] = torch.randn(HIDDEN + 1, HIDDEN)
     torch.save(mismatch, path("shape_mismatch.pth"))
 
+    # pytorch/examples' ImageNet checkpoint: a wrapper key beside a tensor of its own.
+    torch.save({"epoch": 3, "best_acc1": torch.tensor(0.5), "state_dict": {"module." + k: v for k, v in sd.items()}},
+               path("imagenet_example.pth"))
+
+    # A tensor rebuilt on another tensor (a stride-0 view of one float claiming 2**40) instead of
+    # a storage: only a storage may back a tensor.
+    pid = MARK + text("storage") + glob("torch", "FloatStorage") + text("0") + text("cpu") + integer(1) + TUPLE
+    tup = lambda xs: MARK + b"".join(integer(x) for x in xs) + TUPLE
+    rebuild = lambda base, size, stride: (glob("torch._utils", "_rebuild_tensor_v2") + MARK + base + integer(0) +
+                                          tup(size) + tup(stride) + NEWFALSE + glob("collections", "OrderedDict") +
+                                          EMPTY_TUPLE + REDUCE + TUPLE + REDUCE)
+    view = rebuild(rebuild(pid + BINPERSID, (1 << 40,), (0,)), (16, 8), (8, 1))
+    rezip(path("good.pth"), path("view_of_view.pth"),
+          {"data.pkl": PROTO2 + EMPTY_DICT + text("fc1.weight") + view + SETITEM + STOP, "data/0": bytes(4)})
+    # Sizes whose product overflows 64 bits (strides 0 keep the reach inside the storage).
+    rezip(path("good.pth"), path("overflow.pth"),
+          {"data.pkl": tensor_pickle("0", 1, (1 << 62, 1 << 62), (0, 0)), "data/0": bytes(4)})
+    # data.pkl deflated (PyTorch never compresses): a small file could inflate to a huge pickle.
+    with zipfile.ZipFile(path("good.pth")) as zin, zipfile.ZipFile(path("deflated.pth"), "w") as zout:
+        for n in zin.namelist():
+            zout.writestr(n, zin.read(n), zipfile.ZIP_DEFLATED if n.endswith("data.pkl") else zipfile.ZIP_STORED)
+    # 50 directory entries for one stored blob of 64 KiB: 50 storages from the same bytes.
+    write_overlapping_zip(path("overlap.pth"), 50, bytes(64 << 10))
+    # A TorchScript module carrying gputrain's format tag and a __setstate__ that would write a
+    # file when loaded: loading it would run the file's code.
+    torch.jit.save(torch.jit.script(Tagged(path("ran_code_from_the_file"))), path("code_checkpoint.pt"))
+
     for name in sorted(os.listdir(outdir)):
         print(f"{os.path.getsize(path(name)):8d}  {name}")
+
+
+class Tagged(nn.Module):
+    def __init__(self, marker):
+        super().__init__()
+        self.w = torch.zeros(3)
+        self.tag = "gputrain-checkpoint-2"
+        self.marker = marker
+
+    def forward(self, x):
+        return x + self.w
+
+    @torch.jit.export
+    def __getstate__(self) -> Tuple[torch.Tensor, str, str, bool]:
+        return self.w, self.tag, self.marker, self.training
+
+    @torch.jit.export
+    def __setstate__(self, state: Tuple[torch.Tensor, str, str, bool]):
+        torch.from_file(state[2], shared=True, size=1, dtype=torch.uint8).fill_(1)
+        self.w, self.tag, self.marker, self.training = state[0], state[1], state[2], state[3]
+
+
+def write_overlapping_zip(path, count, blob):
+    """A zip whose `count` directory entries archive/data/<k> all point at one stored `blob`."""
+    numel = len(blob) // 4
+    pid = lambda k: (MARK + text("storage") + glob("torch", "FloatStorage") + text(str(k)) + text("cpu") +
+                     integer(numel) + TUPLE + BINPERSID)
+    tensors = b"".join(text(f"t{k}") + glob("torch._utils", "_rebuild_tensor_v2") + MARK + pid(k) + integer(0) +
+                       MARK + integer(numel) + TUPLE + MARK + integer(1) + TUPLE + NEWFALSE +
+                       glob("collections", "OrderedDict") + EMPTY_TUPLE + REDUCE + TUPLE + REDUCE + SETITEM
+                       for k in range(count))
+    pkl = PROTO2 + EMPTY_DICT + tensors + STOP
+    out, directory = bytearray(), bytearray()
+
+    def local(name, data):
+        offset, n = len(out), name.encode()
+        out.extend(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, zlib.crc32(data), len(data), len(data),
+                               len(n), 0) + n + data)
+        return offset
+
+    def central(name, data, offset):
+        n = name.encode()
+        directory.extend(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, zlib.crc32(data), len(data),
+                                     len(data), len(n), 0, 0, 0, 0, 0, offset) + n)
+
+    pkl_at, blob_at = local("archive/data.pkl", pkl), local("archive/data/0", blob)
+    central("archive/data.pkl", pkl, pkl_at)
+    for k in range(count):
+        central(f"archive/data/{k}", blob, blob_at)
+    start = len(out)
+    out.extend(directory)
+    out.extend(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count + 1, count + 1, len(directory), start, 0))
+    with open(path, "wb") as f:
+        f.write(out)
 
 
 def convert(src, dst):
