@@ -364,3 +364,20 @@ TEST_CASE("init_from: tensors sharing a storage stay shared, and the stem follow
   auto wide = test::run_gputrain(args + " --width 16 --output_dir " + (dir / "wide"));
   CHECK_THAT(wide.err, Catch::Contains("the file's width is 8; pass --width 8"));
 }
+
+TEST_CASE("init_from: --init_ema starts from a checkpoint's moving average", "[weights][cli]") {
+  test::TempDir dir;
+  run_ok(kMlp + "--max_steps 4 --optimizer sgd --lr 0.1 --ema_decay 0.5 --output_dir " + (dir / "first"));
+  const std::string ckpt = dir / "first/checkpoints/last.pt";
+  run_ok("export --checkpoint " + ckpt + " --weights ema --out " + (dir / "ema.st"));
+  // A step at learning rate 0 leaves an mlp (no BatchNorm) as it started.
+  auto r = run_ok(kMlp + "--max_steps 1 --optimizer sgd --lr 0 --init_from " + ckpt + " --init_ema --output_dir " +
+                  (dir / "from_ema") + " --export " + (dir / "start.st"));
+  CHECK_THAT(r.out, Catch::Contains("(gputrain checkpoint, EMA weights)"));
+  check_same_weights(dir / "ema.st", dir / "start.st", 0, 0);
+  run_ok(kMlp + "--max_steps 2 --output_dir " + (dir / "plain"));
+  auto none = test::run_gputrain(kMlp + "--max_steps 1 --init_from " + (dir / "plain/checkpoints/last.pt") +
+                                 " --init_ema --output_dir " + (dir / "refused"));
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("has no moving average"));
+}
