@@ -84,7 +84,7 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
       throw usage_error(path + ": torch.save's legacy format (PyTorch before 1.6, or _use_new_zipfile_serialization=False)",
                         "re-save it with a current PyTorch: torch.save(torch.load(PATH, weights_only=True), 'weights.pt')");
     case WeightsFormat::Unknown:
-      throw usage_error(path + ": not a weights file (neither safetensors nor a zip archive)", kWeightsHint);
+      throw usage_error(path + ": not a weights file (neither safetensors nor a torch.save or gputrain zip)", kWeightsHint);
   }
   if (w.tensors.empty()) throw usage_error(path + ": holds no tensors", kWeightsHint);
   for (bool again = true; again;) {
