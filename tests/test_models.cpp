@@ -456,15 +456,12 @@ TEST_CASE("models: every family's spec holds every field, and each matches the m
       for (size_t i = 0; i < names.size(); ++i) {
         INFO(names[i]);
         if (i > 0) CHECK(ids[i] >= ids[i - 1]);
-        const bool head = std::any_of(f->head.begin(), f->head.end(), [&](const std::string& h) {
-          return names[i].rfind(h + ".", 0) == 0;
-        });
-        if (head) CHECK(ids[i] == last);
+        if (in_head(*f, names[i])) CHECK(ids[i] == last);
         for (const auto& entry : f->layers)
           for (const auto& l : layer_prefixes(entry))
-            if (names[i] == l.prefix || names[i].rfind(l.prefix + ".", 0) == 0) used_layers.insert(l.prefix);
+            if (under_prefix(names[i], l.prefix)) used_layers.insert(l.prefix);
       }
-      CHECK(std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(f->head.front() + ".", 0) == 0; }));
+      CHECK(std::any_of(names.begin(), names.end(), [&](const std::string& n) { return in_head(*f, n); }));
     }
     for (const auto& entry : f->layers) {
       INFO(entry);  // no layer that no input form has

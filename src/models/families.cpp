@@ -77,6 +77,15 @@ std::vector<std::string> model_option_problems(const Config& c) {
   return problems;
 }
 
+bool under_prefix(const std::string& name, const std::string& prefix) {
+  return name == prefix || (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+                            name[prefix.size()] == '.');
+}
+
+bool in_head(const Family& f, const std::string& name) {
+  return std::any_of(f.head.begin(), f.head.end(), [&](const std::string& h) { return under_prefix(name, h); });
+}
+
 std::vector<LayerPrefix> layer_prefixes(const std::string& entry) {
   std::vector<LayerPrefix> out;
   for (size_t start = 0, end; start <= entry.size(); start = end + 1) {
@@ -90,14 +99,11 @@ std::vector<LayerPrefix> layer_prefixes(const std::string& entry) {
 }
 
 std::vector<int64_t> layer_ids(const Family& f, const std::vector<std::string>& names) {
-  auto under = [](const std::string& name, const std::string& prefix) {
-    return name == prefix || name.rfind(prefix + ".", 0) == 0;
-  };
   // The layer a name belongs to: its entry, or for "x.*" its child "x.N"; "" for none.
   auto key_of = [&](const std::string& name) -> std::string {
     for (const auto& entry : f.layers)
       for (const auto& [prefix, per_child] : layer_prefixes(entry)) {
-        if (!under(name, prefix)) continue;
+        if (!under_prefix(name, prefix)) continue;
         if (!per_child) return entry;
         const std::string rest = name.substr(prefix.size() + 1);
         return prefix + "." + rest.substr(0, rest.find('.'));

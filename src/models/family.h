@@ -65,6 +65,12 @@ std::vector<std::string> model_names_where(const std::function<bool(const Family
 // every model at once). A usage error for an unknown model.
 std::vector<std::string> model_option_problems(const Config& c);
 
+// Whether parameter `name` is `prefix` or lies inside it ("fc.weight" is under "fc", "fc2.bias"
+// is not).
+bool under_prefix(const std::string& name, const std::string& prefix);
+// Whether `name` is a parameter or buffer of f's head.
+bool in_head(const Family& f, const std::string& name);
+
 // One entry of Family::layers as its prefixes: "a+b.*" is {a, false}, {b, true} (one layer per
 // child of b).
 struct LayerPrefix {

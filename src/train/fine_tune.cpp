@@ -15,14 +15,6 @@
 namespace gputrain {
 namespace {
 
-bool under(const std::string& name, const std::string& prefix) {
-  return name == prefix || name.rfind(prefix + ".", 0) == 0;
-}
-
-bool under_any(const std::string& name, const std::vector<std::string>& prefixes) {
-  return std::any_of(prefixes.begin(), prefixes.end(), [&](const auto& p) { return under(name, p); });
-}
-
 // The first component of every parameter name, in order ("conv1", "bn1", "layer1", ...).
 std::vector<std::string> top_level_names(const Net& model) {
   std::vector<std::string> names;
@@ -43,7 +35,7 @@ std::vector<std::string> frozen_parameters(const Net& model, const Family& f, co
   for (const auto& p : model.named_parameters()) {
     const std::string& name = p.key();
     for (const auto& prefix : prefixes)
-      if (prefix == "backbone" ? !under_any(name, f.head) : under(name, prefix)) {
+      if (prefix == "backbone" ? !in_head(f, name) : under_prefix(name, prefix)) {
         names.push_back(name);
         matched.insert(prefix);
         break;
@@ -85,7 +77,7 @@ LrScale lr_scale(const Config& c, const Family& f, const Net& model) {
   const int64_t last = ids.empty() ? 0 : *std::max_element(ids.begin(), ids.end());
   std::map<std::string, double> scales;
   for (size_t i = 0; i < names.size(); ++i) {
-    double scale = under_any(names[i], f.head) ? 1.0 : c.backbone_lr_scale;
+    double scale = in_head(f, names[i]) ? 1.0 : c.backbone_lr_scale;
     // As timm: layer i of L at decay^(L-1-i), the last (with the head) at the full rate.
     if (c.layer_decay > 0) scale *= std::pow(c.layer_decay, static_cast<double>(last - ids[i]));
     scales[names[i]] = scale;

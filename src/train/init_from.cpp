@@ -34,12 +34,6 @@ std::string shape_text(const torch::Tensor& t) {
   return join(d, "x");
 }
 
-bool under(const std::string& name, const std::vector<std::string>& prefixes) {
-  for (const auto& p : prefixes)
-    if (name == p || name.rfind(p + ".", 0) == 0) return true;
-  return false;
-}
-
 bool ends_with(const std::string& s, const std::string& end) {
   return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
 }
@@ -130,13 +124,12 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
   std::set<std::string> used;
   int64_t loaded = 0, values = 0;
   std::vector<std::pair<torch::Tensor, const torch::Tensor*>> copies;
-  const bool has_stem = f.stem;
   for (const auto& [name, t] : model_tensors(model)) {
     auto it = file.find(name);
     if (it == file.end()) {
       // The head starts afresh; a BatchNorm's step counter matters only without momentum
       // (PyTorch, too, lets old files lack it).
-      if (under(name, f.head) || ends_with(name, "num_batches_tracked"))
+      if (in_head(f, name) || ends_with(name, "num_batches_tracked"))
         initial.push_back(name);
       else
         problems.push_back(fmt::format("'{}' ({}) is not in the file{}", name, shape_text(t),
@@ -147,14 +140,14 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
     const torch::Tensor& src = *it->second;
     if (src.sizes() != t.sizes()) {
       const std::string why = fmt::format("shape {} in the file vs {}", shape_text(src), shape_text(t));
-      if (under(name, f.head)) {
+      if (in_head(f, name)) {
         skipped.emplace_back(name, why);
         continue;
       }
-      if (has_stem && name == "conv1.weight" && src.dim() == 4 && src.size(0) != t.size(0))
+      if (f.stem && name == "conv1.weight" && src.dim() == 4 && src.size(0) != t.size(0))
         problems.push_back(fmt::format("'{}': {}: the file's width is {}; pass --width {}", name, why, src.size(0),
                                        src.size(0)));
-      else if (has_stem && name == "conv1.weight")
+      else if (f.stem && name == "conv1.weight")
         problems.push_back(fmt::format("'{}': {}: the file's stem is {}x{}; pass --stem {} (or --stem auto)", name, why,
                                        src.size(-1), src.size(-1), src.size(-1) == 7 ? "imagenet" : "small"));
       else
@@ -173,17 +166,14 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
     ++loaded;
     values += t.numel();
   }
-  std::vector<std::string> unused;
+  std::vector<std::string> unused, ours;
   for (const auto& [name, t] : w.tensors)
     if (!used.count(name)) unused.push_back(name);
+  for (const auto& [name, t] : model_tensors(model)) ours.push_back(name);
   if (strict)
     for (const auto& name : unused)
-      problems.push_back(fmt::format("'{}' in the file is not in model {}{}", printable(name), f.name,
-                                     did_you_mean(name, [&] {
-                                       std::vector<std::string> ours;
-                                       for (const auto& [n, t] : model_tensors(model)) ours.push_back(n);
-                                       return ours;
-                                     }())));
+      problems.push_back(
+          fmt::format("'{}' in the file is not in model {}{}", printable(name), f.name, did_you_mean(name, ours)));
   if (loaded == 0)
     throw usage_error(fmt::format("--init_from '{}': none of its {} tensors fits model {} (first: '{}')", w.path,
                                   w.tensors.size(), f.name, printable(w.tensors.front().first)),
@@ -217,7 +207,7 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
   r.lines.push_back(fmt::format("init_from: {} ({})", w.path, where));
   r.lines.push_back(fmt::format("  loaded   {} tensors, {} values", loaded, values));
   for (const auto& [name, why] : skipped)
-    r.lines.push_back(fmt::format("  skipped  {}: {}{}", name, why, under(name, f.head) ? " (the head starts afresh)" : ""));
+    r.lines.push_back(fmt::format("  skipped  {}: {}{}", name, why, in_head(f, name) ? " (the head starts afresh)" : ""));
   r.lines.push_back("  initial  " + (initial.empty() ? std::string("none") : join(initial, ", ")));
   if (!strict) {
     for (size_t i = 0; i < problems.size(); ++i) r.lines.push_back("  not loaded (--no-init_strict): " + problems[i]);
