@@ -11,7 +11,7 @@ INPUT.f32 / OUTPUT.f32 hold raw little-endian float32 (the C++ side's input batc
 eval-mode outputs). Prints one line "max_abs_diff X via <model source>, <loader>".
 
 torchvision comes from the repo's .pydeps folder (tools/setup.sh installs it there). Where it is
-absent (an offline machine), a copy of torchvision's resnet18 module tree below stands in, so the
+absent (an offline machine), the copy of torchvision's module tree in twins.py stands in, so the
 names and layouts are still checked; the printed line says which one ran.
 GPUTRAIN_TEST_NO_TORCHVISION=1 uses the copy even where torchvision is present.
 """
@@ -22,11 +22,9 @@ import sys
 
 import numpy as np
 import torch
-from torch import nn
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if os.path.isdir(os.path.join(ROOT, ".pydeps")):
-    sys.path.insert(0, os.path.join(ROOT, ".pydeps"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from twins import make_resnet  # noqa: E402  (it also puts the repo's .pydeps on the path)
 
 NUMPY_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
                 "I8": "i1", "U8": "u1", "BOOL": "?"}
@@ -64,62 +62,13 @@ def load_weights(path):
     return tensors, meta, "json+numpy parser"
 
 
-# --- a copy of torchvision.models.resnet18's module tree (same names), for offline machines
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = self.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return self.relu(y + (x if self.downsample is None else self.downsample(x)))
-
-
-class ResNet18(nn.Module):
-    def __init__(self, num_classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        widths = [64, 128, 256, 512]
-        cin = 64
-        for i, w in enumerate(widths):
-            stride = 1 if i == 0 else 2
-            setattr(self, f"layer{i + 1}", nn.Sequential(BasicBlock(cin, w, stride), BasicBlock(w, w, 1)))
-            cin = w
-        self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
-
-
 def make_resnet18(num_classes, channels, stem):
-    try:
-        if os.environ.get("GPUTRAIN_TEST_NO_TORCHVISION"):  # exercises the copy (the C++ test does)
-            raise ImportError
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # its C extension may not match this torch: resnet needs none
-            import torchvision
-        model, source = torchvision.models.resnet18(num_classes=num_classes), "torchvision " + torchvision.__version__
-    except ImportError:
-        model, source = ResNet18(num_classes), "built-in copy of torchvision's resnet18 (torchvision absent)"
-    if stem == "small":  # gputrain's small-image stem is the CIFAR variant: 3x3 stride 1, no max-pool
-        model.conv1 = nn.Conv2d(channels, 64, 3, 1, 1, bias=False)
-        model.maxpool = nn.Identity()
-    return model, source
+    """torchvision's resnet18 with gputrain's stem, or twins.py's copy of its module tree."""
+    model = make_resnet("resnet18", (channels, 224, 224), num_classes, stem=stem)
+    if model.source == "torchvision":
+        import torchvision
+        return model, "torchvision " + torchvision.__version__
+    return model, "built-in copy of torchvision's resnet18 (torchvision absent)"
 
 
 def main():
