@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
+
+#include <sys/stat.h>
 #include <map>
 #include <set>
 #include <string>
@@ -168,6 +170,11 @@ TEST_CASE("init_from: bad files are exit 2 with one line naming the file, and ch
     CHECK(!std::filesystem::exists(run));
   }
   CHECK(!std::filesystem::exists(dir / "ran_code_from_the_file"));  // the __setstate__ never ran
+  // A pipe with no writer is refused at once, not waited on.
+  REQUIRE(::mkfifo((dir / "pipe").c_str(), 0600) == 0);
+  auto pipe = test::run_gputrain(kMlp + "--max_steps 1 --init_from " + (dir / "pipe") + " --output_dir " + (dir / "run_pipe"));
+  CHECK(pipe.exit_code == 2);
+  CHECK_THAT(pipe.err, Catch::Contains("pipe: not a regular file"));
   // --init_strict false loads what matches and says what it left.
   auto relaxed = run_ok(kMlp + "--max_steps 1 --init_from " + (dir / "shape_mismatch.pth") + " --no-init_strict --output_dir " +
                         (dir / "relaxed"));

@@ -16,7 +16,9 @@ namespace gputrain {
 // Note: if another process truncates the file while it is mapped, reads fault (SIGBUS); data
 // files are not expected to change during training.
 MappedFile map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a pipe with no writer returns at once (to be refused below as not a
+  // regular file) instead of waiting forever; it changes nothing for a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     throw usage_error(path + ": cannot open (" + std::strerror(errno) + ")", "check the path and its permissions");
   struct stat st {};
