@@ -123,6 +123,8 @@ TEST_CASE("cuda: a replayed CUDA-graph step equals the eager step, fallbacks inc
       for (const auto& e : t.ema()->tensors()) v.push_back(e.flatten().cpu().to(torch::kFloat));
       return torch::cat(v);
     };
-    CHECK(torch::allclose(ema(*eager), ema(*graphed), 1e-4, 1e-5));
+    // fp16: the infinite input of step 6 left NaN in the BatchNorm running statistics on both
+    // sides (PyTorch's too: a skipped update does not undo the forward's), hence equal_nan.
+    CHECK(torch::allclose(ema(*eager), ema(*graphed), 1e-4, 1e-5, /*equal_nan=*/true));
   }
 }

@@ -190,8 +190,8 @@ TEST_CASE("pipeline: 10 steps on 2 and 3 stages, both schedules, train the weigh
     for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
       if (r["event"] == "eval") trained = r["test_loss"].get<double>();
     CHECK(nlohmann::json::parse(test::read_file(dir / "e.json"))["test_loss"].get<double>() == Approx(trained).epsilon(1e-6));
-    std::filesystem::remove_all(dir / "one");
-    for (const char* d : {"piped2gpipe", "piped21f1b", "piped3gpipe", "piped31f1b"}) std::filesystem::remove_all(dir / d);
+    test::remove_tree(dir.path / "one");
+    for (const char* d : {"piped2gpipe", "piped21f1b", "piped3gpipe", "piped31f1b"}) test::remove_tree(dir.path / d);
   }
 }
 

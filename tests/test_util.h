@@ -12,11 +12,24 @@
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <ftw.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 namespace gputrain::test {
+
+// Removes a folder and all it holds, links not followed. Not std::filesystem::remove_all: the
+// torch 2.11 wheel's libtorch.so exports its own copy, which calls a weak symbol that is null
+// unless libstdc++.so is loaded, and on a GPU machine (Ubuntu 24.04, pip torch 2.11) the
+// binaries bound to it and crashed in every test that ran gputrain.
+inline void remove_tree(const std::filesystem::path& path) {
+  auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) {
+    std::remove(p);  // best effort, as remove_all(path, ec) was: a test's leftovers are not its result
+    return 0;
+  };
+  ::nftw(path.c_str(), remove_one, 64, FTW_DEPTH | FTW_PHYS);
+}
 
 // A fresh folder under the system temp dir, removed when the object dies.
 struct TempDir {
@@ -26,10 +39,7 @@ struct TempDir {
     path = std::filesystem::temp_directory_path() / ("gputrain-test-" + std::to_string(rd()));
     std::filesystem::create_directories(path);
   }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
+  ~TempDir() { remove_tree(path); }
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 

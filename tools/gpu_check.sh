@@ -9,10 +9,11 @@
 #
 # Usage:
 #   tools/gpu_check.sh --fetch-debs      here: download .gpudeps/*.deb (and keep it out of git)
-#   tools/gpu_check.sh [--out FILE] [--skip-build] [--quick]
+#   tools/gpu_check.sh [--out FILE] [--skip-build] [--quick] [--tests-only]
 #       --out FILE     the report (default gpu_check.md; also copied into $OUT when that is set)
 #       --skip-build   use the existing build/ (no setup.sh)
 #       --quick        tiny step counts and shapes: a smoke run of the script itself (CPU too)
+#       --tests-only   build and run the [cuda] tests, no benchmarks (a fix's second look)
 #   Environment: GPUTRAIN_TORCH_PYTHON (the Python with torch, default python3),
 #   GPUTRAIN_BUILD_DIR (default build), GPU_CHECK_DEBS (default .gpudeps),
 #   GPU_CHECK_PREFIX (where the .debs are unpacked, default /tmp/gpudeps), GPU_CHECK_VARIANTS
@@ -71,6 +72,7 @@ fetch_debs() {
 out=gpu_check.md
 skip_build=0
 quick=0
+tests_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --fetch-debs) fetch_debs; exit 0 ;;
@@ -78,6 +80,7 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#--out=} ;;
     --skip-build) skip_build=1 ;;
     --quick) quick=1 ;;
+    --tests-only) tests_only=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -218,11 +221,65 @@ unpack_debs() {
   echo "unpacked into $2:"
   ls "$2/usr/include" "$2/usr/lib/"*-linux-gnu/lib*.so
 }
-export -f show_env unpack_debs
+# Each [cuda] test case in its own process: a crash in one (the first GPU run had one) then
+# hides none of the others. A crashed case runs again under cuda-gdb or gdb for its backtrace.
+# Exit: 0 all passed, 77 skipped (no GPU), 1 otherwise.
+cuda_tests_each() {
+  set -uo pipefail
+  local tests=$1 names name escaped rc failed=0 debugger
+  # Catch2's listing exits with the number of cases listed; 77 is the runner's "no GPU".
+  names=$("$tests" "[cuda]" --list-test-names-only)
+  rc=$?
+  [ "$rc" = 77 ] && return 77
+  [ -n "$names" ] || { echo "no [cuda] test cases listed (exit $rc)"; return 1; }
+  debugger=$(command -v cuda-gdb || command -v gdb || true)
+  while IFS= read -r name; do
+    [ -n "$name" ] || continue
+    # Catch2 reads ',' '[' ']' as syntax in a test spec; a backslash takes them literally.
+    escaped=$(printf '%s' "$name" | sed 's/[][,\\"]/\\&/g')
+    echo "--- $name"
+    timeout -k 5 150 "$tests" "$escaped" 2>&1
+    rc=$?
+    echo "--- exit $rc: $name"
+    [ "$rc" = 0 ] && continue
+    failed=$((failed + 1))
+    if [ "$rc" -gt 128 ] && [ "$rc" != 137 ] && [ -n "$debugger" ]; then
+      echo "--- backtrace ($debugger):"
+      timeout -k 5 150 "$debugger" -q -batch -ex run -ex "thread apply all bt 25" --args "$tests" "$escaped" 2>&1 |
+        grep -v '^\[New Thread\|^\[Thread .* exited' | tail -n 150
+    fi
+  done <<< "$names"
+  echo "cuda tests: $failed failed"
+  [ "$failed" = 0 ]
+}
+# How the binary is linked, and which library each of its std::filesystem symbols binds to:
+# the first GPU run's binaries lacked libstdc++.so.6 among their NEEDED (CMakeLists.txt names it
+# first), so they bound to the copy torch 2.11's libtorch.so exports (its remove_all crashed).
+link_report() {
+  set -uo pipefail
+  echo "\$ readelf -d $1/gputrain | grep NEEDED"
+  readelf -d "$1/gputrain" | grep NEEDED
+  echo; echo "\$ the link command (ninja -t commands)"
+  ninja -C "$1" -t commands gputrain 2>/dev/null | tail -n 1 | tr ' ' '\n' | grep -v '^$' | grep -v '\.o$' | head -n 60
+  echo; echo "\$ LD_BIND_NOW=1 LD_DEBUG=bindings gputrain --version: std::filesystem symbols bound to"
+  LD_BIND_NOW=1 LD_DEBUG=bindings "$1/gputrain" --version 2>&1 | grep "binding file $1/gputrain" |
+    grep -o "to [^ ]*.*symbol \`_ZNSt10filesystem[^']*" | sed 's/ \[[0-9]*\]//; s/: normal symbol//' | sort | uniq -c | sort -rn | head -n 40
+}
+export -f show_env unpack_debs cuda_tests_each link_report
+
+# The summary line; status 1 if any section failed.
+finish() {
+  local failed=0 s
+  for s in "${statuses[@]}"; do [[ $s == FAILED* ]] && failed=$((failed + 1)); done
+  echo
+  echo "gpu_check: report written to $out ($failed failed section(s), ${SECONDS}s)"
+  [ "$failed" = 0 ]
+}
 
 opts=""
 [ "$skip_build" = 1 ] && opts+="--skip-build"
 [ "$quick" = 1 ] && opts+="${opts:+ }--quick"
+[ "$tests_only" = 1 ] && opts+="${opts:+ }--tests-only"
 echo "gpu_check: report -> $out, budget ${budget}s, GPU: $([ "$has_gpu" = 1 ] && echo yes || echo no)"
 
 section environment 30 bash -c 'show_env "$@"' _ "$py"
@@ -255,10 +312,15 @@ if [ "$skip_build" = 0 ]; then
   section build 360 env GPUTRAIN_SKIP_APT=1 GPUTRAIN_TORCH_PYTHON="$py" GPUTRAIN_BUILD_DIR="$build_dir" tools/setup.sh
 fi
 gt=$build_dir/gputrain
+section link 30 bash -c 'link_report "$@"' _ "$build_dir"
 
 # --- tests and info --------------------------------------------------------------------------
-section cuda_tests 120 "$build_dir/gputrain_tests" "[cuda]"
+section cuda_tests 300 bash -c 'cuda_tests_each "$@"' _ "$build_dir/gputrain_tests"
 section info 30 "$gt" info
+if [ "$tests_only" = 1 ]; then
+  finish
+  exit
+fi
 
 # --- benchmark matrix ------------------------------------------------------------------------
 # Only the variants this binary knows (cuda_graphs is newer than some builds): read them from
@@ -285,8 +347,4 @@ section bench_mlp 60 "$gt" benchmark --dataset synthetic --input_shape 64 --mode
 section compare_pytorch 200 env PYTHONUNBUFFERED=1 "$py" tools/compare_pytorch.py --workloads mlp \
   "${compare[@]}" --gputrain "$gt" --markdown "$work/compare_pytorch.table.md"
 
-failed=0
-for s in "${statuses[@]}"; do [[ $s == FAILED* ]] && failed=$((failed + 1)); done
-echo
-echo "gpu_check: report written to $out ($failed failed section(s), ${SECONDS}s)"
-[ "$failed" = 0 ]
+finish
