@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "test_python.h"
 #include "test_util.h"
 #include "test_weights.h"
 #include "train/export.h"
@@ -27,26 +28,12 @@
 
 using namespace gputrain;
 using test::check_same_weights;
+using test::have_python;
+using test::kPython;
+using test::kRoot;
+using test::python;
 
 namespace {
-
-const std::string kRoot = GPUTRAIN_SOURCE_DIR;
-const std::string kPython = kRoot + "/.venv/bin/python";
-
-bool have_python() {
-  if (std::filesystem::exists(kPython)) return true;
-  WARN("skipped: no venv Python at " + kPython + " (tools/setup.sh creates it)");
-  return false;
-}
-
-// Runs a script of tests/python with the venv's Python; its exit code, output in `log`.
-int python(const std::string& script_and_args, std::string& log) {
-  test::TempDir tmp;
-  const std::string cmd = kPython + " " + kRoot + "/tests/python/" + script_and_args + " >" + (tmp / "log") + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  log = test::read_file(tmp / "log");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 test::RunResult run_ok(const std::string& args, const std::string& env = "") {
   auto r = test::run_gputrain(args, env);

@@ -71,6 +71,11 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
     build fuzz_weights tests/fuzz/fuzz_weights.cpp src/weights/unpickler.cpp src/weights/torch_save.cpp \
     src/core/zip.cpp src/core/mapped_file.cpp -- "${args[@]}"
   targets+=(fuzz_weights)
+  # --model net.pt2's reader and graph compiler (gputrain's own code, instrumented whole).
+  sanitize=fuzzer,address,undefined deps="$build_dir/libgputrain_core.a" \
+    build fuzz_pt2 tests/fuzz/fuzz_pt2.cpp src/weights/pt2_archive.cpp src/models/exported_graph.cpp \
+    src/core/zip.cpp src/core/mapped_file.cpp -- "${args[@]}"
+  targets+=(fuzz_pt2)
 else
   echo "fuzz: fuzz_checkpoint not built: it links gputrain's build in $build_dir (run tools/setup.sh first)"
 fi
@@ -115,6 +120,18 @@ with zipfile.ZipFile(os.path.join(out, "state_dict.pth")) as z:
 PY
 fi
 
+# A torch.export program of a small net (linear, batch_norm, dropout, a dynamic batch).
+mkdir -p "$out/seeds_pt2"
+if [ -x .venv/bin/python ]; then
+  .venv/bin/python - "$out/seeds_pt2" <<'PY'
+import os, sys
+import torch
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Dropout(0.1), torch.nn.Linear(8, 2))
+ep = torch.export.export(net.train(), (torch.randn(2, 4),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+torch.export.save(ep, os.path.join(sys.argv[1], "net.pt2"))
+PY
+fi
+
 # Inputs that once crashed a target run first, every time (tests/fuzz/regressions/<target>/).
 for dir in tests/fuzz/regressions/*/; do
   name=$(basename "$dir")
@@ -132,6 +149,7 @@ for target in "${targets[@]}"; do
   [ "$target" = fuzz_checkpoint ] && rss=6144 timeout=60
   [ "$target" = fuzz_config ] && max_len=262144  # deep nesting needs long inputs
   [ "$target" = fuzz_weights ] && max_len=16384  # a torch.save zip aligns its members to 64 bytes
+  [ "$target" = fuzz_pt2 ] && max_len=65536  # the program's JSON alone is ~20 KB for a small net
   echo "fuzz: $target for ${seconds}s"
   if ! (cd "$out" && ./"$target" -max_total_time="$seconds" -timeout=$timeout -rss_limit_mb=$rss -max_len=$max_len \
         -print_final_stats=1 \

@@ -109,7 +109,7 @@ std::vector<std::string> config_problems(const Config& c) {
         problems.push_back(f.name + " '" + v.dump() + "' (expected " + range_text(f) + ")");
     } else if (v.is_string() && !f.choices.empty()) {
       std::string s = v.get<std::string>();
-      if (std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end())
+      if (std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end() && !(f.name == "model" && is_model_file(s)))
         problems.push_back(f.name + " '" + s + "' (expected one of: " + join(f.choices, ", ") + ")" +
                            did_you_mean(s, f.choices));
     }

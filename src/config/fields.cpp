@@ -88,7 +88,9 @@ std::vector<Field> make_fields() {
       {"drop_last", &C::drop_last, "loader", "drop the last incomplete training batch"},
       {"shuffle", &C::shuffle, "loader", "reshuffle the training set every epoch"},
 
-      {"model", &C::model, "model", "model family (gputrain models lists them)", {/* set_model_choices */}},
+      {"model", &C::model, "model",
+       "model family (gputrain models lists them), or a torch.export program file net.pt2 (tools/export_model.py)",
+       {/* set_model_choices */}},
       {"width", &C::width, "model", "base width (0 = the model's default)", {}, 0, 65536},
       {"depth",
        &C::depth,
@@ -313,6 +315,8 @@ void set_model_choices(std::vector<std::string> names) {
   for (auto& f : field_table())
     if (f.name == "model") f.choices = std::move(names);
 }
+
+bool is_model_file(std::string_view model) { return model.size() > 4 && model.substr(model.size() - 4) == ".pt2"; }
 
 std::vector<std::string> config_field_names() {
   std::vector<std::string> names;

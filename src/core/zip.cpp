@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace gputrain {
@@ -160,6 +162,17 @@ std::shared_ptr<std::vector<uint8_t>> zip_inflate(const std::string& where, cons
   if (!crc_matches(buf->data(), out, z.crc)) fail(where, "corrupt zip: CRC mismatch", hint);
   buf->resize(out);
   return buf;
+}
+
+std::pair<const uint8_t*, uint64_t> zip_stored_bytes(const std::string& where, const MappedFile& m, const ZipMember& z,
+                                                     const std::string& hint) {
+  const uint64_t start = zip_member_start(where, m, z, hint);
+  if (z.method != 0)
+    throw usage_error(fmt::format("{}: zip compression method {} (PyTorch stores its members uncompressed)", where, z.method),
+                      hint);
+  if (z.csize != z.usize) throw usage_error(where + ": corrupt zip: a stored member's sizes disagree", hint);
+  if (!crc_matches(m.data + start, z.usize, z.crc)) throw usage_error(where + ": damaged (CRC-32 mismatch)", hint);
+  return {m.data + start, z.usize};
 }
 
 uint32_t crc32_of(const uint8_t* data, uint64_t size) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/mapped_file.h"
@@ -31,6 +32,12 @@ uint64_t zip_member_start(const std::string& where, const MappedFile& m, const Z
 // grows only as data really inflates, so a forged size cannot make it allocate much.
 std::shared_ptr<std::vector<uint8_t>> zip_inflate(const std::string& where, const MappedFile& m, const ZipMember& z,
                                                   uint64_t start, const std::string& hint);
+
+// Member `z`'s bytes in the mapping, for archives PyTorch writes (torch.save, torch.export.save),
+// which store every member uncompressed: a deflated member (which could inflate a small file into
+// millions of objects), sizes that disagree or a CRC-32 mismatch throw like zip_directory.
+std::pair<const uint8_t*, uint64_t> zip_stored_bytes(const std::string& where, const MappedFile& m, const ZipMember& z,
+                                                     const std::string& hint);
 
 // The zip (zlib) CRC-32 of `size` bytes, any size.
 uint32_t crc32_of(const uint8_t* data, uint64_t size);

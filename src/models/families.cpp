@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include "config/config.h"
+#include "config/fields.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "models/imported.h"
 
 namespace gputrain {
 
@@ -48,6 +50,7 @@ std::vector<std::string> model_names_where(const std::function<bool(const Family
 }
 
 const Family& family(const std::string& name) {
+  if (is_model_file(name)) return imported_family(name);
   for (const Family* f : families())
     if (f->name == name) return *f;
   throw usage_error("unknown model '" + name + "'" + did_you_mean(name, model_names()),
@@ -67,6 +70,9 @@ std::vector<std::string> model_option_problems(const Config& c) {
   auto option = [&](const char* name) { return readers([&](const Family& g) { return has(g, name); }); };
   std::vector<std::string> problems;
   const std::string got = " (got --model " + c.model + ")";
+  // A file's graph calls batch_norm directly: there is no BatchNorm module to swap for the synced one.
+  if (c.sync_bn && is_model_file(c.model))
+    problems.push_back("--sync_bn is for the built-in models: a model from a file keeps its graph's batch_norm" + got);
   if (c.depth > 0 && !reads("depth")) problems.push_back("--depth is for " + option("depth") + got);
   if (c.heads > 0 && !reads("heads")) problems.push_back("--heads is for " + option("heads") + got);
   if (c.dropout > 0 && !reads("dropout")) problems.push_back("--dropout is for " + option("dropout") + got);

@@ -30,7 +30,7 @@ struct ModelSpec {
 
 struct Family {
   std::string name;                         // --model
-  NetPtr (*make)(const ModelSpec&) = nullptr;
+  std::function<NetPtr(const ModelSpec&)> make;
   std::vector<size_t> ranks;                // sample ranks it takes; empty = any
   std::string input;                        // how such a sample reads: "C x H x W"
   // The model flags it reads beyond --width: depth, heads, dropout. (--stem and
@@ -39,6 +39,7 @@ struct Family {
   bool stem = false;    // a stem to choose (--stem: small up to 64 px, else imagenet)
   bool blocks = false;  // residual blocks or encoder layers: --grad_checkpointing recomputes them
   bool pieces = false;  // declares pieces: pipeline stages can split it
+  bool width = true;    // builds its layers from --width (a model read from a file does not)
   // The layers of layer-wise learning-rate decay from input to output, as timm groups them:
   // each entry a parameter-name prefix, "a+b" for one layer of several, "x.*" for one layer per
   // child x.N (residual blocks, encoder layers). Parameters under no entry (the head) share the

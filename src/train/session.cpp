@@ -12,6 +12,7 @@
 #include "core/faults.h"
 #include "core/text.h"
 #include "config/fields.h"
+#include "models/imported.h"
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
 #include "train/auto_workers.h"
@@ -57,6 +58,7 @@ void Session::build_trainer() {
   NetPtr model = make_model(c.model, model_spec(c, train.sample_shape(), outputs));
   if (init_weights_) init_report_ = load_init_weights(*model, f, *init_weights_, c.init_strict);
   init_weights_.reset();  // the file's copy is not needed any more
+  if (is_model_file(c.model)) recipe_.report.push_back({"model file", imported_eval_note(c.model)});
   model->to(recipe_.device);
   if (recipe_.channels_last) to_channels_last(*model);
   frozen_ = frozen_parameters(*model, f, c.freeze);
@@ -74,6 +76,8 @@ Session::Session(const Config& requested, SessionOptions options)
   pin(options_.pinned);
   auto problems = model_option_problems(rc_.resolved);  // before any data is read
   if (!problems.empty()) throw Error(problems, "drop the options the model does not use", kExitUsage);
+  // A preset's --width sizes the built-in families; a model read from a file has its own.
+  if (!family(rc_.resolved.model).width) rc_.not_applicable("width", "the model's layers come from " + rc_.resolved.model);
 
   machine_ = probe_machine(rc_.resolved.device != "cpu");
   parallel_.plan(rc_, machine_, options_.keep_global_batch);

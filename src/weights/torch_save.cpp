@@ -32,17 +32,7 @@ std::string archive_prefix(const std::vector<ZipMember>& members) {
 
 // A stored member's bytes, in the mapping (CRC-checked too: weights are read once, in full).
 std::pair<const uint8_t*, uint64_t> member_bytes(const std::string& path, const MappedFile& m, const ZipMember& z) {
-  const std::string where = path + ": " + z.name;
-  const uint64_t start = zip_member_start(where, m, z, kWeightsHint);
-  // PyTorch stores every member uncompressed; a deflated one could inflate a small file into a
-  // pickle of millions of objects.
-  if (z.method != 0)
-    throw usage_error(fmt::format("{}: zip compression method {} (torch.save stores its members uncompressed)", where,
-                                  z.method),
-                      kWeightsHint);
-  if (z.csize != z.usize) throw usage_error(where + ": corrupt zip: a stored member's sizes disagree", kWeightsHint);
-  if (!crc_matches(m.data + start, z.usize, z.crc)) throw usage_error(where + ": damaged (CRC-32 mismatch)", kWeightsHint);
-  return {m.data + start, z.usize};
+  return zip_stored_bytes(path + ": " + z.name, m, z, kWeightsHint);
 }
 
 std::string member_text(const std::string& path, const MappedFile& m, const ZipMember& z) {

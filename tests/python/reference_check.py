@@ -70,12 +70,12 @@ def write_data(folder, shape, rng):
     return arrays
 
 
-def pytorch_reference(twin, data, lr):
-    """The twin after STEPS full-batch SGD steps, and its eval outputs on the test samples."""
+def pytorch_reference(twin, data, lr, steps=STEPS):
+    """The twin after `steps` full-batch SGD steps, and its eval outputs on the test samples."""
     opt = torch.optim.SGD(twin.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=0.0)
     x, y = torch.from_numpy(data["x_train"]), torch.from_numpy(data["y_train"])
     twin.train()
-    for _ in range(STEPS):
+    for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         F.mse_loss(twin(x), y).backward()
         opt.step()
@@ -85,8 +85,9 @@ def pytorch_reference(twin, data, lr):
     return {k: v.detach().clone() for k, v in twin.state_dict().items()}, out
 
 
-def train_command(binary, family, folder, options, lr):
-    """`gputrain train` for the same run as pytorch_reference, starting from folder/start.pth."""
+def train_command(binary, family, folder, options, lr, steps=STEPS, init_from=True):
+    """`gputrain train` for the same run as pytorch_reference, starting from folder/start.pth
+    (without `init_from`, from the weights `family` holds: a net.pt2 file)."""
     def path(name):
         return os.path.join(folder, name)
     cmd = [binary, "train", "--dataset", "npy", "--train_file", path("x_train.npy"),
@@ -94,11 +95,12 @@ def train_command(binary, family, folder, options, lr):
            "--test_targets", path("y_test.npy"), "--task", "regression", "--loss", "mse", "--model", family]
     for name, value in options.items():
         cmd += [f"--{name}", str(value)]
-    cmd += ["--init_from", path("start.pth"),
-            "--optimizer", "sgd", "--momentum", str(MOMENTUM), "--no-nesterov", "--lr", str(lr),
+    if init_from:
+        cmd += ["--init_from", path("start.pth")]
+    cmd += ["--optimizer", "sgd", "--momentum", str(MOMENTUM), "--no-nesterov", "--lr", str(lr),
             "--lr_schedule", "constant", "--warmup_steps", "0", "--weight_decay", "0",
-            # One full batch per epoch, in file order, as given: STEPS epochs of one step each.
-            "--batch_size", str(N_TRAIN), "--epochs", str(STEPS), "--max_steps", str(STEPS),
+            # One full batch per epoch, in file order, as given: `steps` epochs of one step each.
+            "--batch_size", str(N_TRAIN), "--epochs", str(steps), "--max_steps", str(steps),
             "--no-shuffle", "--no-normalize", "--accumulation_steps", "1", "--clip_max_norm", "0",
             "--ema_decay", "0", "--no-use_amp", "--no-channels_last",
             # PyTorch's side runs on the CPU: so does this one, with no device recipe on top.

@@ -1,0 +1,488 @@
+// Compiling and running an exported graph. Values live in numbered slots; each node's arguments
+// are constants (converted to IValues once) or slots, in its operator's schema order, and a slot
+// is released after its last reader so that activations autograd does not keep are freed.
+#include "models/exported_graph.h"
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/types.h>
+
+#include "core/error.h"
+#include "weights/export_schema.h"
+#include "weights/pt2_archive.h"
+
+namespace gputrain {
+
+using nlohmann::json;
+
+namespace {
+
+// How an argument gets its value at run time.
+struct Arg {
+  enum class Kind { Const, Slot, Tensors, OptionalTensors, Ints, Device } kind = Kind::Const;
+  c10::IValue constant;
+  int slot = -1;
+  std::vector<int> slots;      // Tensors, OptionalTensors (-1: None), Ints (-1: the constant below)
+  std::vector<int64_t> ints;  // Ints: the constants
+};
+
+// The Python integer arithmetic a dynamic shape leaves in a graph (x.shape[0] * 2).
+enum class IntOp { None, Add, Sub, Mul, FloorDiv, Mod };
+
+struct Output {
+  int slot = -1;           // a single value; -1 when unused
+  std::vector<int> slots;  // a list return (split, unbind): one slot per element
+  bool list = false;
+};
+
+struct Node {
+  std::string name, target, source;
+  std::optional<c10::OperatorHandle> op;
+  IntOp int_op = IntOp::None;
+  std::vector<Arg> args;
+  std::vector<Output> outputs;
+  std::vector<int> release;  // slots whose last reader is this node
+};
+
+// "File "net.py", line 9, in forward\n    y = self.fc(x)" -> "net.py:9 (y = self.fc(x))": the
+// outermost frame, the user's own forward.
+std::string source_of(const json& node) {
+  const auto meta = node.find("metadata");
+  if (meta == node.end() || !meta->is_object()) return "";
+  const std::string trace = meta->value("stack_trace", "");
+  const auto file = trace.find("File \"");
+  if (file == std::string::npos) return "";
+  const auto file_end = trace.find('"', file + 6);
+  const auto line = trace.find("line ", file_end);
+  if (file_end == std::string::npos || line == std::string::npos) return "";
+  std::string where = trace.substr(file + 6, file_end - file - 6);
+  where = where.substr(where.rfind('/') + 1);
+  const auto comma = trace.find(',', line);
+  std::string out = where + ":" + trace.substr(line + 5, comma - line - 5);
+  const auto code = trace.find('\n', line);
+  if (code != std::string::npos) {
+    auto text = trace.substr(code + 1, trace.find('\n', code + 1) - code - 1);
+    text.erase(0, text.find_first_not_of(' '));
+    if (!text.empty()) out += " (" + text + ")";
+  }
+  return out;
+}
+
+// A number where the schema wants a Tensor (add_(buffer, 1)): a wrapped number, as Python passes
+// it, so that type promotion treats it as a scalar.
+c10::IValue wrapped(const at::Scalar& s) {
+  auto t = c10::scalar_to_tensor(s);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+bool wants_tensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) return wants_tensor(type->castRaw<c10::OptionalType>()->getElementType());
+  return type->kind() == c10::TypeKind::TensorType;
+}
+
+bool wants_float(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) return wants_float(type->castRaw<c10::OptionalType>()->getElementType());
+  return type->kind() == c10::TypeKind::FloatType;
+}
+
+}  // namespace
+
+struct ExportedGraph::Impl {
+  std::string path;
+  std::vector<GraphInput> inputs;
+  std::vector<int> input_slots;
+  std::vector<int64_t> input_shape, output_shape;
+  std::vector<std::string> mutated;
+  std::vector<int> output_slots;  // the user output, then the mutated buffers
+  std::vector<Node> nodes;
+  std::unordered_map<std::string, int> slot_of;
+  int slots = 0;
+
+  int slot(const std::string& name) {
+    auto [it, added] = slot_of.emplace(name, slots);
+    if (added) ++slots;
+    return it->second;
+  }
+  int existing(const std::string& name, const Node& n) const {
+    const auto it = slot_of.find(name);
+    if (it == slot_of.end()) throw fail(n, "reads '" + name + "', which no earlier node or input defines");
+    return it->second;
+  }
+
+  Error fail(const Node& n, const std::string& why) const {
+    return usage_error(fmt::format("{}: node '{}' ({}){}: {}", path, n.name, n.target,
+                                   n.source.empty() ? "" : " from " + n.source, why),
+                       "export a model whose forward uses ATen operators only (no custom ops, no torch.cond or "
+                       "torch.map): tools/export_model.py checks this before it saves");
+  }
+
+  // The shape of a graph value from tensor_values: {"as_int": n} or {"as_expr": ...} (-1).
+  static std::vector<int64_t> shape_of(const json& graph, const std::string& name) {
+    std::vector<int64_t> shape;
+    for (const auto& d : graph.at("tensor_values").at(name).at("sizes"))
+      shape.push_back(d.contains("as_int") ? d.at("as_int").get<int64_t>() : -1);
+    return shape;
+  }
+
+  Arg arg(const json& a, const c10::Argument& schema, const Node& n) {
+    Arg r;
+    const auto& type = schema.type();
+    const std::string kind = a.is_object() && a.size() == 1 ? a.begin().key() : "";
+    const json& v = kind.empty() ? a : a.begin().value();
+    auto named = [&](const json& x) { return existing(x.at("name").get<std::string>(), n); };
+    if (kind == "as_none") {
+      r.constant = c10::IValue();
+    } else if (kind == "as_tensor") {
+      r.kind = Arg::Kind::Slot;
+      r.slot = named(v);
+    } else if (kind == "as_optional_tensor") {
+      if (v.contains("as_tensor")) {
+        r.kind = Arg::Kind::Slot;
+        r.slot = named(v.at("as_tensor"));
+      }
+    } else if (kind == "as_tensors" || kind == "as_optional_tensors") {
+      r.kind = kind == "as_tensors" ? Arg::Kind::Tensors : Arg::Kind::OptionalTensors;
+      for (const auto& t : v) {
+        if (kind == "as_tensors") r.slots.push_back(named(t));
+        else r.slots.push_back(t.contains("as_tensor") ? named(t.at("as_tensor")) : -1);
+      }
+    } else if (kind == "as_int" || kind == "as_float" || kind == "as_bool") {
+      const at::Scalar s = kind == "as_int" ? at::Scalar(v.get<int64_t>())
+                           : kind == "as_float" ? at::Scalar(v.get<double>())
+                                                : at::Scalar(v.get<bool>());
+      if (wants_tensor(type)) r.constant = wrapped(s);
+      else if (wants_float(type)) r.constant = s.toDouble();
+      else r.constant = kind == "as_int" ? c10::IValue(v.get<int64_t>())
+                        : kind == "as_float" ? c10::IValue(v.get<double>())
+                                             : c10::IValue(v.get<bool>());
+    } else if (kind == "as_ints") {
+      r.constant = v.get<std::vector<int64_t>>();
+    } else if (kind == "as_floats") {
+      r.constant = v.get<std::vector<double>>();
+    } else if (kind == "as_bools") {
+      c10::List<bool> list;
+      for (const auto& b : v) list.push_back(b.get<bool>());
+      r.constant = list;
+    } else if (kind == "as_string") {
+      r.constant = v.get<std::string>();
+    } else if (kind == "as_strings") {
+      r.constant = v.get<std::vector<std::string>>();
+    } else if (kind == "as_sym_int" || kind == "as_sym_float" || kind == "as_sym_bool") {
+      if (v.contains("as_name")) {
+        r.kind = Arg::Kind::Slot;
+        r.slot = existing(v.at("as_name").get<std::string>(), n);
+      } else {
+        return arg(json{{kind == "as_sym_int" ? "as_int" : kind == "as_sym_float" ? "as_float" : "as_bool",
+                         v.begin().value()}},
+                   schema, n);
+      }
+    } else if (kind == "as_sym_ints") {
+      r.kind = Arg::Kind::Ints;
+      for (const auto& x : v) {
+        const bool name = x.contains("as_name");
+        r.slots.push_back(name ? existing(x.at("as_name").get<std::string>(), n) : -1);
+        r.ints.push_back(name ? 0 : x.at("as_int").get<int64_t>());
+      }
+    } else if (kind == "as_scalar_type") {
+      const auto t = export_scalar_type(v.get<int64_t>());
+      if (!t) throw fail(n, fmt::format("dtype {} is not one gputrain trains with", v.dump()));
+      r.constant = static_cast<int64_t>(*t);
+    } else if (kind == "as_memory_format") {
+      const auto f = export_memory_format(v.get<int64_t>());
+      if (!f) throw fail(n, fmt::format("unknown memory format {}", v.dump()));
+      r.constant = static_cast<int64_t>(*f);
+    } else if (kind == "as_layout") {
+      const auto l = export_layout(v.get<int64_t>());
+      if (!l) throw fail(n, fmt::format("layout {} is not one gputrain trains with", v.dump()));
+      r.constant = static_cast<int64_t>(*l);
+    } else if (kind == "as_device") {
+      // The device the program was exported on: here it is the model's own.
+      r.kind = Arg::Kind::Device;
+    } else {
+      throw fail(n, "argument '" + schema.name() + "' is of kind '" + kind + "', which gputrain cannot pass");
+    }
+    return r;
+  }
+
+  void compile_node(const json& j, bool eval, const std::vector<std::string>& slot_buffer) {
+    Node n;
+    n.name = j.at("name").get<std::string>();
+    n.target = j.at("target").get<std::string>();
+    n.source = source_of(j);
+    // Named inputs, by the schema's argument names.
+    std::unordered_map<std::string, json> given;
+    std::vector<json> positional;
+    for (const auto& in : j.at("inputs")) {
+      given[in.at("name").get<std::string>()] = in.at("arg");
+      positional.push_back(in.at("arg"));
+    }
+    static const std::unordered_map<std::string, IntOp> int_ops = {{"_operator.add", IntOp::Add},
+                                                                   {"_operator.sub", IntOp::Sub},
+                                                                   {"_operator.mul", IntOp::Mul},
+                                                                   {"_operator.floordiv", IntOp::FloorDiv},
+                                                                   {"_operator.mod", IntOp::Mod}};
+    if (auto it = int_ops.find(n.target); it != int_ops.end()) {
+      n.int_op = it->second;
+      if (positional.size() != 2) throw fail(n, "expected two operands");
+      static const c10::Argument int_arg("x", c10::IntType::get());
+      for (const auto& a : positional) n.args.push_back(arg(a, int_arg, n));
+    } else {
+      const std::string prefix = "torch.ops.";
+      if (n.target.rfind("torch.ops.higher_order.", 0) == 0)
+        throw fail(n, "a higher-order operator needs Python to run (control flow or a wrapped function)");
+      if (n.target.rfind(prefix, 0) != 0) throw fail(n, "a Python function, not an operator");
+      // torch.ops.<ns>.<name>.<overload>; "default" is the overload named "".
+      const std::string rest = n.target.substr(prefix.size());
+      const auto dot1 = rest.find('.'), dot2 = rest.rfind('.');
+      if (dot1 == std::string::npos || dot2 == dot1) throw fail(n, "not an operator name");
+      const std::string ns = rest.substr(0, dot1), op = rest.substr(dot1 + 1, dot2 - dot1 - 1);
+      std::string overload = rest.substr(dot2 + 1);
+      if (overload == "default") overload = "";
+      n.op = c10::Dispatcher::singleton().findSchema({ns + "::" + op, overload});
+      if (!n.op)
+        throw fail(n, ns == "aten" ? "this LibTorch has no such operator (export with the torch gputrain was built on)"
+                                   : "a custom operator ('" + ns + "' namespace) is not registered in gputrain");
+      const auto& schema = n.op->schema();
+      for (const auto& a : schema.arguments()) {
+        json value;
+        if (auto it = given.find(a.name()); it != given.end()) {
+          value = it->second;
+        } else if (a.default_value()) {
+          Arg d;
+          d.constant = *a.default_value();
+          n.args.push_back(d);
+          continue;
+        } else {
+          throw fail(n, "argument '" + a.name() + "' is missing");
+        }
+        // module.eval(): batch statistics and dropout off.
+        if (eval && ((n.target == "torch.ops.aten.batch_norm.default" && a.name() == "training") ||
+                     (n.target.find("dropout") != std::string::npos && a.name() == "train")))
+          value = json{{"as_bool", false}};
+        n.args.push_back(arg(value, a, n));
+      }
+      // eval: num_batches_tracked += 1 is the one buffer update outside batch_norm.
+      if (eval && n.target == "torch.ops.aten.add_.Tensor" && n.args[0].kind == Arg::Kind::Slot &&
+          n.args[0].slot < static_cast<int>(slot_buffer.size()) &&
+          slot_buffer[n.args[0].slot].find("num_batches_tracked") != std::string::npos)
+        return;  // (its output is never read in a training-form graph)
+    }
+    for (const auto& out : j.at("outputs")) {
+      Output o;
+      const std::string kind = out.is_object() && out.size() == 1 ? out.begin().key() : "";
+      const json& v = kind.empty() ? out : out.begin().value();
+      if (kind == "as_tensor") {
+        o.slot = slot(v.at("name").get<std::string>());
+      } else if (kind == "as_tensors") {
+        o.list = true;
+        for (const auto& t : v) o.slots.push_back(slot(t.at("name").get<std::string>()));
+      } else if (kind == "as_sym_int" || kind == "as_sym_float" || kind == "as_sym_bool") {
+        if (v.contains("as_name")) o.slot = slot(v.at("as_name").get<std::string>());
+      } else if (kind != "as_none") {
+        throw fail(n, "an output of kind '" + kind + "', which gputrain cannot hold");
+      }
+      n.outputs.push_back(std::move(o));
+    }
+    if (n.op && n.outputs.size() > n.op->schema().returns().size()) throw fail(n, "more outputs than its operator returns");
+    nodes.push_back(std::move(n));
+  }
+
+  // Each slot's last reader releases it (the graph's outputs are never released).
+  void plan_releases() {
+    std::vector<int> last(slots, -1);
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (const auto& a : nodes[i].args) {
+        if (a.slot >= 0) last[a.slot] = static_cast<int>(i);
+        for (int s : a.slots)
+          if (s >= 0) last[s] = static_cast<int>(i);
+      }
+    for (int s : output_slots) last[s] = -1;
+    for (int s = 0; s < slots; ++s)
+      if (last[s] >= 0) nodes[last[s]].release.push_back(s);
+  }
+};
+
+ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool eval) : impl_(std::make_unique<Impl>()) {
+  Impl& g = *impl_;
+  g.path = path;
+  try {
+    // Training-form programs keep conv2d, linear, batch_norm (what autocast knows); a decomposed
+    // or inference program's aten.convolution would not autocast.
+    const auto& verifiers = program.at("verifiers");
+    if (std::find(verifiers.begin(), verifiers.end(), "TRAINING") == verifiers.end())
+      throw usage_error(path + ": a program exported for inference (verifier " + verifiers.dump() + "), not training",
+                        "export with torch.export.export(model.train(), ...) and save it before run_decompositions "
+                        "(tools/export_model.py does)");
+    const auto& module = program.at("graph_module");
+    const auto& graph = module.at("graph");
+    const auto& signature = module.at("signature");
+    const auto& specs = signature.at("input_specs");
+    const auto& names = graph.at("inputs");
+    if (specs.size() != names.size()) throw usage_error(path + ": the signature and the graph disagree on the inputs", kPt2Hint);
+    std::vector<std::string> slot_buffer;
+    std::string user;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const auto& spec = specs[i];
+      const std::string kind = spec.begin().key();
+      const auto& s = spec.begin().value();
+      GraphInput in;
+      std::string arg;
+      if (kind == "parameter") {
+        in = {GraphInput::Kind::Parameter, s.at("parameter_name").get<std::string>()};
+        arg = s.at("arg").at("name").get<std::string>();
+      } else if (kind == "buffer") {
+        in = {GraphInput::Kind::Buffer, s.at("buffer_name").get<std::string>()};
+        arg = s.at("arg").at("name").get<std::string>();
+      } else if (kind == "tensor_constant") {
+        in = {GraphInput::Kind::Constant, s.at("tensor_constant_name").get<std::string>()};
+        arg = s.at("arg").at("name").get<std::string>();
+      } else if (kind == "user_input" && s.at("arg").contains("as_tensor")) {
+        if (!user.empty())
+          throw usage_error(path + ": the model's forward takes several inputs; gputrain feeds it one tensor",
+                            "wrap the model in a module whose forward takes one tensor (and slices it)");
+        arg = user = s.at("arg").at("as_tensor").at("name").get<std::string>();
+        in = {GraphInput::Kind::User, user};
+      } else {
+        throw usage_error(path + ": a graph input of kind '" + kind + "' (gputrain feeds one tensor and the module's "
+                                 "own parameters, buffers and constants)",
+                          "export a forward that takes one tensor");
+      }
+      in.shape = Impl::shape_of(graph, arg);
+      const int slot = g.slot(arg);
+      if (in.kind == GraphInput::Kind::Buffer) {
+        slot_buffer.resize(slot + 1);
+        slot_buffer[slot] = in.name;
+      }
+      g.inputs.push_back(in);
+      g.input_slots.push_back(slot);
+    }
+    if (user.empty()) throw usage_error(path + ": the model's forward takes no tensor input", kPt2Hint);
+    for (const auto& in : g.inputs)
+      if (in.kind == GraphInput::Kind::User) g.input_shape = in.shape;
+    for (const auto& node : graph.at("nodes")) g.compile_node(node, eval, slot_buffer);
+    std::string out;
+    for (const auto& spec : signature.at("output_specs")) {
+      const std::string kind = spec.begin().key();
+      const auto& s = spec.begin().value();
+      if (kind == "user_output" && s.at("arg").contains("as_tensor")) {
+        if (!out.empty())
+          throw usage_error(path + ": the model's forward returns several values; gputrain trains one output tensor",
+                            "return the logits (or the prediction) alone");
+        out = s.at("arg").at("as_tensor").at("name").get<std::string>();
+      } else if (kind == "buffer_mutation") {
+        g.mutated.push_back(s.at("buffer_name").get<std::string>());
+      } else {
+        throw usage_error(path + ": a graph output of kind '" + kind + "', which gputrain cannot train", kPt2Hint);
+      }
+    }
+    if (out.empty()) throw usage_error(path + ": the model's forward returns no tensor", kPt2Hint);
+    g.output_shape = Impl::shape_of(graph, out);
+    auto output_slot = [&](const std::string& name) {
+      const auto it = g.slot_of.find(name);
+      if (it == g.slot_of.end()) throw usage_error(path + ": the output '" + name + "' is no node's", kPt2Hint);
+      return it->second;
+    };
+    g.output_slots.push_back(output_slot(out));
+    for (const auto& spec : signature.at("output_specs"))
+      if (spec.begin().key() == "buffer_mutation")
+        g.output_slots.push_back(output_slot(spec.begin().value().at("arg").at("name").get<std::string>()));
+    g.plan_releases();
+  } catch (const json::exception& e) {
+    throw usage_error(path + ": malformed program (" + std::string(e.what()) + ")", kPt2Hint);
+  }
+}
+
+ExportedGraph::~ExportedGraph() = default;
+ExportedGraph::ExportedGraph(ExportedGraph&&) noexcept = default;
+
+const std::vector<GraphInput>& ExportedGraph::inputs() const { return impl_->inputs; }
+const std::vector<int64_t>& ExportedGraph::input_shape() const { return impl_->input_shape; }
+const std::vector<int64_t>& ExportedGraph::output_shape() const { return impl_->output_shape; }
+const std::vector<std::string>& ExportedGraph::mutated_buffers() const { return impl_->mutated; }
+
+std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::Device device) const {
+  const Impl& g = *impl_;
+  std::vector<c10::IValue> slots(g.slots);
+  for (size_t i = 0; i < bound.size(); ++i) slots[g.input_slots[i]] = std::move(bound[i]);
+  torch::jit::Stack stack;
+  for (const auto& n : g.nodes) {
+    stack.clear();
+    for (const auto& a : n.args) {
+      switch (a.kind) {
+        case Arg::Kind::Const: stack.push_back(a.constant); break;
+        case Arg::Kind::Slot: stack.push_back(slots[a.slot]); break;
+        case Arg::Kind::Device: stack.emplace_back(device); break;
+        case Arg::Kind::Tensors: {
+          c10::List<at::Tensor> list;
+          list.reserve(a.slots.size());
+          for (int s : a.slots) list.push_back(slots[s].toTensor());
+          stack.emplace_back(std::move(list));
+          break;
+        }
+        case Arg::Kind::OptionalTensors: {
+          c10::List<std::optional<at::Tensor>> list;
+          for (int s : a.slots) list.push_back(s < 0 ? std::nullopt : std::optional<at::Tensor>(slots[s].toTensor()));
+          stack.emplace_back(std::move(list));
+          break;
+        }
+        case Arg::Kind::Ints: {
+          std::vector<int64_t> v(a.ints);
+          for (size_t i = 0; i < v.size(); ++i)
+            if (a.slots[i] >= 0) v[i] = slots[a.slots[i]].toInt();
+          stack.emplace_back(std::move(v));
+          break;
+        }
+      }
+    }
+    if (n.int_op != IntOp::None) {
+      const int64_t x = stack[0].toInt(), y = stack[1].toInt();
+      if ((n.int_op == IntOp::FloorDiv || n.int_op == IntOp::Mod) && y == 0)
+        throw std::invalid_argument("node '" + n.name + "': integer division by zero");
+      // Python's floor division and modulo round toward minus infinity.
+      const int64_t q = n.int_op == IntOp::FloorDiv || n.int_op == IntOp::Mod ? x / y - ((x % y != 0) && ((x < 0) != (y < 0))) : 0;
+      const int64_t r = n.int_op == IntOp::Add ? x + y
+                        : n.int_op == IntOp::Sub ? x - y
+                        : n.int_op == IntOp::Mul ? x * y
+                        : n.int_op == IntOp::FloorDiv ? q
+                                                      : x - q * y;
+      stack.clear();
+      stack.emplace_back(r);
+    } else {
+      try {
+        n.op->callBoxed(stack);
+      } catch (const c10::OutOfMemoryError&) {
+        throw;
+      } catch (const c10::Error& e) {
+        const std::string what = e.what_without_backtrace();
+        throw std::invalid_argument(fmt::format("node '{}' ({}){}: {}", n.name, n.target,
+                                                n.source.empty() ? "" : " from " + n.source,
+                                                what.substr(0, what.find('\n'))));
+      }
+    }
+    for (size_t i = 0; i < n.outputs.size() && i < stack.size(); ++i) {
+      const Output& o = n.outputs[i];
+      if (o.list) {
+        const auto list = stack[i].toTensorList();
+        if (list.size() != o.slots.size())
+          throw std::invalid_argument(fmt::format("node '{}' ({}) returned {} tensors, the graph names {}", n.name, n.target,
+                                                  list.size(), o.slots.size()));
+        for (size_t k = 0; k < o.slots.size(); ++k) slots[o.slots[k]] = list.get(k);
+      } else if (o.slot >= 0) {
+        slots[o.slot] = std::move(stack[i]);
+      }
+    }
+    for (int s : n.release) slots[s] = c10::IValue();
+  }
+  std::vector<at::Tensor> out;
+  for (int s : g.output_slots) out.push_back(slots[s].toTensor());
+  return out;
+}
+
+}  // namespace gputrain

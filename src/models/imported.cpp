@@ -1,0 +1,224 @@
+// A model family built from a torch.export archive: the Net registers the program's parameters
+// and buffers under their state_dict names (nested modules, so "blocks.0.fc.weight" stays that
+// name in checkpoints, exports and --init_from), and its forward runs the training graph, or
+// the eval graph in eval mode.
+#include "models/imported.h"
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "models/exported_graph.h"
+#include "models/registry.h"
+#include "weights/pt2_archive.h"
+
+namespace gputrain {
+namespace {
+
+// One file, read and compiled once: the weights it starts from and its two graphs.
+struct Program {
+  Pt2Archive archive;
+  std::unique_ptr<ExportedGraph> train, eval;
+  std::string eval_note;
+  Family family;
+};
+
+// "a.b.c" -> the module a.b (made on the way) and "c".
+std::pair<torch::nn::Module*, std::string> owner_of(torch::nn::Module& root, const std::string& name) {
+  torch::nn::Module* m = &root;
+  size_t start = 0;
+  for (size_t dot; (dot = name.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = name.substr(start, dot - start);
+    auto children = m->named_children();
+    if (auto* child = children.find(part)) m = child->get();
+    else m = m->register_module(part, std::make_shared<torch::nn::Module>()).get();
+  }
+  return {m, name.substr(start)};
+}
+
+class ImportedNet : public Net {
+ public:
+  explicit ImportedNet(const Program& p) : p_(p) {
+    weights_.insert(p.archive.weights.begin(), p.archive.weights.end());
+    constants_.insert(p.archive.constants.begin(), p.archive.constants.end());
+    train_ = bind(*p.train);
+    eval_ = bind(*p.eval);
+    for (auto* b : {&train_, &eval_})
+      for (const auto& name : b->graph->mutated_buffers()) b->mutated.push_back(own_.at(name));
+    weights_.clear();
+    constants_.clear();
+  }
+
+  torch::Tensor forward(torch::Tensor x) override {
+    const Bound& b = is_training() ? train_ : eval_;
+    std::vector<c10::IValue> values;
+    values.reserve(b.tensors.size());
+    for (size_t i = 0; i < b.tensors.size(); ++i) {
+      if (!b.tensors[i].defined()) values.emplace_back(x);
+      else if (b.constant[i]) values.emplace_back(constant_on(b.tensors[i], x.device()));
+      else values.emplace_back(b.tensors[i]);
+    }
+    auto out = b.graph->run(std::move(values), x.device());
+    // A functional program returns its buffers' new values: they are written back.
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < b.mutated.size(); ++i) b.mutated[i].copy_(out[1 + i]);
+    return out[0];
+  }
+
+ private:
+  // A graph's inputs in order: the user input (undefined here), then the tensors it reads.
+  struct Bound {
+    const ExportedGraph* graph = nullptr;
+    std::vector<torch::Tensor> tensors, mutated;
+    std::vector<bool> constant;
+  };
+
+  Bound bind(const ExportedGraph& g) {
+    Bound b;
+    b.graph = &g;
+    for (const auto& in : g.inputs()) {
+      torch::Tensor t;
+      if (in.kind != GraphInput::Kind::User) {
+        auto it = own_.find(in.name);
+        if (it == own_.end()) it = own_.emplace(in.name, take(in)).first;
+        t = it->second;
+      }
+      b.tensors.push_back(t);
+      b.constant.push_back(t.defined() && !weight(in));
+    }
+    return b;
+  }
+
+  bool weight(const GraphInput& in) const {
+    return in.kind == GraphInput::Kind::Parameter || (in.kind == GraphInput::Kind::Buffer && !constants_.count(in.name));
+  }
+
+  // A parameter or (persistent) buffer is registered: it moves with the model, trains and is
+  // saved. A tensor constant or a non-persistent buffer is not (PyTorch's state_dict holds
+  // neither): it follows the input's device at run time.
+  torch::Tensor take(const GraphInput& in) {
+    auto& from = weight(in) ? weights_ : constants_;
+    const auto it = from.find(in.name);
+    if (it == from.end())
+      throw usage_error(p_.archive.path + ": the graph reads '" + in.name + "', which the archive does not hold", kPt2Hint);
+    auto t = it->second.clone();
+    if (t.sizes().vec() != in.shape)
+      throw usage_error(fmt::format("{}: '{}' holds a tensor of shape [{}], the graph reads one of shape [{}]", p_.archive.path,
+                                    in.name, fmt::join(t.sizes(), ", "), fmt::join(in.shape, ", ")),
+                        kPt2Hint);
+    if (!weight(in)) return t;
+    auto [owner, leaf] = owner_of(*this, in.name);
+    if (in.kind == GraphInput::Kind::Parameter) return owner->register_parameter(leaf, t, /*requires_grad=*/true);
+    return owner->register_buffer(leaf, t);
+  }
+
+  torch::Tensor constant_on(const torch::Tensor& t, c10::Device device) {
+    if (t.device() == device) return t;
+    auto& moved = on_device_[t.unsafeGetTensorImpl()];
+    if (!moved.defined() || moved.device() != device) moved = t.to(device);
+    return moved;
+  }
+
+  const Program& p_;
+  std::map<std::string, torch::Tensor> weights_, constants_;  // the file's, until bound
+  std::map<std::string, torch::Tensor> own_;                  // each tensor the graphs read, by name
+  Bound train_, eval_;
+  std::map<const c10::TensorImpl*, torch::Tensor> on_device_;
+};
+
+std::string shape_words(const std::vector<int64_t>& dims) {
+  std::vector<std::string> words;
+  for (auto d : dims) words.push_back(d < 0 ? "any" : std::to_string(d));
+  return join(words, " x ");
+}
+
+std::unique_ptr<Program> load(const std::string& path) {
+  auto p = std::make_unique<Program>();
+  p->archive = read_pt2(path);
+  p->train = std::make_unique<ExportedGraph>(p->archive.program, path, /*eval=*/false);
+  const auto& shape = p->train->input_shape();
+  if (shape.empty() || shape[0] >= 0)
+    throw usage_error(path + ": exported with a fixed batch size" + (shape.empty() ? "" : " of " + std::to_string(shape[0])) +
+                          "; gputrain's loader gives batches of any size",
+                      "export with a dynamic batch: dynamic_shapes=({0: torch.export.Dim(\"batch\")},) "
+                      "(tools/export_model.py does)");
+  // <stem>.eval.pt2 beside <stem>.pt2: the program of model.eval().
+  const std::string eval_path = path.substr(0, path.size() - 4) + ".eval.pt2";
+  if (std::filesystem::exists(eval_path)) {
+    p->eval = std::make_unique<ExportedGraph>(read_pt2(eval_path).program, eval_path, /*eval=*/false);
+    auto names = [](const ExportedGraph& g) {
+      std::vector<std::string> v;
+      for (const auto& in : g.inputs())
+        if (in.kind != GraphInput::Kind::User) v.push_back(in.name);
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    if (names(*p->eval) != names(*p->train))
+      throw usage_error(eval_path + ": its parameters and buffers are not those of " + path,
+                        "export both from the same module (tools/export_model.py writes the pair)");
+    p->eval_note = "evaluates with " + eval_path;
+  } else {
+    p->eval = std::make_unique<ExportedGraph>(p->archive.program, path, /*eval=*/true);
+    p->eval_note = "evaluates the training graph in eval mode (batch_norm on running statistics, dropout off); a "
+                   "forward that branches on self.training needs " + eval_path;
+  }
+  Family& f = p->family;
+  f.name = path;
+  const Program* program = p.get();
+  f.make = [program](const ModelSpec& spec) -> NetPtr {
+    const auto& want = program->train->input_shape();
+    bool fits = want.size() == spec.input_shape.size() + 1;
+    for (size_t i = 1; fits && i < want.size(); ++i) fits = want[i] < 0 || want[i] == spec.input_shape[i - 1];
+    if (!fits)
+      throw usage_error(fmt::format("{} takes samples of shape {}, the data gives {}", program->family.name,
+                                    shape_words({want.begin() + 1, want.end()}), shape_text(spec.input_shape)),
+                        "export the model with an example input of the data's sample shape");
+    const auto& out = program->train->output_shape();
+    if (out.size() != 2 || (out[1] >= 0 && out[1] != spec.num_classes))
+      throw usage_error(fmt::format("{} returns outputs of shape {} per batch; the data needs {} per sample",
+                                    program->family.name, shape_words(out), spec.num_classes),
+                        "export a model whose last layer has as many outputs as the data has classes (or targets)");
+    return std::make_shared<ImportedNet>(*program);
+  };
+  f.ranks = {shape.size() - 1};
+  f.input = shape_words({shape.begin() + 1, shape.end()});
+  f.width = false;
+  // Layers for --layer_decay, and the head for --freeze backbone: the module's top-level
+  // children in the order their parameters come, the last one the head.
+  for (const auto& in : p->train->inputs()) {
+    if (in.kind != GraphInput::Kind::Parameter) continue;
+    const std::string top = in.name.substr(0, in.name.find('.'));
+    if (f.layers.empty() || f.layers.back() != top) f.layers.push_back(top);
+  }
+  if (!f.layers.empty()) f.head = {f.layers.back()};
+  f.twin = "the Python module exported to " + path;
+  return p;
+}
+
+std::map<std::string, std::unique_ptr<Program>>& programs() {
+  static std::map<std::string, std::unique_ptr<Program>> all;
+  return all;
+}
+
+const Program& program(const std::string& path) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& p = programs()[path];
+  if (!p) p = load(path);
+  return *p;
+}
+
+}  // namespace
+
+const Family& imported_family(const std::string& path) { return program(path).family; }
+
+std::string imported_eval_note(const std::string& path) { return program(path).eval_note; }
+
+}  // namespace gputrain

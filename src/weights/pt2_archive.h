@@ -1,0 +1,32 @@
+// torch.export.save's PT2 archive: one ExportedProgram as <root>/models/model.json (the graph,
+// its signature, schema version and verifier) and its tensors stored raw in
+// <root>/data/weights/ and <root>/data/constants/, described by a JSON config each.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+namespace gputrain {
+
+struct Pt2Archive {
+  std::string path;
+  nlohmann::json program;  // models/model.json, its schema version checked
+  // The lifted parameters and buffers (by state_dict name) and tensor constants (by the name
+  // the signature gives them), on the CPU, in the configs' order.
+  std::vector<std::pair<std::string, torch::Tensor>> weights, constants;
+};
+
+// The export-schema major version read (torch.export's serializer, PyTorch 2.5 and later).
+constexpr int kPt2SchemaMajor = 8;
+
+// Reads the archive at `path`. A file that is not a sound PT2 archive of one program (zip,
+// JSON, schema version, tensor sizes against their members) is a usage error naming it.
+Pt2Archive read_pt2(const std::string& path);
+
+// The hint for a file that is not a PT2 archive gputrain reads.
+extern const char* const kPt2Hint;
+
+}  // namespace gputrain
