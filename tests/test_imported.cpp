@@ -1,7 +1,8 @@
 // --model net.pt2: networks defined in Python, exported with torch.export, trained by gputrain's
 // graph interpreter. Checked against PyTorch eager (tests/python/imported_check.py): a
 // ConvNeXt-style net, a small ViT, a tabular net with embeddings and the quickstart CNN; and
-// every kind of bad archive is exit 2 with one line naming the file, before anything is written.
+// every kind of bad archive is exit 2 with one line naming the file, before anything is written;
+// autocast reaches the graph's operators; data parallel and a resume act on it as on a built-in.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -9,8 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include <torch/torch.h>
+
+#include "core/autocast.h"
+#include "models/registry.h"
 #include "test_python.h"
 #include "test_util.h"
+#include "test_weights.h"
 
 using namespace gputrain;
 
@@ -24,6 +30,55 @@ TEST_CASE("imported: ConvNeXt, ViT, tabular and CNN programs from Python train l
     CHECK(code == 0);
     CHECK_THAT(log, Catch::Contains(net + " (imported): pass"));
   }
+}
+
+TEST_CASE("imported: TorchScript modules of the same nets train like PyTorch eager; other .pt files are refused",
+          "[imported][cli]") {
+  if (!test::have_python()) return;
+  for (const std::string net : {"cnn", "vit"}) {
+    test::TempDir dir;
+    std::string log;
+    const int code = test::python(
+        "imported_check.py " + net + " " + test::gputrain_exe() + " " + dir.path.string() + " --torchscript", log);
+    INFO(log);
+    CHECK(code == 0);
+    CHECK_THAT(log, Catch::Contains(net + " (TorchScript): pass"));
+  }
+  test::TempDir dir;
+  const std::string data = " --dataset synthetic --input_shape 8 --num_classes 3 --synthetic_train_size 32 "
+                           "--synthetic_test_size 8 --epochs 1 --batch_size 8 --output_dir ";
+  auto run = test::run_gputrain("train --model mlp --width 8" + data + (dir / "run"));
+  REQUIRE(run.exit_code == 0);
+  const std::string checkpoint = dir / "run/checkpoints/last.pt";
+  auto r = test::run_gputrain("train --model " + checkpoint + data + (dir / "again"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: " + checkpoint + ": a gputrain checkpoint, not a model"));
+  test::write_file(dir / "junk.pt", "not a zip");
+  r = test::run_gputrain("train --model " + (dir / "junk.pt") + data + (dir / "junk"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: " + (dir / "junk.pt") + ": "));
+}
+
+TEST_CASE("imported: tools/export_model.py writes the pair gputrain reads, and refuses what it cannot run",
+          "[imported]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("export_model_check.py " + dir.path.string(), log);
+  INFO(log);
+  CHECK(code == 0);
+  CHECK_THAT(log, Catch::Contains("export_model_check: pass"));
+}
+
+TEST_CASE("imported: a net.py exported, trained on an image folder, then eval, infer and export back to PyTorch",
+          "[imported][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("imported_e2e.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  CHECK(code == 0);
+  CHECK_THAT(log, Catch::StartsWith("pass: "));
 }
 
 TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and write nothing", "[imported][cli]") {
@@ -81,4 +136,69 @@ TEST_CASE("imported: --sync_bn, pipeline stages and --grad_checkpointing are ref
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains(why));
   }
+}
+
+namespace {
+
+// make_pt2_fixtures.py's archives in `dir`, and the train command for its regression data.
+std::string fixtures(const test::TempDir& dir) {
+  std::string log;
+  REQUIRE(test::python("make_pt2_fixtures.py " + dir.path.string(), log) == 0);
+  return "train --dataset npy --train_file " + (dir / "x.npy") + " --train_targets " + (dir / "y.npy") +
+         " --task regression --loss mse --model " + (dir / "good.pt2") + " --num_workers 0 --threads 1 --no-shuffle ";
+}
+
+}  // namespace
+
+TEST_CASE("imported: autocast reaches the graph's operators, and eval mode runs the eval graph", "[imported]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  fixtures(dir);
+  auto net = make_model(dir / "good.pt2", ModelSpec{{8}, 3});
+  CHECK(parameter_count(*net) == 8 * 16 + 16 + 16 * 3 + 3);
+  CHECK(net->named_parameters().contains("fc1.weight"));  // the module's own names
+  const auto x = torch::randn({5, 8});
+  const auto fp32 = net->forward(x);
+  CHECK(fp32.scalar_type() == torch::kFloat);
+  CHECK(fp32.sizes() == torch::IntArrayRef({5, 3}));
+  {
+    AutocastGuard autocast(true, torch::kCPU, torch::kBFloat16);
+    const auto bf16 = net->forward(x);
+    CHECK(bf16.scalar_type() == torch::kBFloat16);  // linear autocasts at the dispatcher
+    CHECK(torch::allclose(bf16.to(torch::kFloat), fp32, 0.05, 0.05));
+  }
+  // The same weights in PyTorch's module: y = fc2(relu(fc1(x))).
+  auto p = net->named_parameters();
+  const auto ref = torch::linear(torch::relu(torch::linear(x, p["fc1.weight"], p["fc1.bias"])), p["fc2.weight"], p["fc2.bias"]);
+  CHECK(torch::allclose(fp32, ref, 1e-5, 1e-6));
+  net->eval();
+  CHECK(torch::allclose(net->forward(x), ref, 1e-5, 1e-6));
+}
+
+TEST_CASE("imported: 2 ranks train the weights of 1 process, a resume ends on the uninterrupted run's, bf16 trains",
+          "[imported][dist][resume][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  const std::string args = fixtures(dir) + "--optimizer adamw --lr 0.01 --epochs 3 --no-use_amp ";
+  auto run_ok = [](const std::string& a, const std::string& env = "") {
+    auto r = test::run_gputrain(a, env);
+    INFO(a << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r;
+  };
+  run_ok(args + "--batch_size 16 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  run_ok("launch --nproc_per_node 2 -- " + args + "--batch_size 8 --output_dir " + (dir / "two") + " --export " +
+         (dir / "two.st"));
+  test::check_same_weights(dir / "one.st", dir / "two.st");
+
+  auto stopped = test::run_gputrain(args + "--batch_size 16 --output_dir " + (dir / "split"), "GPUTRAIN_FAULT_SIGTERM_STEP=3");
+  REQUIRE(stopped.exit_code == 143);
+  run_ok(args + "--batch_size 16 --resume auto --output_dir " + (dir / "split") + " --export " + (dir / "split.st"));
+  test::check_same_weights(dir / "one.st", dir / "split.st", 0, 0);
+
+  // bf16 autocast: the same run within bf16's rounding.
+  auto bf16 = run_ok(fixtures(dir) + "--optimizer adamw --lr 0.01 --epochs 3 --use_amp --amp_dtype bf16 --batch_size 16 "
+                     "--output_dir " + (dir / "bf16") + " --export " + (dir / "bf16.st"));
+  CHECK_THAT(bf16.out, Catch::Contains("bf16 autocast"));
+  test::check_same_weights(dir / "one.st", dir / "bf16.st", 0.05, 0.02);
 }

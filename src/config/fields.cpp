@@ -316,7 +316,12 @@ void set_model_choices(std::vector<std::string> names) {
     if (f.name == "model") f.choices = std::move(names);
 }
 
-bool is_model_file(std::string_view model) { return model.size() > 4 && model.substr(model.size() - 4) == ".pt2"; }
+bool is_model_file(std::string_view model) {
+  auto ends = [&](std::string_view suffix) {
+    return model.size() > suffix.size() && model.substr(model.size() - suffix.size()) == suffix;
+  };
+  return ends(".pt2") || ends(".pt");
+}
 
 std::vector<std::string> config_field_names() {
   std::vector<std::string> names;

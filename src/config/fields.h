@@ -34,7 +34,8 @@ const std::vector<Field>& config_fields();
 // does not link, so the program hands them over at its start (cli/commands.cpp, the tests' main).
 // Until then any name passes here, and the model's own lookup refuses an unknown one.
 void set_model_choices(std::vector<std::string> names);
-// Whether --model `model` names a program file (net.pt2) rather than one of the choices.
+// Whether --model `model` names a model file (a torch.export net.pt2, a TorchScript net.pt)
+// rather than one of the choices.
 bool is_model_file(std::string_view model);
 std::vector<std::string> config_field_names();
 

@@ -17,6 +17,7 @@
 #include "core/text.h"
 #include "models/exported_graph.h"
 #include "models/registry.h"
+#include "models/scripted.h"
 #include "weights/pt2_archive.h"
 
 namespace gputrain {
@@ -29,19 +30,6 @@ struct Program {
   std::string eval_note;
   Family family;
 };
-
-// "a.b.c" -> the module a.b (made on the way) and "c".
-std::pair<torch::nn::Module*, std::string> owner_of(torch::nn::Module& root, const std::string& name) {
-  torch::nn::Module* m = &root;
-  size_t start = 0;
-  for (size_t dot; (dot = name.find('.', start)) != std::string::npos; start = dot + 1) {
-    const std::string part = name.substr(start, dot - start);
-    auto children = m->named_children();
-    if (auto* child = children.find(part)) m = child->get();
-    else m = m->register_module(part, std::make_shared<torch::nn::Module>()).get();
-  }
-  return {m, name.substr(start)};
-}
 
 class ImportedNet : public Net {
  public:
@@ -215,10 +203,19 @@ const Program& program(const std::string& path) {
   return *p;
 }
 
+bool is_script(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".pt") == 0; }
+
 }  // namespace
 
-const Family& imported_family(const std::string& path) { return program(path).family; }
+const Family& imported_family(const std::string& path) {
+  return is_script(path) ? scripted_family(path) : program(path).family;
+}
 
-std::string imported_eval_note(const std::string& path) { return program(path).eval_note; }
+std::string imported_eval_note(const std::string& path) {
+  if (is_script(path))
+    return "a TorchScript module: train() and eval() as the module defines them (TorchScript is deprecated upstream; "
+           "a .pt2 program is the path that lasts)";
+  return program(path).eval_note;
+}
 
 }  // namespace gputrain

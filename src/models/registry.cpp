@@ -85,6 +85,18 @@ torch::Tensor Net::forward_pieces(const torch::Tensor& x) const {
   return y.device() == x.device() ? y : y.to(x.device());
 }
 
+std::pair<torch::nn::Module*, std::string> owner_of(torch::nn::Module& root, const std::string& name) {
+  torch::nn::Module* m = &root;
+  size_t start = 0;
+  for (size_t dot; (dot = name.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = name.substr(start, dot - start);
+    auto children = m->named_children();
+    if (auto* child = children.find(part)) m = child->get();
+    else m = m->register_module(part, std::make_shared<torch::nn::Module>()).get();
+  }
+  return {m, name.substr(start)};
+}
+
 int64_t parameter_count(const Net& net) {
   int64_t n = 0;
   for (const auto& p : net.parameters()) n += p.numel();

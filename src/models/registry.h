@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -45,6 +46,10 @@ class Net : public torch::nn::Module {
 // Throws a usage error for an unknown name, or for samples of a rank the model does not take.
 NetPtr make_model(const std::string& name, const ModelSpec& spec);
 int64_t parameter_count(const Net& net);
+
+// The module under `root` that holds the tensor named "a.b.c" (a.b, made on the way as empty
+// modules) and the tensor's own name "c": how a model read from a file keeps PyTorch's names.
+std::pair<torch::nn::Module*, std::string> owner_of(torch::nn::Module& root, const std::string& name);
 
 // The spec a Config asks for, for samples of `input_shape` and `outputs` outputs.
 ModelSpec model_spec(const Config& c, std::vector<int64_t> input_shape, int64_t outputs);

@@ -2,7 +2,7 @@
 """The reference check of an imported network (--model net.pt2): gputrain's training of a
 torch.export program against PyTorch's training of the module it was exported from.
 
-    imported_check.py NET GPUTRAIN_BIN WORKDIR
+    imported_check.py NET GPUTRAIN_BIN WORKDIR [--torchscript]
 
 NET is one of the networks written below: convnext, vit, tabular, cnn. The module is built with
 torch.manual_seed(0) and exported in train mode with a dynamic batch to WORKDIR/net.pt2, which
@@ -19,6 +19,9 @@ the test samples in eval mode. Compared, with reference_check.py's tolerances:
 The outputs before training are not compared on their own: `gputrain infer` and `eval` need a
 checkpoint and `train` runs at least one step (--epochs is at least 1, --max_steps 0 means no
 limit), so there is no 0-step run; the comparison after training covers the eval forward.
+
+With --torchscript the module goes to gputrain as torch.jit.script's WORKDIR/net.pt instead (the
+compatibility path), which switches train/eval itself.
 
 Prints one line, the worst differences; exit code 0 = pass, 1 = a difference over tolerance,
 2 = gputrain failed (its stderr is printed).
@@ -213,8 +216,9 @@ def export(model, example, path):
     return ep
 
 
-def check(net, binary, folder):
+def check(net, binary, folder, script):
     shape, lr, eval_program = NETS[net]
+    eval_program = eval_program and not script
     os.makedirs(folder, exist_ok=True)
     rng = np.random.default_rng(0)
     data = write_data(folder, net, shape, rng)
@@ -222,13 +226,17 @@ def check(net, binary, folder):
     model = make_net(net, shape)
     twin = copy.deepcopy(model)  # trained here; `model` only exported
     example = torch.from_numpy(samples(net, 4, shape, rng))
-    export(model.train(), example, os.path.join(folder, "net.pt2"))
+    model_file = os.path.join(folder, "net.pt" if script else "net.pt2")
+    if script:
+        torch.jit.save(torch.jit.script(model.train()), model_file)
+    else:
+        export(model.train(), example, model_file)
     if eval_program:
         export(model.eval(), example, os.path.join(folder, "net.eval.pt2"))
         model.train()
     ref_weights, ref_out = pytorch_reference(twin, data, lr, STEPS)
 
-    run(train_command(binary, os.path.join(folder, "net.pt2"), folder, {}, lr, STEPS, init_from=False))
+    run(train_command(binary, model_file, folder, {}, lr, STEPS, init_from=False))
     weights, _, _ = load_weights(os.path.join(folder, "final.safetensors"))
     w_ok, w_line = compare_weights(weights, ref_weights)
     preds = infer(binary, last_checkpoint(os.path.join(folder, "run")), os.path.join(folder, "preds.csv"),
@@ -236,22 +244,25 @@ def check(net, binary, folder):
     out_scale = ref_out.abs().max().item()
     out_diff = (preds - ref_out).abs().max().item()
     o_ok = out_diff <= ATOL_REL * max(1.0, out_scale)
-    evaluated = "net.eval.pt2" if eval_program else "the training graph in eval mode"
+    evaluated = ("the TorchScript module's eval()" if script else "net.eval.pt2" if eval_program
+                 else "the training graph in eval mode")
     line = (f"[{'x'.join(map(str, shape))} lr {lr}] weights after {STEPS} steps: {w_line}; eval outputs "
             f"({evaluated}) max_abs_diff {out_diff:.3g} (scale {out_scale:.3g})")
     return w_ok and o_ok, line
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in NETS:
-        sys.exit(f"usage: imported_check.py NET GPUTRAIN_BIN WORKDIR  (NET: {', '.join(NETS)})")
+    script = sys.argv[4:] == ["--torchscript"]
+    if len(sys.argv) - script != 4 or sys.argv[1] not in NETS:
+        sys.exit(f"usage: imported_check.py NET GPUTRAIN_BIN WORKDIR [--torchscript]  (NET: {', '.join(NETS)})")
     net, binary, workdir = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
+    label = f"{net} ({'TorchScript' if script else 'imported'})"
     try:
-        ok, line = check(net, binary, workdir)
+        ok, line = check(net, binary, workdir, script)
     except GputrainFailed as e:
-        print(f"{net} (imported): FAIL (gputrain): {e}")
+        print(f"{label}: FAIL (gputrain): {e}")
         sys.exit(2)
-    print(f"{net} (imported): {'pass' if ok else 'FAIL'}: {line}")
+    print(f"{label}: {'pass' if ok else 'FAIL'}: {line}")
     sys.exit(0 if ok else 1)
 
 

@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""Export a PyTorch module for `gputrain train --model net.pt2`.
+
+    python tools/export_model.py MODULE:CLASS --input-shape 3x32x32 [--args JSON] [--kwargs JSON]
+                                 [--out net.pt2] [--no-eval] [--weights state_dict.pth]
+                                 [--input-dtype float32]
+
+MODULE:CLASS names what builds the model:
+  - an importable module and a name in it: `mypkg.models:ConvNeXtTiny` (the current directory is
+    searched first, as `python -m` would);
+  - a Python file and a name in it: `path/to/net.py:Net` (its folder is put on the path, so
+    the file may import its neighbours);
+  - the name may be a class or a function that returns a module: `torchvision.models:resnet18`.
+It is called with --args (a JSON list) and --kwargs (a JSON object), e.g.
+--kwargs '{"num_classes": 10}'. --weights FILE loads a state_dict saved with torch.save (also
+one under a "state_dict" or "model" key) into the model first, so that the exported program
+carries those weights.
+
+--input-shape is one sample's shape without the batch: "3x32x32" for images, "64" for a vector.
+The example input is a batch of 2 random samples of --input-dtype (float32 by default), which is
+what gputrain feeds. A model that takes integer ids (embeddings) gets them as floats too and must
+cast in forward, e.g. `self.emb(x[:, 0].long())`.
+
+Written, after the checks below pass (nothing is written when one fails):
+  - --out (default: <CLASS lowercased>.pt2): the program of model.train(), with a dynamic batch
+    dimension, as torch.export.export gives it (the training form, which gputrain reads);
+  - <stem>.eval.pt2 beside it, unless --no-eval: the program of model.eval(). gputrain evaluates
+    with it; without it gputrain derives evaluation from the training graph (batch_norm on
+    running statistics, dropout off), which is wrong for a forward that tests self.training.
+
+Checks, each failure one line on stderr and exit code 2:
+  - the batch dimension stays dynamic (a forward that writes the batch size as a number fails);
+  - every operator in the graph is an aten operator (no torch.cond / higher-order operators, no
+    custom operators, no Python functions): gputrain runs the graph op by op without Python;
+  - the forward takes one tensor and returns one tensor of shape [batch, outputs];
+  - the saved file, loaded back with torch.export.load, gives the module's outputs on the
+    example input (in the same mode, with the same random seed for dropout).
+
+Needs torch 2.5 or later. Run it with the torch version gputrain was built on where you can: an
+operator that a newer torch writes may be missing from an older LibTorch.
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import math
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+
+import torch
+
+PROG = "export_model"
+
+# Python functions a graph may call besides aten operators: the serializer folds getitem (which
+# picks one result of a multi-result operator) into its producer, and gputrain computes these
+# integer operations on sizes (batch * 2, ...) itself.
+SIZE_FUNCTIONS = {"getitem", "add", "sub", "mul", "floordiv", "mod"}
+
+# The graph inputs and outputs gputrain can feed and take back.
+INPUT_KINDS = {"PARAMETER", "BUFFER", "CONSTANT_TENSOR", "USER_INPUT"}
+OUTPUT_KINDS = {"USER_OUTPUT", "BUFFER_MUTATION"}
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+
+
+class ExportFailure(Exception):
+    """A reason to stop: its message is the one line printed."""
+
+
+def fail(message):
+    raise ExportFailure(message)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="export_model.py",
+                                description="Export a PyTorch module for gputrain train --model net.pt2.")
+    p.add_argument("target", metavar="MODULE:CLASS",
+                   help="module path or .py file, a colon, and a class or a function returning a module")
+    p.add_argument("--input-shape", required=True, help='one sample\'s shape without the batch, e.g. "3x32x32"')
+    p.add_argument("--input-dtype", default="float32", choices=sorted(DTYPES))
+    p.add_argument("--args", default="[]", help="JSON list of constructor arguments")
+    p.add_argument("--kwargs", default="{}", help="JSON object of constructor keyword arguments")
+    p.add_argument("--out", help="the training program's file (default: <CLASS lowercased>.pt2)")
+    p.add_argument("--no-eval", action="store_true", help="write no <stem>.eval.pt2")
+    p.add_argument("--weights", help="a state_dict file to load into the model before exporting")
+    return p.parse_args(argv)
+
+
+def parse_shape(text):
+    try:
+        dims = [int(d) for d in text.lower().replace(",", "x").split("x")]
+    except ValueError:
+        dims = []
+    if not dims or any(d <= 0 for d in dims):
+        fail(f"--input-shape {text!r}: expected sizes joined by 'x', e.g. 3x32x32 or 64")
+    return dims
+
+
+def parse_json(flag, text, kind):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f"{flag}: not valid JSON ({e})")
+    if not isinstance(value, kind):
+        fail(f"{flag}: expected a JSON {'list' if kind is list else 'object'}, got {text}")
+    return value
+
+
+def looks_like_file(where):
+    return where.endswith(".py") or "/" in where or os.sep in where
+
+
+def load_target(target):
+    """The object MODULE:CLASS names (a class, or a function that returns a module)."""
+    # rpartition: a Windows path keeps the colon of its drive letter.
+    where, _, name = target.rpartition(":")
+    if not where or not name:
+        fail(f"{target!r}: expected MODULE:CLASS, e.g. mypkg.models:Net or path/to/net.py:Net")
+    if looks_like_file(where):
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            fail(f"{where}: no such file")
+        module_name = os.path.splitext(os.path.basename(path))[0]
+        sys.path.insert(0, os.path.dirname(path))
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        # Registered before it runs, as import does: dataclasses and pickling look modules up here.
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    else:
+        # The script's own folder (tools/) is on sys.path, not the user's current directory.
+        sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as e:
+            # Only the named module missing is this tool's one-line error; a missing import
+            # inside the user's module keeps its traceback.
+            if e.name and (where == e.name or where.startswith(e.name + ".")):
+                fail(f"no module named {where!r} (run from the folder that holds it, or name the .py file)")
+            raise
+    obj = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            fail(f"{where} has no {name!r}")
+        obj = getattr(obj, part)
+    return obj, name.split(".")[-1]
+
+
+def build_model(obj, name, args, kwargs):
+    if not callable(obj):
+        fail(f"{name} is not a class or a function")
+    model = obj(*args, **kwargs)
+    if not isinstance(model, torch.nn.Module):
+        fail(f"{name}(...) gave a {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def load_weights(model, path):
+    """Loads a state_dict file into the model, every tensor required to fit (strict)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        fail(f"--weights {path}: no such file")
+    except Exception as e:
+        fail(f"--weights {path}: not a state_dict torch.load reads with weights_only=True ({first_line(e)})")
+    # The usual wrappers around a state_dict: training scripts save {"state_dict": ..., "epoch": ...}.
+    for key in ("state_dict", "model"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+            break
+    if not isinstance(state, dict):
+        fail(f"--weights {path}: holds a {type(state).__name__}, not a state_dict")
+    # A model saved from DataParallel or torch.compile names everything under one prefix.
+    own = model.state_dict()
+    for prefix in ("module.", "_orig_mod."):
+        if state and all(k.startswith(prefix) for k in state) and not any(k.startswith(prefix) for k in own):
+            state = {k[len(prefix):]: v for k, v in state.items()}
+    try:
+        result = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # a shape mismatch
+        fail(f"--weights {path}: does not fit the model: {' '.join(str(e).split())[:400]}")
+    if result.missing_keys or result.unexpected_keys:
+        def some(keys):
+            return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        parts = []
+        if result.missing_keys:
+            parts.append(f"missing {some(result.missing_keys)}")
+        if result.unexpected_keys:
+            parts.append(f"unexpected {some(result.unexpected_keys)}")
+        fail(f"--weights {path}: does not fit the model: {'; '.join(parts)}")
+
+
+def first_line(error):
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def export(model, example, mode):
+    """torch.export of the model in its current mode, the batch dimension dynamic, in the
+    training form (the TRAINING verifier: conv2d, linear, batch_norm kept whole)."""
+    dynamic = ({0: torch.export.Dim("batch")},)
+    try:
+        ep = torch.export.export(model, (example,), dynamic_shapes=dynamic)
+        # torch 2.5 exports the decomposed inference form here; its export_for_training gives
+        # the training form (later versions give it from export itself).
+        if getattr(ep, "dialect", None) != "TRAINING" and hasattr(torch.export, "export_for_training"):
+            ep = torch.export.export_for_training(model, (example,), dynamic_shapes=dynamic)
+    except Exception as e:
+        if batch_is_fixed(model, example, e):
+            fail(f"the model fixes the batch size ({mode} mode): its forward only works for a batch of "
+                 f"{example.shape[0]}, and gputrain trains any batch; write sizes from x.shape[0] or -1 "
+                 f"(x.flatten(1), x.view(x.shape[0], -1)), not a number")
+        fail(f"torch.export.export failed ({mode} mode): {first_line(e)}")
+    if getattr(ep, "dialect", None) != "TRAINING":
+        fail(f"torch {torch.__version__} exported the {getattr(ep, 'dialect', 'unnamed')} form, not TRAINING, "
+             f"which gputrain needs; use torch 2.5 or later")
+    return ep
+
+
+def batch_is_fixed(model, example, error):
+    """Whether the export failed because the forward makes the batch size a constant."""
+    message = str(error)
+    if "Constraints violated (batch)" in message or ("batch" in message and "specialized" in message):
+        return True
+    # Other wordings across versions: the batch was the problem if a fixed-size export works.
+    try:
+        torch.export.export(model, (example,))
+        return True
+    except Exception:
+        return False
+
+
+def operator_problem(node):
+    """Why gputrain cannot run this call_function node, or None."""
+    target = node.target
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return (f"the higher-order operator torch.ops.higher_order.{target.name()} (torch.cond, "
+                f"torch.map, a wrapped function or checkpoint) needs Python to run")
+    if isinstance(target, torch._ops.OpOverload):
+        if target.namespace == "aten":
+            return None
+        return (f"the custom operator {target.name()} is not an aten operator ('{target.namespace}' "
+                f"namespace); gputrain runs only aten operators")
+    module = getattr(target, "__module__", None)
+    name = getattr(target, "__name__", repr(target))
+    if module in ("_operator", "operator") and name in SIZE_FUNCTIONS:
+        return None
+    return f"the Python function {module}.{name} is not an aten operator; gputrain runs only aten operators"
+
+
+def where_from(node):
+    """The first line of the node's stack trace (the user's file and line) and the code there."""
+    lines = [line.strip() for line in (node.meta.get("stack_trace") or "").strip().splitlines()]
+    if not lines:
+        return ""
+    return "; from " + lines[0] + (f": {lines[1]}" if len(lines) > 1 else "")
+
+
+def check_program(ep, mode, input_shape):
+    """The checks gputrain's reader would fail later, here with the module still at hand."""
+    for node in ep.graph.nodes:
+        if node.op == "call_function":
+            problem = operator_problem(node)
+            if problem:
+                fail(f"{mode} graph node '{node.name}' ({node.target}): {problem}{where_from(node)}")
+    sig = ep.graph_signature
+    for spec in sig.input_specs:
+        if spec.kind.name not in INPUT_KINDS:
+            fail(f"{mode} graph: an input of kind {spec.kind.name} ({spec.arg}); gputrain feeds one tensor "
+                 f"and the module's own parameters, buffers and constants")
+    for spec in sig.output_specs:
+        if spec.kind.name not in OUTPUT_KINDS:
+            what = "the forward changes its input in place" if spec.kind.name == "USER_INPUT_MUTATION" else ""
+            fail(f"{mode} graph: an output of kind {spec.kind.name} ({spec.arg}){'; ' + what if what else ''}; "
+                 f"gputrain takes back one tensor and buffer updates")
+    if len(sig.user_inputs) != 1:
+        fail(f"{mode} graph: the forward takes {len(sig.user_inputs)} inputs; gputrain feeds one tensor "
+             f"(wrap the model in a module whose forward takes one tensor)")
+    if len(sig.user_outputs) != 1:
+        fail(f"{mode} graph: the forward returns {len(sig.user_outputs)} values; gputrain trains one output "
+             f"tensor (return the logits or the prediction alone)")
+    nodes = {n.name: n for n in ep.graph.nodes}
+    inp, out = nodes.get(sig.user_inputs[0]), nodes.get(sig.user_outputs[0])
+    if out is None or not isinstance(out.meta.get("val"), torch.Tensor):
+        fail(f"{mode} graph: the forward returns a {type(out.meta.get('val')).__name__ if out else 'constant'}, "
+             f"not a tensor")
+    batch = inp.meta["val"].shape[0]
+    shape = out.meta["val"].shape
+    # The same symbol as the input's batch (compared by name: == on sizes would add a guard).
+    if len(shape) != 2 or str(shape[0]) != str(batch) or not isinstance(shape[1], int):
+        words = "[" + ", ".join("batch" if str(s) == str(batch) else str(s) for s in shape) + "]"
+        fail(f"{mode} graph: the forward returns a tensor of shape {words} for input "
+             f"[batch, {', '.join(map(str, input_shape))}]; gputrain needs [batch, outputs]")
+    return shape[1]
+
+
+def same_outputs(model, path, example, mode):
+    """How the saved program, loaded back, differs from the module on the example, or None. The
+    module runs in the mode the program was exported in; a shared seed makes dropout the same."""
+    loaded = torch.export.load(path).module()
+    with torch.no_grad():
+        torch.manual_seed(1234)
+        want = model(example)
+        torch.manual_seed(1234)
+        got = loaded(example)
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)} against the module's {list(want.shape)}"
+    if not torch.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True):
+        diff = (got.float() - want.float()).abs().nan_to_num(math.inf).max().item()
+        return f"max abs difference {diff:.3g}"
+    return None
+
+
+def values_text(n):
+    if n >= 1e9:
+        return f"{n / 1e9:.1f} G values"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f} M values"
+    if n >= 1e4:
+        return f"{n / 1e3:.1f} k values"
+    return f"{n} values"
+
+
+def run(argv):
+    opts = parse_args(argv)
+    shape = parse_shape(opts.input_shape)
+    args = parse_json("--args", opts.args, list)
+    kwargs = parse_json("--kwargs", opts.kwargs, dict)
+    obj, name = load_target(opts.target)
+    out = opts.out or name.lower() + ".pt2"
+    if not out.endswith(".pt2"):
+        # gputrain finds the eval program by replacing ".pt2" with ".eval.pt2".
+        fail(f"--out {out}: the file name must end in .pt2")
+    eval_out = out[:-len(".pt2")] + ".eval.pt2"
+
+    model = build_model(obj, name, args, kwargs)
+    if opts.weights:
+        load_weights(model, opts.weights)
+    torch.manual_seed(0)
+    example = torch.randn(2, *shape, dtype=DTYPES[opts.input_dtype])
+
+    programs = []  # (file, mode, ExportedProgram)
+    model.train()
+    train_ep = export(model, example, "train")
+    outputs = check_program(train_ep, "train", shape)
+    programs.append((out, "train", train_ep))
+    if not opts.no_eval:
+        model.eval()
+        eval_ep = export(model, example, "eval")
+        check_program(eval_ep, "eval", shape)
+        programs.append((eval_out, "eval", eval_ep))
+        model.train()
+
+    # Saved to a scratch folder and loaded back there first, so that a failing check leaves
+    # nothing behind; moved into place only when every file passed.
+    with tempfile.TemporaryDirectory(prefix="export_model.") as scratch:
+        saved = []
+        for path, mode, ep in programs:
+            # The same file name as the final one: the archive's root folder is named after it.
+            tmp = os.path.join(scratch, os.path.basename(path))
+            torch.export.save(ep, tmp)
+            saved.append(tmp)
+        # A train-mode forward updates BatchNorm's running statistics; they are put back after
+        # each comparison, so that the module stays as it was exported.
+        buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+        for (path, mode, _), tmp in zip(programs, saved):
+            model.train(mode == "train")
+            problem = same_outputs(model, tmp, example, mode)
+            with torch.no_grad():
+                for n, b in model.named_buffers():
+                    b.copy_(buffers[n])
+            if problem:
+                fail(f"{path}: the saved program, loaded back, does not give the module's {mode}-mode "
+                     f"outputs ({problem}); torch.export.save/load lost something")
+        model.train()
+        folder = os.path.dirname(os.path.abspath(out))
+        os.makedirs(folder, exist_ok=True)
+        for (path, _, _), tmp in zip(programs, saved):
+            shutil.move(tmp, path)
+
+    params = [train_ep.state_dict[n] for n in train_ep.graph_signature.parameters]
+    print(f"{PROG}: {out} (train, {len(params)} parameter tensors, {values_text(sum(p.numel() for p in params))}; "
+          f"samples {'x'.join(map(str, shape))}, {outputs} outputs)")
+    if opts.no_eval:
+        # gputrain would evaluate with an eval program left from an earlier export, with old weights.
+        if os.path.exists(eval_out):
+            os.remove(eval_out)
+            print(f"{PROG}: removed {eval_out}, an earlier export's eval program (--no-eval: gputrain evaluates "
+                  f"with the training graph, batch_norm on running statistics and dropout off)")
+    else:
+        print(f"{PROG}: {eval_out} (eval)")
+    print(f"train it: gputrain train --model {shlex.quote(out)} ...")
+
+
+def main():
+    try:
+        run(sys.argv[1:])
+    except ExportFailure as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
