@@ -19,11 +19,15 @@ bf16, or on a GPU), the same memory format, at least --steps timed steps after -
 --rounds alternating rounds (gputrain, eager, compile, gputrain, ...). The figure is the median
 of the rounds; every round's figure is printed too, since shared machines are noisy.
 
+--imported trains, on gputrain's side, the PyTorch side's own module exported with torch.export
+(--model net.pt2, the graph run op by op) instead of the built-in family, and also times the
+built-in family in the same rounds: what running a user's Python model costs against it.
+
 --profile also prints, for one eager PyTorch run, where a step's time goes per operator
 (torch.profiler, self CPU time).
 
 Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn] [--precisions fp32,bf16]
-       [--rounds 3] [--markdown out.md] [--no-compile] [--profile]
+       [--rounds 3] [--markdown out.md] [--no-compile] [--profile] [--imported]
 """
 import argparse
 import gzip
@@ -113,6 +117,20 @@ class Mlp(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x.flatten(1))))))
 
 
+def make_model(wl, shape):
+    """The built-in family of workload `wl` as a PyTorch module, for samples of `shape`."""
+    if wl["model"] == "cnn":
+        return Cnn(shape[0], shape[1], shape[2], 10, wl["width"])
+    return Mlp(int(np.prod(shape)), 10, wl["width"])
+
+
+def export_model(wl, data, path):
+    """The workload's module exported as `gputrain --model net.pt2` takes it (dynamic batch)."""
+    model = make_model(wl, data[0].shape[1:]).train()
+    ep = torch.export.export(model, (data[0][:2],), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    torch.export.save(ep, path)
+
+
 class PyTorchLoop:
     """The best plain loop for workload `wl` with gputrain's switches `sw` (precision, memory format)."""
 
@@ -120,12 +138,7 @@ class PyTorchLoop:
         torch.manual_seed(wl["seed"])
         self.x, self.y = data[0].to(device), data[1].to(device)
         self.batch, self.device, self.clip = sw["batch_size"], device, wl["clip_max_norm"]
-        shape = self.x.shape[1:]
-        if wl["model"] == "cnn":
-            model = Cnn(shape[0], shape[1], shape[2], 10, wl["width"])
-        else:
-            model = Mlp(int(np.prod(shape)), 10, wl["width"])
-        model = model.to(device)
+        model = make_model(wl, self.x.shape[1:]).to(device)
         self.channels_last = sw["channels_last"] and self.x.dim() == 4
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
@@ -231,6 +244,8 @@ def main():
     ap.add_argument("--gputrain", default=os.path.join(ROOT, "build", "gputrain"))
     ap.add_argument("--gputrain_flags", default="", help="extra gputrain flags, e.g. '--fused_optimizer off'")
     ap.add_argument("--markdown", help="also write the tables to this file")
+    ap.add_argument("--imported", action="store_true",
+                    help="gputrain trains the PyTorch side's module exported to a .pt2 (and the built-in family is timed too)")
     args = ap.parse_args()
     if args.rounds < 1:
         sys.exit("compare_pytorch: --rounds must be at least 1")
@@ -256,6 +271,13 @@ def main():
             data = load_tensors(wl)
 
             sides = {"gputrain": [], "eager": []}
+            builtin_flags, run_flags = flags, flags
+            if args.imported:
+                exported = tempfile.TemporaryDirectory(prefix="compare_pytorch.")  # removed with the object
+                model_file = os.path.join(exported.name, "net.pt2")
+                export_model(wl, data, model_file)
+                run_flags = flags + ["--model", model_file]  # the last --model given wins
+                sides["built-in"] = []
             compile_note = "off (--no-compile)" if args.no_compile else ""
             if not args.no_compile:
                 try:
@@ -265,8 +287,11 @@ def main():
                 except Exception as e:  # torch.compile fails in many ways; say which and go on
                     compile_note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
             for _ in range(args.rounds):
-                sides["gputrain"].append(gputrain_run(args.gputrain, flags, precision, args.warmup, steps)[1]
+                sides["gputrain"].append(gputrain_run(args.gputrain, run_flags, precision, args.warmup, steps)[1]
                                          ["samples_per_sec"])
+                if "built-in" in sides:
+                    sides["built-in"].append(gputrain_run(args.gputrain, builtin_flags, precision, args.warmup, steps)[1]
+                                             ["samples_per_sec"])
                 sides["eager"].append(PyTorchLoop(wl, sw, data, device, False).time(args.warmup, steps))
                 if "compile" in sides:
                     sides["compile"].append(compiled.time(args.warmup, steps))
@@ -275,7 +300,8 @@ def main():
 
             med = {k: statistics.median(v) for k, v in sides.items()}
             switches = f"channels_last {'on' if sw['channels_last'] else 'off'}, loader threads {sw['num_workers']}"
-            title = (f"{name} {precision}: {' '.join(flags)} | {bench['device']['device']} | {threads} threads | "
+            what = f"{name} {precision}" + (" (gputrain: the module exported to net.pt2)" if args.imported else "")
+            title = (f"{what}: {' '.join(flags)} | {bench['device']['device']} | {threads} threads | "
                      f"torch {torch.__version__} | gputrain: {switches} | median of {args.rounds} alternating "
                      f"rounds x {steps} timed steps after {args.warmup} warm-up")
             print(title)
