@@ -6,14 +6,19 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "config/config.h"
 #include "core/autocast.h"
+#include "data/loader.h"
 #include "models/registry.h"
+#include "train/session.h"
+#include "train/trainer.h"
 #include "test_python.h"
 #include "test_util.h"
 #include "test_weights.h"
@@ -32,7 +37,7 @@ TEST_CASE("imported: ConvNeXt, ViT, tabular and CNN programs from Python train l
   }
 }
 
-TEST_CASE("imported: TorchScript modules of the same nets train like PyTorch eager; other .pt files are refused",
+TEST_CASE("imported: TorchScript modules of the same nets train like PyTorch eager, other .pt files are refused",
           "[imported][cli]") {
   if (!test::have_python()) return;
   for (const std::string net : {"cnn", "vit"}) {
@@ -201,4 +206,58 @@ TEST_CASE("imported: 2 ranks train the weights of 1 process, a resume ends on th
                      "--output_dir " + (dir / "bf16") + " --export " + (dir / "bf16.st"));
   CHECK_THAT(bf16.out, Catch::Contains("bf16 autocast"));
   test::check_same_weights(dir / "one.st", dir / "bf16.st", 0.05, 0.02);
+}
+
+TEST_CASE("cuda: an imported model with the fp16 grad scaler and CUDA graphs trains the weights of eager steps", "[cuda]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  fixtures(dir);
+  // Graphed and eager runs of the same steps: the same weights (the graph's ops are the
+  // dispatcher calls the eager forward makes, captured once).
+  auto train = [&](bool graphs) {
+    Config c;
+    c.dataset = "npy";
+    c.train_file = dir / "x.npy";
+    c.train_targets = dir / "y.npy";
+    c.task = "regression";
+    c.loss = "mse";
+    c.model = dir / "good.pt2";
+    c.device = "cuda";
+    c.device_preset = "none";
+    c.amp_dtype = "fp16";
+    c.amp_check = false;
+    c.cudnn_benchmark = false;
+    c.cudnn_deterministic = true;
+    c.cuda_graphs = graphs;
+    c.batch_size = 8;
+    c.shuffle = false;
+    c.num_workers = 0;
+    Session s(c);
+    Trainer& t = s.trainer();
+    REQUIRE(s.recipe().grad_scaler);
+    Loader loader(s.data().train, s.train_loader_options());
+    loader.start_epoch(0);
+    t.set_lr(0.01);
+    int replays = 0;
+    for (int i = 0; i < 3; ++i) {
+      t.step({*loader.next()});
+      replays += t.replayed();
+    }
+    CHECK(replays == 0);  // 3 warm-ups before the capture
+    loader.start_epoch(1);
+    for (int i = 0; i < 3; ++i) {
+      t.step({*loader.next()});
+      replays += t.replayed();
+    }
+    CHECK(replays == (graphs ? 3 : 0));
+    std::map<std::string, torch::Tensor> end;
+    for (const auto& p : t.model().named_parameters()) end[p.key()] = p.value().detach().cpu();
+    return end;
+  };
+  const auto eager = train(false), graphed = train(true);
+  REQUIRE(eager.size() == 4);
+  for (const auto& [name, v] : eager) {
+    INFO(name);
+    CHECK(torch::allclose(v, graphed.at(name), 1e-4, 1e-5));
+  }
 }
