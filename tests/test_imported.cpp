@@ -1,6 +1,7 @@
 // --model net.pt2: networks defined in Python, exported with torch.export, trained by gputrain's
-// graph interpreter. Checked against PyTorch eager (tests/python/imported_check.py): a
-// ConvNeXt-style net, a small ViT, a tabular net with embeddings and the quickstart CNN; and
+// graph interpreter. Checked against PyTorch eager (tests/python/imported_check.py), in fp32
+// and under bf16 autocast: a ConvNeXt-style net, a small ViT, a tabular net with embeddings and
+// the quickstart CNN, also as TorchScript modules; tools/export_model.py; and
 // every kind of bad archive is exit 2 with one line naming the file, before anything is written;
 // autocast reaches the graph's operators; data parallel and a resume act on it as on a built-in.
 #include <catch2/catch.hpp>
@@ -34,6 +35,19 @@ TEST_CASE("imported: ConvNeXt, ViT, tabular and CNN programs from Python train l
     INFO(log);
     CHECK(code == 0);
     CHECK_THAT(log, Catch::Contains(net + " (imported): pass"));
+  }
+}
+
+TEST_CASE("imported: the same nets under bf16 autocast equal PyTorch eager under bf16 autocast", "[imported][cli]") {
+  if (!test::have_python()) return;
+  for (const std::string net : {"convnext", "vit", "tabular", "cnn"}) {
+    test::TempDir dir;
+    std::string log;
+    const int code =
+        test::python("imported_check.py " + net + " " + test::gputrain_exe() + " " + dir.path.string() + " --bf16", log);
+    INFO(log);
+    CHECK(code == 0);
+    CHECK_THAT(log, Catch::Contains(net + " (imported, bf16): pass"));
   }
 }
 
@@ -180,7 +194,7 @@ TEST_CASE("imported: autocast reaches the graph's operators, and eval mode runs 
   CHECK(torch::allclose(net->forward(x), ref, 1e-5, 1e-6));
 }
 
-TEST_CASE("imported: 2 ranks train the weights of 1 process, a resume ends on the uninterrupted run's, bf16 trains",
+TEST_CASE("imported: 2 ranks train the weights of 1 process, a resume ends on the uninterrupted run's, --init_from, bf16",
           "[imported][dist][resume][cli]") {
   if (!test::have_python()) return;
   test::TempDir dir;
@@ -200,6 +214,12 @@ TEST_CASE("imported: 2 ranks train the weights of 1 process, a resume ends on th
   REQUIRE(stopped.exit_code == 143);
   run_ok(args + "--batch_size 16 --resume auto --output_dir " + (dir / "split") + " --export " + (dir / "split.st"));
   test::check_same_weights(dir / "one.st", dir / "split.st", 0, 0);
+
+  // --init_from a run's export: the model starts from those weights (at lr 0 it keeps them).
+  auto init = run_ok(args + "--batch_size 16 --epochs 1 --lr 0 --init_from " + (dir / "one.st") + " --output_dir " +
+                     (dir / "init") + " --export " + (dir / "init.st"));
+  CHECK_THAT(init.out, Catch::Contains("loaded   4 tensors"));
+  test::check_same_weights(dir / "one.st", dir / "init.st", 0, 0);
 
   // bf16 autocast: the same run within bf16's rounding.
   auto bf16 = run_ok(fixtures(dir) + "--optimizer adamw --lr 0.01 --epochs 3 --use_amp --amp_dtype bf16 --batch_size 16 "

@@ -2,7 +2,7 @@
 """The reference check of an imported network (--model net.pt2): gputrain's training of a
 torch.export program against PyTorch's training of the module it was exported from.
 
-    imported_check.py NET GPUTRAIN_BIN WORKDIR [--torchscript]
+    imported_check.py NET GPUTRAIN_BIN WORKDIR [--torchscript] [--bf16]
 
 NET is one of the networks written below: convnext, vit, tabular, cnn. The module is built with
 torch.manual_seed(0) and exported in train mode with a dynamic batch to WORKDIR/net.pt2, which
@@ -21,7 +21,9 @@ checkpoint and `train` runs at least one step (--epochs is at least 1, --max_ste
 limit), so there is no 0-step run; the comparison after training covers the eval forward.
 
 With --torchscript the module goes to gputrain as torch.jit.script's WORKDIR/net.pt instead (the
-compatibility path), which switches train/eval itself.
+compatibility path), which switches train/eval itself. With --bf16 both sides run their forward
+passes under bf16 autocast (gputrain: --use_amp --amp_dtype bf16), compared with the same
+tolerances: the graph's operators autocast as eager PyTorch's do, and run the same kernels.
 
 Prints one line, the worst differences; exit code 0 = pass, 1 = a difference over tolerance,
 2 = gputrain failed (its stderr is printed).
@@ -216,7 +218,7 @@ def export(model, example, path):
     return ep
 
 
-def check(net, binary, folder, script):
+def check(net, binary, folder, script, bf16):
     shape, lr, eval_program = NETS[net]
     eval_program = eval_program and not script
     os.makedirs(folder, exist_ok=True)
@@ -234,9 +236,9 @@ def check(net, binary, folder, script):
     if eval_program:
         export(model.eval(), example, os.path.join(folder, "net.eval.pt2"))
         model.train()
-    ref_weights, ref_out = pytorch_reference(twin, data, lr, STEPS)
+    ref_weights, ref_out = pytorch_reference(twin, data, lr, STEPS, bf16)
 
-    run(train_command(binary, model_file, folder, {}, lr, STEPS, init_from=False))
+    run(train_command(binary, model_file, folder, {}, lr, STEPS, init_from=False, bf16=bf16))
     weights, _, _ = load_weights(os.path.join(folder, "final.safetensors"))
     w_ok, w_line = compare_weights(weights, ref_weights)
     preds = infer(binary, last_checkpoint(os.path.join(folder, "run")), os.path.join(folder, "preds.csv"),
@@ -252,13 +254,14 @@ def check(net, binary, folder, script):
 
 
 def main():
-    script = sys.argv[4:] == ["--torchscript"]
-    if len(sys.argv) - script != 4 or sys.argv[1] not in NETS:
-        sys.exit(f"usage: imported_check.py NET GPUTRAIN_BIN WORKDIR [--torchscript]  (NET: {', '.join(NETS)})")
+    options = sys.argv[4:]
+    if len(sys.argv) < 4 or sys.argv[1] not in NETS or not set(options) <= {"--torchscript", "--bf16"}:
+        sys.exit(f"usage: imported_check.py NET GPUTRAIN_BIN WORKDIR [--torchscript] [--bf16]  (NET: {', '.join(NETS)})")
     net, binary, workdir = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
-    label = f"{net} ({'TorchScript' if script else 'imported'})"
+    script, bf16 = "--torchscript" in options, "--bf16" in options
+    label = f"{net} ({'TorchScript' if script else 'imported'}{', bf16' if bf16 else ''})"
     try:
-        ok, line = check(net, binary, workdir, script)
+        ok, line = check(net, binary, workdir, script, bf16)
     except GputrainFailed as e:
         print(f"{label}: FAIL (gputrain): {e}")
         sys.exit(2)

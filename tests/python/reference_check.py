@@ -70,22 +70,25 @@ def write_data(folder, shape, rng):
     return arrays
 
 
-def pytorch_reference(twin, data, lr, steps=STEPS):
-    """The twin after `steps` full-batch SGD steps, and its eval outputs on the test samples."""
+def pytorch_reference(twin, data, lr, steps=STEPS, bf16=False):
+    """The twin after `steps` full-batch SGD steps, and its eval outputs on the test samples
+    (with `bf16`, forward passes under bf16 autocast, as gputrain's --amp_dtype bf16 runs them)."""
     opt = torch.optim.SGD(twin.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=0.0)
     x, y = torch.from_numpy(data["x_train"]), torch.from_numpy(data["y_train"])
     twin.train()
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
-        F.mse_loss(twin(x), y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.mse_loss(twin(x).float(), y)
+        loss.backward()
         opt.step()
     twin.eval()
-    with torch.no_grad():
-        out = twin(torch.from_numpy(data["x_test"]))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        out = twin(torch.from_numpy(data["x_test"])).float()
     return {k: v.detach().clone() for k, v in twin.state_dict().items()}, out
 
 
-def train_command(binary, family, folder, options, lr, steps=STEPS, init_from=True):
+def train_command(binary, family, folder, options, lr, steps=STEPS, init_from=True, bf16=False):
     """`gputrain train` for the same run as pytorch_reference, starting from folder/start.pth
     (without `init_from`, from the weights `family` holds: a net.pt2 file)."""
     def path(name):
@@ -102,7 +105,8 @@ def train_command(binary, family, folder, options, lr, steps=STEPS, init_from=Tr
             # One full batch per epoch, in file order, as given: `steps` epochs of one step each.
             "--batch_size", str(N_TRAIN), "--epochs", str(steps), "--max_steps", str(steps),
             "--no-shuffle", "--no-normalize", "--accumulation_steps", "1", "--clip_max_norm", "0",
-            "--ema_decay", "0", "--no-use_amp", "--no-channels_last",
+            "--ema_decay", "0", *(["--use_amp", "--amp_dtype", "bf16"] if bf16 else ["--no-use_amp"]),
+            "--no-channels_last",
             # PyTorch's side runs on the CPU: so does this one, with no device recipe on top.
             "--device", "cpu", "--device_preset", "none",
             "--export", path("final.safetensors"), "--output_dir", path("run"), "--seed", "0"]
