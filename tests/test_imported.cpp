@@ -28,7 +28,9 @@ using namespace gputrain;
 
 TEST_CASE("imported: ConvNeXt, ViT, tabular and CNN programs from Python train like PyTorch eager", "[imported][cli]") {
   if (!test::have_python()) return;
-  for (const std::string net : {"convnext", "vit", "tabular", "cnn"}) {
+  // evalmodes: the eval forms beyond batch_norm and dropout (attention's dropout_p, an LSTM's
+  // dropout, InstanceNorm's running statistics), a -inf mask and sizes as tensor operands.
+  for (const std::string net : {"convnext", "vit", "tabular", "cnn", "evalmodes"}) {
     test::TempDir dir;
     std::string log;
     const int code = test::python("imported_check.py " + net + " " + test::gputrain_exe() + " " + dir.path.string(), log);
@@ -121,6 +123,11 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
       {"deflated", "zip compression method 8"},
       {"static_batch", "exported with a fixed batch size of 4"},
       {"two_outputs", "returns several values"},
+      {"zero_stride", "a Float tensor of shape [32768, 32768] needs more than the 512 bytes stored for it"},
+      {"deep", "models/model.json: JSON nested deeper than 64 levels"},
+      {"empty_spec", "malformed program"},
+      {"unknown_arg", "node 'relu' (torch.ops.aten.relu.default) from make_pt2_fixtures.py:"},
+      {"tied", "shares its stored tensor with"},
   };
   for (const auto& [name, why] : cases) {
     INFO(name);

@@ -4,6 +4,7 @@
 #include "models/exported_graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
@@ -25,9 +26,9 @@ namespace {
 
 // How an argument gets its value at run time.
 struct Arg {
-  enum class Kind { Const, Slot, Tensors, OptionalTensors, Ints, Device } kind = Kind::Const;
+  enum class Kind { Const, Slot, Wrapped, Tensors, OptionalTensors, Ints, Device } kind = Kind::Const;
   c10::IValue constant;
-  int slot = -1;
+  int slot = -1;               // Slot; Wrapped: a size (an int or float) passed where a Tensor goes
   std::vector<int> slots;      // Tensors, OptionalTensors (-1: None), Ints (-1: the constant below)
   std::vector<int64_t> ints;  // Ints: the constants
 };
@@ -72,6 +73,24 @@ std::string source_of(const json& node) {
     if (!text.empty()) out += " (" + text + ")";
   }
   return out;
+}
+
+// {"kind": value}, the shape of every union in the export schema; anything else is malformed.
+std::pair<std::string, const json*> one_of(const json& j) {
+  if (!j.is_object() || j.size() != 1) throw json::type_error::create(302, "expected an object of one key", &j);
+  return {j.begin().key(), &j.begin().value()};
+}
+
+// A float as the serializer writes it: a number, or "Infinity", "-Infinity", "NaN" (a causal
+// mask's -inf, say).
+double number(const json& v) {
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    if (s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  }
+  return v.get<double>();
 }
 
 // A number where the schema wants a Tensor (add_(buffer, 1)): a wrapped number, as Python passes
@@ -134,8 +153,8 @@ struct ExportedGraph::Impl {
   Arg arg(const json& a, const c10::Argument& schema, const Node& n) {
     Arg r;
     const auto& type = schema.type();
-    const std::string kind = a.is_object() && a.size() == 1 ? a.begin().key() : "";
-    const json& v = kind.empty() ? a : a.begin().value();
+    const auto [kind, value] = one_of(a);
+    const json& v = *value;
     auto named = [&](const json& x) { return existing(x.at("name").get<std::string>(), n); };
     if (kind == "as_none") {
       r.constant = c10::IValue();
@@ -155,17 +174,19 @@ struct ExportedGraph::Impl {
       }
     } else if (kind == "as_int" || kind == "as_float" || kind == "as_bool") {
       const at::Scalar s = kind == "as_int" ? at::Scalar(v.get<int64_t>())
-                           : kind == "as_float" ? at::Scalar(v.get<double>())
+                           : kind == "as_float" ? at::Scalar(number(v))
                                                 : at::Scalar(v.get<bool>());
       if (wants_tensor(type)) r.constant = wrapped(s);
       else if (wants_float(type)) r.constant = s.toDouble();
       else r.constant = kind == "as_int" ? c10::IValue(v.get<int64_t>())
-                        : kind == "as_float" ? c10::IValue(v.get<double>())
+                        : kind == "as_float" ? c10::IValue(number(v))
                                              : c10::IValue(v.get<bool>());
     } else if (kind == "as_ints") {
       r.constant = v.get<std::vector<int64_t>>();
     } else if (kind == "as_floats") {
-      r.constant = v.get<std::vector<double>>();
+      std::vector<double> list;
+      for (const auto& x : v) list.push_back(number(x));
+      r.constant = list;
     } else if (kind == "as_bools") {
       c10::List<bool> list;
       for (const auto& b : v) list.push_back(b.get<bool>());
@@ -175,12 +196,13 @@ struct ExportedGraph::Impl {
     } else if (kind == "as_strings") {
       r.constant = v.get<std::vector<std::string>>();
     } else if (kind == "as_sym_int" || kind == "as_sym_float" || kind == "as_sym_bool") {
-      if (v.contains("as_name")) {
-        r.kind = Arg::Kind::Slot;
-        r.slot = existing(v.at("as_name").get<std::string>(), n);
+      const auto [inner, x] = one_of(v);
+      if (inner == "as_name") {
+        // x.shape[0] * t: a size where a Tensor goes is wrapped at run time, as Python does.
+        r.kind = wants_tensor(type) ? Arg::Kind::Wrapped : Arg::Kind::Slot;
+        r.slot = existing(x->get<std::string>(), n);
       } else {
-        return arg(json{{kind == "as_sym_int" ? "as_int" : kind == "as_sym_float" ? "as_float" : "as_bool",
-                         v.begin().value()}},
+        return arg(json{{kind == "as_sym_int" ? "as_int" : kind == "as_sym_float" ? "as_float" : "as_bool", *x}},
                    schema, n);
       }
     } else if (kind == "as_sym_ints") {
@@ -209,6 +231,23 @@ struct ExportedGraph::Impl {
       throw fail(n, "argument '" + schema.name() + "' is of kind '" + kind + "', which gputrain cannot pass");
     }
     return r;
+  }
+
+  // module.eval() on a training-form graph: every operator's train/training flag off (dropout,
+  // batch_norm, rrelu, lstm, ...), attention's dropout_p 0, and instance_norm on its running
+  // statistics, except where there are none (a norm without running statistics keeps using the
+  // batch's, as PyTorch's eval() does).
+  static json eval_form(const std::string& target, const std::string& arg, const json& value,
+                        const std::unordered_map<std::string, json>& given) {
+    auto none = [&](const char* name) {
+      const auto it = given.find(name);
+      return it == given.end() || it->second.contains("as_none");
+    };
+    const bool norm = target.find("batch_norm") != std::string::npos || target.find("instance_norm") != std::string::npos;
+    if ((arg == "training" || arg == "train") && !(norm && none("running_mean"))) return json{{"as_bool", false}};
+    if (arg == "use_input_stats" && !none("running_mean")) return json{{"as_bool", false}};
+    if (arg == "dropout_p") return json{{"as_float", 0.0}};
+    return value;
   }
 
   void compile_node(const json& j, bool eval, const std::vector<std::string>& slot_buffer) {
@@ -250,6 +289,9 @@ struct ExportedGraph::Impl {
         throw fail(n, ns == "aten" ? "this LibTorch has no such operator (export with the torch gputrain was built on)"
                                    : "a custom operator ('" + ns + "' namespace) is not registered in gputrain");
       const auto& schema = n.op->schema();
+      for (const auto& [name, value] : given)
+        if (!schema.argumentIndexWithName(name))
+          throw fail(n, "passes '" + name + "', which " + schema.operator_name().name + " does not take");
       for (const auto& a : schema.arguments()) {
         json value;
         if (auto it = given.find(a.name()); it != given.end()) {
@@ -262,10 +304,7 @@ struct ExportedGraph::Impl {
         } else {
           throw fail(n, "argument '" + a.name() + "' is missing");
         }
-        // module.eval(): batch statistics and dropout off.
-        if (eval && ((n.target == "torch.ops.aten.batch_norm.default" && a.name() == "training") ||
-                     (n.target.find("dropout") != std::string::npos && a.name() == "train")))
-          value = json{{"as_bool", false}};
+        if (eval) value = eval_form(n.target, a.name(), value, given);
         n.args.push_back(arg(value, a, n));
       }
       // eval: num_batches_tracked += 1 is the one buffer update outside batch_norm.
@@ -276,15 +315,16 @@ struct ExportedGraph::Impl {
     }
     for (const auto& out : j.at("outputs")) {
       Output o;
-      const std::string kind = out.is_object() && out.size() == 1 ? out.begin().key() : "";
-      const json& v = kind.empty() ? out : out.begin().value();
+      const auto [kind, value] = one_of(out);
+      const json& v = *value;
       if (kind == "as_tensor") {
         o.slot = slot(v.at("name").get<std::string>());
       } else if (kind == "as_tensors") {
         o.list = true;
         for (const auto& t : v) o.slots.push_back(slot(t.at("name").get<std::string>()));
       } else if (kind == "as_sym_int" || kind == "as_sym_float" || kind == "as_sym_bool") {
-        if (v.contains("as_name")) o.slot = slot(v.at("as_name").get<std::string>());
+        const auto [inner, x] = one_of(v);
+        if (inner == "as_name") o.slot = slot(x->get<std::string>());
       } else if (kind != "as_none") {
         throw fail(n, "an output of kind '" + kind + "', which gputrain cannot hold");
       }
@@ -303,6 +343,14 @@ struct ExportedGraph::Impl {
         for (int s : a.slots)
           if (s >= 0) last[s] = static_cast<int>(i);
       }
+    // A value no node reads (the indices of max.dim, an LSTM's final states) goes right after
+    // the node that made it.
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (const auto& o : nodes[i].outputs) {
+        if (o.slot >= 0 && last[o.slot] < 0) last[o.slot] = static_cast<int>(i);
+        for (int s : o.slots)
+          if (last[s] < 0) last[s] = static_cast<int>(i);
+      }
     for (int s : output_slots) last[s] = -1;
     for (int s = 0; s < slots; ++s)
       if (last[s] >= 0) nodes[last[s]].release.push_back(s);
@@ -317,7 +365,7 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
     // or inference program's aten.convolution would not autocast.
     const auto& verifiers = program.at("verifiers");
     if (std::find(verifiers.begin(), verifiers.end(), "TRAINING") == verifiers.end())
-      throw usage_error(path + ": a program exported for inference (verifier " + verifiers.dump() + "), not training",
+      throw usage_error(path + ": a program exported for inference (verifier " + verifiers.dump().substr(0, 80) + "), not training",
                         "export with torch.export.export(model.train(), ...) and save it before run_decompositions "
                         "(tools/export_model.py does)");
     const auto& module = program.at("graph_module");
@@ -329,9 +377,8 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
     std::vector<std::string> slot_buffer;
     std::string user;
     for (size_t i = 0; i < specs.size(); ++i) {
-      const auto& spec = specs[i];
-      const std::string kind = spec.begin().key();
-      const auto& s = spec.begin().value();
+      const auto [kind, spec_value] = one_of(specs[i]);
+      const auto& s = *spec_value;
       GraphInput in;
       std::string arg;
       if (kind == "parameter") {
@@ -369,8 +416,8 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
     for (const auto& node : graph.at("nodes")) g.compile_node(node, eval, slot_buffer);
     std::string out;
     for (const auto& spec : signature.at("output_specs")) {
-      const std::string kind = spec.begin().key();
-      const auto& s = spec.begin().value();
+      const auto [kind, spec_value] = one_of(spec);
+      const auto& s = *spec_value;
       if (kind == "user_output" && s.at("arg").contains("as_tensor")) {
         if (!out.empty())
           throw usage_error(path + ": the model's forward returns several values; gputrain trains one output tensor",
@@ -391,8 +438,8 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
     };
     g.output_slots.push_back(output_slot(out));
     for (const auto& spec : signature.at("output_specs"))
-      if (spec.begin().key() == "buffer_mutation")
-        g.output_slots.push_back(output_slot(spec.begin().value().at("arg").at("name").get<std::string>()));
+      if (one_of(spec).first == "buffer_mutation")
+        g.output_slots.push_back(output_slot(one_of(spec).second->at("arg").at("name").get<std::string>()));
     g.plan_releases();
   } catch (const json::exception& e) {
     throw usage_error(path + ": malformed program (" + std::string(e.what()) + ")", kPt2Hint);
@@ -418,6 +465,7 @@ std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::
       switch (a.kind) {
         case Arg::Kind::Const: stack.push_back(a.constant); break;
         case Arg::Kind::Slot: stack.push_back(slots[a.slot]); break;
+        case Arg::Kind::Wrapped: stack.push_back(wrapped(slots[a.slot].toScalar())); break;
         case Arg::Kind::Device: stack.emplace_back(device); break;
         case Arg::Kind::Tensors: {
           c10::List<at::Tensor> list;
@@ -443,15 +491,22 @@ std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::
     }
     if (n.int_op != IntOp::None) {
       const int64_t x = stack[0].toInt(), y = stack[1].toInt();
-      if ((n.int_op == IntOp::FloorDiv || n.int_op == IntOp::Mod) && y == 0)
-        throw std::invalid_argument("node '" + n.name + "': integer division by zero");
-      // Python's floor division and modulo round toward minus infinity.
-      const int64_t q = n.int_op == IntOp::FloorDiv || n.int_op == IntOp::Mod ? x / y - ((x % y != 0) && ((x < 0) != (y < 0))) : 0;
-      const int64_t r = n.int_op == IntOp::Add ? x + y
-                        : n.int_op == IntOp::Sub ? x - y
-                        : n.int_op == IntOp::Mul ? x * y
-                        : n.int_op == IntOp::FloorDiv ? q
-                                                      : x - q * y;
+      int64_t r = 0;
+      bool overflow = false;
+      switch (n.int_op) {
+        case IntOp::Add: overflow = __builtin_add_overflow(x, y, &r); break;
+        case IntOp::Sub: overflow = __builtin_sub_overflow(x, y, &r); break;
+        case IntOp::Mul: overflow = __builtin_mul_overflow(x, y, &r); break;
+        default: {  // Python's floor division and modulo round toward minus infinity
+          if (y == 0 || (x == std::numeric_limits<int64_t>::min() && y == -1)) {
+            overflow = true;
+            break;
+          }
+          const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+          r = n.int_op == IntOp::FloorDiv ? q : x - q * y;
+        }
+      }
+      if (overflow) throw std::invalid_argument("node '" + n.name + "' (" + n.target + "): integer overflow or division by zero");
       stack.clear();
       stack.emplace_back(r);
     } else {

@@ -83,6 +83,14 @@ std::vector<std::string> model_option_problems(const Config& c) {
   return problems;
 }
 
+void set_layers_from_names(Family& f, const std::vector<std::string>& parameters) {
+  for (const auto& name : parameters) {
+    const std::string top = name.substr(0, name.find('.'));
+    if (f.layers.empty() || f.layers.back() != top) f.layers.push_back(top);
+  }
+  if (!f.layers.empty()) f.head = {f.layers.back()};
+}
+
 bool under_prefix(const std::string& name, const std::string& prefix) {
   return name == prefix || (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
                             name[prefix.size()] == '.');

@@ -66,6 +66,10 @@ std::vector<std::string> model_names_where(const std::function<bool(const Family
 // every model at once). A usage error for an unknown model.
 std::vector<std::string> model_option_problems(const Config& c);
 
+// A model read from a file: its layers for --layer_decay are the module's top-level children in
+// the order of `parameters` (their state_dict names), and the last one is the head.
+void set_layers_from_names(Family& f, const std::vector<std::string>& parameters);
+
 // Whether parameter `name` is `prefix` or lies inside it ("fc.weight" is under "fc", "fc2.bias"
 // is not).
 bool under_prefix(const std::string& name, const std::string& prefix);

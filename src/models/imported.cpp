@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,7 +26,11 @@ namespace {
 
 // One file, read and compiled once: the weights it starts from and its two graphs.
 struct Program {
-  Pt2Archive archive;
+  std::string path;
+  std::map<std::string, torch::Tensor> weights;  // parameters and persistent buffers, by name
+  // Tensor constants and non-persistent buffers, by the signature's names: the training
+  // program's, and the eval program's own (its lifted constants may differ).
+  std::map<std::string, torch::Tensor> constants, eval_constants;
   std::unique_ptr<ExportedGraph> train, eval;
   std::string eval_note;
   Family family;
@@ -34,14 +39,8 @@ struct Program {
 class ImportedNet : public Net {
  public:
   explicit ImportedNet(const Program& p) : p_(p) {
-    weights_.insert(p.archive.weights.begin(), p.archive.weights.end());
-    constants_.insert(p.archive.constants.begin(), p.archive.constants.end());
-    train_ = bind(*p.train);
-    eval_ = bind(*p.eval);
-    for (auto* b : {&train_, &eval_})
-      for (const auto& name : b->graph->mutated_buffers()) b->mutated.push_back(own_.at(name));
-    weights_.clear();
-    constants_.clear();
+    train_ = bind(*p.train, p.constants);
+    eval_ = bind(*p.eval, p.eval_constants);
   }
 
   torch::Tensor forward(torch::Tensor x) override {
@@ -68,43 +67,52 @@ class ImportedNet : public Net {
     std::vector<bool> constant;
   };
 
-  Bound bind(const ExportedGraph& g) {
+  // Parameters and buffers are the module's, shared by both graphs; tensor constants are each
+  // graph's own.
+  Bound bind(const ExportedGraph& g, const std::map<std::string, torch::Tensor>& constants) {
     Bound b;
     b.graph = &g;
     for (const auto& in : g.inputs()) {
       torch::Tensor t;
-      if (in.kind != GraphInput::Kind::User) {
+      if (in.kind == GraphInput::Kind::Constant) {
+        t = take(in, constants);
+      } else if (in.kind != GraphInput::Kind::User) {
         auto it = own_.find(in.name);
-        if (it == own_.end()) it = own_.emplace(in.name, take(in)).first;
+        // A non-persistent buffer sits among the constants: module state all the same.
+        const bool stored = in.kind == GraphInput::Kind::Parameter || p_.weights.count(in.name);
+        if (it == own_.end()) it = own_.emplace(in.name, take(in, stored ? p_.weights : p_.constants)).first;
         t = it->second;
       }
       b.tensors.push_back(t);
-      b.constant.push_back(t.defined() && !weight(in));
+      b.constant.push_back(t.defined() && !registered_.count(t.unsafeGetTensorImpl()));
+    }
+    for (const auto& name : g.mutated_buffers()) {
+      const auto it = own_.find(name);
+      if (it == own_.end())
+        throw usage_error(p_.path + ": the graph writes buffer '" + name + "', which it does not read", kPt2Hint);
+      b.mutated.push_back(it->second);
     }
     return b;
-  }
-
-  bool weight(const GraphInput& in) const {
-    return in.kind == GraphInput::Kind::Parameter || (in.kind == GraphInput::Kind::Buffer && !constants_.count(in.name));
   }
 
   // A parameter or (persistent) buffer is registered: it moves with the model, trains and is
   // saved. A tensor constant or a non-persistent buffer is not (PyTorch's state_dict holds
   // neither): it follows the input's device at run time.
-  torch::Tensor take(const GraphInput& in) {
-    auto& from = weight(in) ? weights_ : constants_;
+  torch::Tensor take(const GraphInput& in, const std::map<std::string, torch::Tensor>& from) {
     const auto it = from.find(in.name);
     if (it == from.end())
-      throw usage_error(p_.archive.path + ": the graph reads '" + in.name + "', which the archive does not hold", kPt2Hint);
-    auto t = it->second.clone();
-    if (t.sizes().vec() != in.shape)
-      throw usage_error(fmt::format("{}: '{}' holds a tensor of shape [{}], the graph reads one of shape [{}]", p_.archive.path,
-                                    in.name, fmt::join(t.sizes(), ", "), fmt::join(in.shape, ", ")),
+      throw usage_error(p_.path + ": the graph reads '" + in.name + "', which the archive does not hold", kPt2Hint);
+    if (it->second.sizes().vec() != in.shape)
+      throw usage_error(fmt::format("{}: '{}' holds a tensor of shape [{}], the graph reads one of shape [{}]", p_.path,
+                                    in.name, fmt::join(it->second.sizes(), ", "), fmt::join(in.shape, ", ")),
                         kPt2Hint);
-    if (!weight(in)) return t;
+    auto t = it->second.clone();  // each model its own copy of the file's start
+    if (&from != &p_.weights) return t;
     auto [owner, leaf] = owner_of(*this, in.name);
-    if (in.kind == GraphInput::Kind::Parameter) return owner->register_parameter(leaf, t, /*requires_grad=*/true);
-    return owner->register_buffer(leaf, t);
+    if (in.kind == GraphInput::Kind::Parameter) t = owner->register_parameter(leaf, t, /*requires_grad=*/true);
+    else t = owner->register_buffer(leaf, t);
+    registered_.insert(t.unsafeGetTensorImpl());
+    return t;
   }
 
   torch::Tensor constant_on(const torch::Tensor& t, c10::Device device) {
@@ -115,11 +123,33 @@ class ImportedNet : public Net {
   }
 
   const Program& p_;
-  std::map<std::string, torch::Tensor> weights_, constants_;  // the file's, until bound
-  std::map<std::string, torch::Tensor> own_;                  // each tensor the graphs read, by name
+  std::map<std::string, torch::Tensor> own_;  // the module's tensors the graphs read, by name
+  std::set<const c10::TensorImpl*> registered_;
   Bound train_, eval_;
   std::map<const c10::TensorImpl*, torch::Tensor> on_device_;
 };
+
+// Names a module can hold: no empty part ("fc1..weight"), none the prefix of another ("fc" and
+// "fc.bias"), and parameters that can require gradients.
+void check_names(const std::string& path, const std::map<std::string, torch::Tensor>& weights,
+                 const ExportedGraph& g) {
+  std::string previous;
+  for (const auto& [name, t] : weights) {
+    if (name.empty() || name.front() == '.' || name.back() == '.' || name.find("..") != std::string::npos)
+      throw usage_error(path + ": '" + name + "' is not a module's tensor name", kPt2Hint);
+    if (!previous.empty() && name.compare(0, previous.size() + 1, previous + ".") == 0)
+      throw usage_error(path + ": '" + previous + "' is a tensor and a module ('" + name + "')", kPt2Hint);
+    previous = name;
+  }
+  for (const auto& in : g.inputs())
+    if (in.kind == GraphInput::Kind::Parameter) {
+      const auto it = weights.find(in.name);
+      if (it != weights.end() && !it->second.is_floating_point())
+        throw usage_error(path + ": parameter '" + in.name + "' is " + c10::toString(it->second.scalar_type()) +
+                              ", not floating point: it cannot train",
+                          kPt2Hint);
+    }
+}
 
 std::string shape_words(const std::vector<int64_t>& dims) {
   std::vector<std::string> words;
@@ -129,8 +159,12 @@ std::string shape_words(const std::vector<int64_t>& dims) {
 
 std::unique_ptr<Program> load(const std::string& path) {
   auto p = std::make_unique<Program>();
-  p->archive = read_pt2(path);
-  p->train = std::make_unique<ExportedGraph>(p->archive.program, path, /*eval=*/false);
+  p->path = path;
+  Pt2Archive archive = read_pt2(path);
+  p->weights.insert(archive.weights.begin(), archive.weights.end());
+  p->constants.insert(archive.constants.begin(), archive.constants.end());
+  p->train = std::make_unique<ExportedGraph>(archive.program, path, /*eval=*/false);
+  check_names(path, p->weights, *p->train);
   const auto& shape = p->train->input_shape();
   if (shape.empty() || shape[0] >= 0)
     throw usage_error(path + ": exported with a fixed batch size" + (shape.empty() ? "" : " of " + std::to_string(shape[0])) +
@@ -140,20 +174,26 @@ std::unique_ptr<Program> load(const std::string& path) {
   // <stem>.eval.pt2 beside <stem>.pt2: the program of model.eval().
   const std::string eval_path = path.substr(0, path.size() - 4) + ".eval.pt2";
   if (std::filesystem::exists(eval_path)) {
-    p->eval = std::make_unique<ExportedGraph>(read_pt2(eval_path).program, eval_path, /*eval=*/false);
+    Pt2Archive eval = read_pt2(eval_path);
+    p->eval = std::make_unique<ExportedGraph>(eval.program, eval_path, /*eval=*/false);
+    p->eval_constants.insert(eval.constants.begin(), eval.constants.end());
     auto names = [](const ExportedGraph& g) {
       std::vector<std::string> v;
       for (const auto& in : g.inputs())
-        if (in.kind != GraphInput::Kind::User) v.push_back(in.name);
+        if (in.kind == GraphInput::Kind::Parameter || in.kind == GraphInput::Kind::Buffer) v.push_back(in.name);
       std::sort(v.begin(), v.end());
       return v;
     };
     if (names(*p->eval) != names(*p->train))
       throw usage_error(eval_path + ": its parameters and buffers are not those of " + path,
                         "export both from the same module (tools/export_model.py writes the pair)");
+    if (p->eval->input_shape() != p->train->input_shape() || p->eval->output_shape() != p->train->output_shape())
+      throw usage_error(eval_path + ": its input or output shape differs from " + path + "'s",
+                        "export both from the same module with the same dynamic batch (tools/export_model.py writes the pair)");
     p->eval_note = "evaluates with " + eval_path;
   } else {
-    p->eval = std::make_unique<ExportedGraph>(p->archive.program, path, /*eval=*/true);
+    p->eval = std::make_unique<ExportedGraph>(archive.program, path, /*eval=*/true);
+    p->eval_constants = p->constants;
     p->eval_note = "evaluates the training graph in eval mode (batch_norm on running statistics, dropout off); a "
                    "forward that branches on self.training needs " + eval_path;
   }
@@ -178,14 +218,10 @@ std::unique_ptr<Program> load(const std::string& path) {
   f.ranks = {shape.size() - 1};
   f.input = shape_words({shape.begin() + 1, shape.end()});
   f.width = false;
-  // Layers for --layer_decay, and the head for --freeze backbone: the module's top-level
-  // children in the order their parameters come, the last one the head.
-  for (const auto& in : p->train->inputs()) {
-    if (in.kind != GraphInput::Kind::Parameter) continue;
-    const std::string top = in.name.substr(0, in.name.find('.'));
-    if (f.layers.empty() || f.layers.back() != top) f.layers.push_back(top);
-  }
-  if (!f.layers.empty()) f.head = {f.layers.back()};
+  std::vector<std::string> parameters;
+  for (const auto& in : p->train->inputs())
+    if (in.kind == GraphInput::Kind::Parameter) parameters.push_back(in.name);
+  set_layers_from_names(f, parameters);
   f.twin = "the Python module exported to " + path;
   return p;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -62,6 +63,9 @@ torch::jit::Module load(const std::string& path) {
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     throw usage_error(path + ": torch::jit::load failed: " + what.substr(0, what.find('\n')), kScriptHint);
+  } catch (const std::exception& e) {  // the TorchScript frontend throws its own kinds too
+    const std::string what = e.what();
+    throw usage_error(path + ": torch::jit::load failed: " + what.substr(0, what.find('\n')), kScriptHint);
   }
 }
 
@@ -77,14 +81,20 @@ const Family& scripted_family(const std::string& path) {
   auto made = std::make_unique<Family>();
   Family& f = *made;
   f.name = path;
-  f.make = [path](const ModelSpec&) -> NetPtr { return std::make_shared<ScriptedNet>(torch::jit::load(path, torch::kCPU)); };
+  f.make = [path](const ModelSpec&) -> NetPtr { return std::make_shared<ScriptedNet>(load(path)); };
   f.input = "what its forward takes";
   f.width = false;
+  std::vector<std::string> parameters;
+  std::set<const c10::TensorImpl*> seen;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-    const std::string top = p.name.substr(0, p.name.find('.'));
-    if (f.layers.empty() || f.layers.back() != top) f.layers.push_back(top);
+    // One tensor under two names (tied weights) would be two parameters to the optimizer.
+    if (!seen.insert(p.value.unsafeGetTensorImpl()).second)
+      throw usage_error(path + ": parameter '" + p.name + "' is another parameter's tensor (tied weights), which "
+                               "gputrain does not train yet",
+                        "untie them in the module (give each its own parameter) and save it again");
+    parameters.push_back(p.name);
   }
-  if (!f.layers.empty()) f.head = {f.layers.back()};
+  set_layers_from_names(f, parameters);
   f.twin = "the TorchScript module saved to " + path;
   known = std::move(made);
   return *known;

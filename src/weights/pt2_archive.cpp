@@ -2,6 +2,7 @@
 // checked against its tensor meta (dtype, sizes, strides, offset) before a tensor is made.
 #include "weights/pt2_archive.h"
 
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -19,10 +20,12 @@ const char* const kPt2Hint =
 
 namespace {
 
-// Elements a strided view reaches: offset + sum((size - 1) * stride) + 1; nullopt on overflow or
-// a negative stride.
+// Elements a strided view reaches: offset + sum((size - 1) * stride) + 1; nullopt on overflow, a
+// negative size or a negative stride.
 std::optional<int64_t> extent(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset) {
   int64_t last = offset;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] < 0) return std::nullopt;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 0) return 0;
     int64_t step = 0;
@@ -87,8 +90,16 @@ class Reader {
 
   nlohmann::json json(const std::string& name) const {
     const auto [data, size] = bytes(name);
+    // A program's JSON nests a few levels (a node's argument lists at most ~8); deeper input is
+    // refused while it is read, before anything recurses over it.
+    constexpr int kMaxDepth = 64;
+    const nlohmann::json::parser_callback_t shallow = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxDepth)
+        throw usage_error(fmt::format("{}: {}: JSON nested deeper than {} levels", path_, name, kMaxDepth), kPt2Hint);
+      return true;
+    };
     try {
-      return nlohmann::json::parse(data, data + size);
+      return nlohmann::json::parse(data, data + size, shallow);
     } catch (const nlohmann::json::exception& e) {
       throw usage_error(path_ + ": " + name + ": malformed JSON (" + e.what() + ")", kPt2Hint);
     }
@@ -100,6 +111,7 @@ class Reader {
     std::vector<std::pair<std::string, torch::Tensor>> out;
     if (!members_.count(folder + config)) return out;
     const auto doc = json(folder + config);
+    std::map<std::string, std::string> stored;  // path_name -> the first name stored there
     for (const auto& [key, entry] : doc.at("config").items()) {
       const std::string where = path_ + ": " + key;
       if (entry.value("use_pickle", false))
@@ -116,10 +128,25 @@ class Reader {
       };
       const auto sizes = ints(meta.at("sizes")), strides = ints(meta.at("strides"));
       const int64_t offset = meta.at("storage_offset").at("as_int").get<int64_t>();
-      const auto [data, size] = bytes(folder + entry.at("path_name").get<std::string>());
+      // Two names on one stored tensor are tied weights (out.weight = emb.weight): one parameter
+      // under two names, which gputrain's optimizer and exports do not hold yet.
+      const std::string stored_at = entry.at("path_name").get<std::string>();
+      if (auto [it, added] = stored.emplace(stored_at, key); !added)
+        throw usage_error(where + ": shares its stored tensor with '" + it->second + "' (tied weights), which gputrain "
+                                  "does not train yet",
+                          "untie them in the module (give each its own parameter) and export again");
+      const auto [data, size] = bytes(folder + stored_at);
       const int64_t item = static_cast<int64_t>(c10::elementSize(*dtype));
       const auto need = sizes.size() == strides.size() && offset >= 0 ? extent(sizes, strides, offset) : std::nullopt;
-      if (!need || *need > static_cast<int64_t>(size / item))
+      // A tensor has no more values than its bytes hold either: a zero stride cannot make a
+      // small file fill memory.
+      int64_t numel = 1;
+      for (auto d : sizes)
+        if (__builtin_mul_overflow(numel, d, &numel)) {
+          numel = std::numeric_limits<int64_t>::max();
+          break;
+        }
+      if (!need || *need > static_cast<int64_t>(size / item) || numel > static_cast<int64_t>(size / item))
         throw usage_error(fmt::format("{}: a {} tensor of shape [{}] needs more than the {} bytes stored for it", where,
                                       c10::toString(*dtype), fmt::join(sizes, ", "), size),
                           kPt2Hint);

@@ -14,8 +14,8 @@ namespace gputrain {
 struct Pt2Archive {
   std::string path;
   nlohmann::json program;  // models/model.json, its schema version checked
-  // The lifted parameters and buffers (by state_dict name) and tensor constants (by the name
-  // the signature gives them), on the CPU, in the configs' order.
+  // The lifted parameters and buffers (by state_dict name) and tensor constants and
+  // non-persistent buffers (by the name the signature gives them), on the CPU, by name.
   std::vector<std::pair<std::string, torch::Tensor>> weights, constants;
 };
 

@@ -4,10 +4,11 @@ torch.export program against PyTorch's training of the module it was exported fr
 
     imported_check.py NET GPUTRAIN_BIN WORKDIR [--torchscript] [--bf16]
 
-NET is one of the networks written below: convnext, vit, tabular, cnn. The module is built with
-torch.manual_seed(0) and exported in train mode with a dynamic batch to WORKDIR/net.pt2, which
-carries the starting weights (no --init_from). cnn also gets WORKDIR/net.eval.pt2, exported from
-model.eval(), so that gputrain evaluates with that program; the others have none, so gputrain
+NET is one of the networks written below: convnext, vit, tabular, cnn, evalmodes (eval forms).
+The module is built with torch.manual_seed(0) and exported in train mode with a dynamic batch
+to WORKDIR/net.pt2, which carries the starting weights (no --init_from). cnn also gets
+WORKDIR/net.eval.pt2, exported from model.eval(), so that gputrain evaluates with that program;
+the others have none, so gputrain
 evaluates with the training graph, batch_norm on running statistics and dropout off. Both sides
 then run 10 full-batch SGD steps (momentum 0.9, no weight decay, MSE loss, fp32, NCHW, on the
 CPU, no shuffling or normalization) on small regression data (.npy files in WORKDIR) and predict
@@ -178,10 +179,39 @@ NETS = {
     "vit": ((3, 16, 16), 0.02, False),
     "tabular": ((6,), 0.05, False),
     "cnn": ((1, 12, 12), 0.02, True),
+    "evalmodes": ((8,), 0.0, False),
 }
 
 
+class EvalModes(nn.Module):
+    """Operators whose eval form is more than batch_norm's and dropout's flags: attention's
+    dropout_p (timm's `p if self.training else 0`), an LSTM's dropout between layers, InstanceNorm
+    on running statistics; also a causal mask filled with -inf (an "Infinity" in the program's
+    JSON) and sizes used as tensor operands. Its rate is 0: the weights stay, the running
+    statistics move, and the eval outputs are compared."""
+
+    def __init__(self, outputs):
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.norm = nn.InstanceNorm1d(4, track_running_stats=True)
+        self.rnn = nn.LSTM(4, 4, num_layers=2, dropout=0.5, batch_first=True)
+        self.out = nn.Linear(16, outputs)
+
+    def forward(self, x):
+        b = x.shape[0]
+        h = self.norm(self.inp(x).view(b, 4, 4))
+        h, _ = self.rnn(h)
+        q = h.unsqueeze(1)
+        a = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5 if self.training else 0.0)
+        causal = torch.ones(4, 4, dtype=torch.bool, device=x.device).triu(1)
+        scores = (h @ h.transpose(1, 2)).masked_fill(causal, float("-inf")).softmax(-1)
+        y = self.out((a.squeeze(1) + scores @ h).flatten(1))
+        return y * b / b
+
+
 def make_net(net, shape):
+    if net == "evalmodes":
+        return EvalModes(OUTPUTS)
     if net == "convnext":
         return ConvNeXt(shape[0], OUTPUTS)
     if net == "vit":

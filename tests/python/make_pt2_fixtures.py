@@ -63,6 +63,18 @@ class Mlp(nn.Module):
         return self.fc2(F.relu(self.fc1(x)))
 
 
+class Tied(Mlp):
+    """Mlp whose fc1 and a second layer share one weight tensor (tied weights)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc3 = nn.Linear(IN_FEATURES, HIDDEN)
+        self.fc3.weight = self.fc1.weight
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x) + self.fc3(x)))
+
+
 class TwoOutputs(Mlp):
     """Mlp that also returns its hidden activations: a program with two user outputs."""
 
@@ -153,6 +165,24 @@ def set_key(key, value):
     return edit
 
 
+def nest_verifiers(depth):
+    """An edit of model.json: the verifier list nested `depth` lists deep."""
+    def edit(program):
+        value = ["TRAINING"]
+        for _ in range(depth):
+            value = [value]
+        program["verifiers"] = value
+    return edit
+
+
+def empty_first_input_spec(program):
+    program["graph_module"]["signature"]["input_specs"][0] = {}
+
+
+def bogus_relu_argument(program):
+    graph_node(program, RELU_NODE)["inputs"].append({"name": "bogus", "arg": {"as_int": 1}, "kind": 2})
+
+
 def set_schema_major(major):
     def edit(program):
         program["schema_version"]["major"] = major
@@ -201,6 +231,11 @@ def main():
             RELU_NODE, "torch.ops.aten.relu.default", "torch.ops.higher_order.cond")),
         "shape.pt2": with_json(good, weights, set_weight_meta("fc1.weight", [8, 16], [16, 1])),
         "too_big.pt2": with_json(good, weights, set_weight_meta("fc1.weight", [16, 800], [800, 1])),
+        # 512 bytes viewed as 2^30 values through zero strides: refused before any is made.
+        "zero_stride.pt2": with_json(good, weights, set_weight_meta("fc1.weight", [32768, 32768], [0, 0])),
+        "deep.pt2": with_json(good, program, nest_verifiers(100)),
+        "empty_spec.pt2": with_json(good, program, empty_first_input_spec),
+        "unknown_arg.pt2": with_json(good, program, bogus_relu_argument),
     }
     for name, members in variants.items():
         write_members(path(name), members)
@@ -212,6 +247,8 @@ def main():
     done("static_batch.pt2")
     export(TwoOutputs, path("two_outputs.pt2"), dynamic=True)
     done("two_outputs.pt2")
+    export(Tied, path("tied.pt2"), dynamic=True)
+    done("tied.pt2")
 
     # Regression data for a training run of good.pt2 (--dataset npy --task regression).
     rng = np.random.default_rng(0)
