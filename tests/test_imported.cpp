@@ -26,45 +26,51 @@
 
 using namespace gputrain;
 
+namespace {
+
+// tests/python/imported_check.py on `net` with `options`: its line must say "<net> (<label>): pass".
+void check_net(const std::string& net, const std::string& options, const std::string& label) {
+  test::TempDir dir;
+  std::string log;
+  const int code =
+      test::python("imported_check.py " + net + " " + test::gputrain_exe() + " " + dir.path.string() + options, log);
+  INFO(log);
+  CHECK(code == 0);
+  CHECK_THAT(log, Catch::Contains(net + " (" + label + "): pass"));
+}
+
+// make_pt2_fixtures.py's archives in `dir`, and the train command for its regression data
+// (the model flag last, for the caller to give).
+std::string fixture_data(const test::TempDir& dir) {
+  std::string log;
+  REQUIRE(test::python("make_pt2_fixtures.py " + dir.path.string(), log) == 0);
+  return "train --dataset npy --train_file " + (dir / "x.npy") + " --train_targets " + (dir / "y.npy") +
+         " --task regression --loss mse ";
+}
+
+// The same, training good.pt2.
+std::string fixtures(const test::TempDir& dir) {
+  return fixture_data(dir) + "--model " + (dir / "good.pt2") + " --num_workers 0 --threads 1 --no-shuffle ";
+}
+
+}  // namespace
+
 TEST_CASE("imported: ConvNeXt, ViT, tabular and CNN programs from Python train like PyTorch eager", "[imported][cli]") {
   if (!test::have_python()) return;
   // evalmodes: the eval forms beyond batch_norm and dropout (attention's dropout_p, an LSTM's
   // dropout, InstanceNorm's running statistics), a -inf mask and sizes as tensor operands.
-  for (const std::string net : {"convnext", "vit", "tabular", "cnn", "evalmodes"}) {
-    test::TempDir dir;
-    std::string log;
-    const int code = test::python("imported_check.py " + net + " " + test::gputrain_exe() + " " + dir.path.string(), log);
-    INFO(log);
-    CHECK(code == 0);
-    CHECK_THAT(log, Catch::Contains(net + " (imported): pass"));
-  }
+  for (const std::string net : {"convnext", "vit", "tabular", "cnn", "evalmodes"}) check_net(net, "", "imported");
 }
 
 TEST_CASE("imported: the same nets under bf16 autocast equal PyTorch eager under bf16 autocast", "[imported][cli]") {
   if (!test::have_python()) return;
-  for (const std::string net : {"convnext", "vit", "tabular", "cnn"}) {
-    test::TempDir dir;
-    std::string log;
-    const int code =
-        test::python("imported_check.py " + net + " " + test::gputrain_exe() + " " + dir.path.string() + " --bf16", log);
-    INFO(log);
-    CHECK(code == 0);
-    CHECK_THAT(log, Catch::Contains(net + " (imported, bf16): pass"));
-  }
+  for (const std::string net : {"convnext", "vit", "tabular", "cnn"}) check_net(net, " --bf16", "imported, bf16");
 }
 
 TEST_CASE("imported: TorchScript modules of the same nets train like PyTorch eager, other .pt files are refused",
           "[imported][cli]") {
   if (!test::have_python()) return;
-  for (const std::string net : {"cnn", "vit"}) {
-    test::TempDir dir;
-    std::string log;
-    const int code = test::python(
-        "imported_check.py " + net + " " + test::gputrain_exe() + " " + dir.path.string() + " --torchscript", log);
-    INFO(log);
-    CHECK(code == 0);
-    CHECK_THAT(log, Catch::Contains(net + " (TorchScript): pass"));
-  }
+  for (const std::string net : {"cnn", "vit"}) check_net(net, " --torchscript", "TorchScript");
   test::TempDir dir;
   const std::string data = " --dataset synthetic --input_shape 8 --num_classes 3 --synthetic_train_size 32 "
                            "--synthetic_test_size 8 --epochs 1 --batch_size 8 --output_dir ";
@@ -105,10 +111,7 @@ TEST_CASE("imported: a net.py exported, trained on an image folder, then eval, i
 TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and write nothing", "[imported][cli]") {
   if (!test::have_python()) return;
   test::TempDir dir;
-  std::string log;
-  REQUIRE(test::python("make_pt2_fixtures.py " + dir.path.string(), log) == 0);
-  const std::string train = "train --dataset npy --train_file " + (dir / "x.npy") + " --train_targets " + (dir / "y.npy") +
-                            " --task regression --loss mse --epochs 1 --batch_size 8 --model ";
+  const std::string train = fixture_data(dir) + "--epochs 1 --batch_size 8 --model ";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"truncated", "not a zip archive"},
       {"not_zip", "not a zip archive"},
@@ -149,10 +152,7 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
 TEST_CASE("imported: --sync_bn, pipeline stages and --grad_checkpointing are refused for a model from a file", "[imported][cli]") {
   if (!test::have_python()) return;
   test::TempDir dir;
-  std::string log;
-  REQUIRE(test::python("make_pt2_fixtures.py " + dir.path.string(), log) == 0);
-  const std::string train = "train --dataset npy --train_file " + (dir / "x.npy") + " --train_targets " + (dir / "y.npy") +
-                            " --task regression --loss mse --epochs 1 --batch_size 8 --model " + (dir / "good.pt2");
+  const std::string train = fixture_data(dir) + "--epochs 1 --batch_size 8 --model " + (dir / "good.pt2");
   for (const auto& [flag, why] : std::vector<std::pair<std::string, std::string>>{
            {"--sync_bn", "--sync_bn is for the built-in models"},
            {"--grad_checkpointing", "--grad_checkpointing is for"},
@@ -163,18 +163,6 @@ TEST_CASE("imported: --sync_bn, pipeline stages and --grad_checkpointing are ref
     CHECK_THAT(r.err, Catch::Contains(why));
   }
 }
-
-namespace {
-
-// make_pt2_fixtures.py's archives in `dir`, and the train command for its regression data.
-std::string fixtures(const test::TempDir& dir) {
-  std::string log;
-  REQUIRE(test::python("make_pt2_fixtures.py " + dir.path.string(), log) == 0);
-  return "train --dataset npy --train_file " + (dir / "x.npy") + " --train_targets " + (dir / "y.npy") +
-         " --task regression --loss mse --model " + (dir / "good.pt2") + " --num_workers 0 --threads 1 --no-shuffle ";
-}
-
-}  // namespace
 
 TEST_CASE("imported: autocast reaches the graph's operators, and eval mode runs the eval graph", "[imported]") {
   if (!test::have_python()) return;

@@ -54,8 +54,10 @@ class ImportedNet : public Net {
     }
     auto out = b.graph->run(std::move(values), x.device());
     // A functional program returns its buffers' new values: they are written back.
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < b.mutated.size(); ++i) b.mutated[i].copy_(out[1 + i]);
+    if (!b.mutated.empty()) {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < b.mutated.size(); ++i) b.mutated[i].copy_(out[1 + i]);
+    }
     return out[0];
   }
 

@@ -40,9 +40,8 @@ from torch import nn
 
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree by the imports below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_check import (ATOL_REL, N_TEST, N_TRAIN, OUTPUTS, GputrainFailed,  # noqa: E402
-                             compare_weights, infer, last_checkpoint, pytorch_reference, run, train_command)
-from test_export import load_weights  # noqa: E402
+from reference_check import (N_TEST, N_TRAIN, OUTPUTS, GputrainFailed, compare_run,  # noqa: E402
+                             pytorch_reference, run, train_command)
 from twins import make_twin  # noqa: E402
 
 # More steps than reference_check.py's 3: an interpreted graph has more places to go wrong slowly
@@ -269,18 +268,12 @@ def check(net, binary, folder, script, bf16):
     ref_weights, ref_out = pytorch_reference(twin, data, lr, STEPS, bf16)
 
     run(train_command(binary, model_file, folder, {}, lr, STEPS, init_from=False, bf16=bf16))
-    weights, _, _ = load_weights(os.path.join(folder, "final.safetensors"))
-    w_ok, w_line = compare_weights(weights, ref_weights)
-    preds = infer(binary, last_checkpoint(os.path.join(folder, "run")), os.path.join(folder, "preds.csv"),
-                  data["y_test"])
-    out_scale = ref_out.abs().max().item()
-    out_diff = (preds - ref_out).abs().max().item()
-    o_ok = out_diff <= ATOL_REL * max(1.0, out_scale)
+    ok, w_line, out_diff, out_scale = compare_run(binary, folder, data, ref_weights, ref_out)
     evaluated = ("the TorchScript module's eval()" if script else "net.eval.pt2" if eval_program
                  else "the training graph in eval mode")
     line = (f"[{'x'.join(map(str, shape))} lr {lr}] weights after {STEPS} steps: {w_line}; eval outputs "
             f"({evaluated}) max_abs_diff {out_diff:.3g} (scale {out_scale:.3g})")
-    return w_ok and o_ok, line
+    return ok, line
 
 
 def main():

@@ -184,17 +184,24 @@ def check_case(family, binary, folder, shape, options, lr, seed):
     ref_weights, ref_out = pytorch_reference(twin, data, lr)
 
     run(train_command(binary, family, folder, options, lr))
-    weights, meta, _ = load_weights(os.path.join(folder, "final.safetensors"))
+    ok, w_line, out_diff, out_scale = compare_run(binary, folder, data, ref_weights, ref_out)
+    source = getattr(twin, "source", "")
+    line = (f"weights after {STEPS} steps: {w_line}; eval outputs max_abs_diff {out_diff:.3g} "
+            f"(scale {out_scale:.3g})" + (f"; twin {source}" if source else ""))
+    return ok, line
+
+
+def compare_run(binary, folder, data, ref_weights, ref_out):
+    """A finished run in folder (its --export, then `gputrain infer` of its last checkpoint)
+    against the reference: (ok, the weights' worst line, the outputs' largest difference, their
+    scale)."""
+    weights, _, _ = load_weights(os.path.join(folder, "final.safetensors"))
     w_ok, w_line = compare_weights(weights, ref_weights)
     preds = infer(binary, last_checkpoint(os.path.join(folder, "run")), os.path.join(folder, "preds.csv"),
                   data["y_test"])
     out_scale = ref_out.abs().max().item()
     out_diff = (preds - ref_out).abs().max().item()
-    o_ok = out_diff <= ATOL_REL * max(1.0, out_scale)
-    source = getattr(twin, "source", "")
-    line = (f"weights after {STEPS} steps: {w_line}; eval outputs max_abs_diff {out_diff:.3g} "
-            f"(scale {out_scale:.3g})" + (f"; twin {source}" if source else ""))
-    return w_ok and o_ok, line
+    return w_ok and out_diff <= ATOL_REL * max(1.0, out_scale), w_line, out_diff, out_scale
 
 
 def main():
