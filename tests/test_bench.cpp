@@ -43,7 +43,8 @@ TEST_CASE("bench: variants on a CPU say why they are skipped", "[bench]") {
   auto vs = expand_variants(w, {}, test::cpu_machine());
   CHECK(vs.size() == variant_names().size());
   CHECK(vs.front().name == "baseline");
-  CHECK(vs.back().name == "all");
+  CHECK(vs.back().name == "all_cuda_graphs");
+  CHECK(vs.back().skipped == "n/a on cpu");
   CHECK_THAT(find(vs, "amp_fp16").skipped, Catch::Contains("fp16 autocast n/a on cpu"));
   CHECK_THAT(find(vs, "cudnn_benchmark").skipped, Catch::Contains("n/a on cpu"));
   CHECK(find(vs, "tf32").skipped == "n/a on cpu");
@@ -77,7 +78,11 @@ TEST_CASE("bench: GPU capabilities decide AMP dtype and TF32", "[bench]") {
   for (const auto& v : hv) CHECK((v.skipped.empty() || v.name == "grad_checkpointing"));
   CHECK(find(hv, "cuda_graphs").resolved.cuda_graphs);
   CHECK(find(hv, "cuda_graphs").resolved.fused_optimizer == "on");
-  CHECK_FALSE(find(hv, "all").resolved.cuda_graphs);  // not a default until a GPU run has proven it
+  CHECK_FALSE(find(hv, "all").resolved.cuda_graphs);  // not a default until GPU runs have proven it
+  const Config& graphs = find(hv, "all_cuda_graphs").resolved;
+  CHECK(graphs.cuda_graphs);
+  CHECK(graphs.channels_last == find(hv, "all").resolved.channels_last);
+  CHECK(graphs.amp_dtype == "bf16");
   CHECK(find(hv, "grad_checkpointing").skipped == "n/a for cnn (no residual blocks or encoder layers)");
 }
 
@@ -111,14 +116,14 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("Optimization") && Catch::Contains("Speedup") &&
                         Catch::Contains("skipped: n/a on cpu") && Catch::Contains("bottleneck (all): "));
-  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/13 baseline"));
+  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/14 baseline"));
 
   auto j = nlohmann::json::parse(test::read_file(dir / "b.json"));
   for (const char* key : {"device", "workload", "settings", "variants", "memory_kind", "verdict"})
     CHECK(j.contains(key));
   CHECK(j["workload"]["preset"] == "smoke");
   CHECK(j["settings"]["steps"] == 3);
-  REQUIRE(j["variants"].size() == 13);
+  REQUIRE(j["variants"].size() == 14);
   CHECK(j["variants"][0]["name"] == "baseline");
   CHECK(j["variants"][0]["speedup"].get<double>() == 1.0);
   int ran = 0;
@@ -143,7 +148,7 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
   std::string line;
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
-  CHECK(lines == 14);  // a header and one row per variant
+  CHECK(lines == 15);  // a header and one row per variant
   CHECK_THAT(test::read_file(dir / "b.md"), Catch::Contains("| Optimization | samples/s |"));
 }
 

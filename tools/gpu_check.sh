@@ -17,7 +17,7 @@
 #   Environment: GPUTRAIN_TORCH_PYTHON (the Python with torch, default python3),
 #   GPUTRAIN_BUILD_DIR (default build), GPU_CHECK_DEBS (default .gpudeps),
 #   GPU_CHECK_PREFIX (where the .debs are unpacked, default /tmp/gpudeps), GPU_CHECK_VARIANTS
-#   (the benchmark variants; default: baseline, each GPU optimization alone, all),
+#   (the benchmark variants; default: baseline, each GPU optimization alone, all, all_cuda_graphs),
 #   GPU_CHECK_BUDGET_S (the whole run's wall-time budget, default 560: the device tool stops a
 #   command at 600 s, so each section's timeout is cut to what is left of it).
 #
@@ -109,7 +109,7 @@ else
   mlp_steps=(--steps 500 --warmup_steps 50)
   compare=(--precisions "fp32,bf16,fp16" --rounds 3 --steps 300 --warmup 30)
 fi
-wanted_variants=${GPU_CHECK_VARIANTS:-baseline,amp_fp16,amp_bf16,tf32,cudnn_benchmark,channels_last,fused_optimizer,cuda_graphs,all}
+wanted_variants=${GPU_CHECK_VARIANTS:-baseline,amp_fp16,amp_bf16,tf32,cudnn_benchmark,channels_last,fused_optimizer,cuda_graphs,all,all_cuda_graphs}
 
 has_gpu=0
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && has_gpu=1
@@ -264,6 +264,15 @@ link_report() {
   readelf -d "$1/gputrain" | grep NEEDED
   echo; echo "\$ the link command (ninja -t commands)"
   ninja -C "$1" -t commands gputrain 2>/dev/null | tail -n 1 | tr ' ' '\n' | grep -v '^$' | grep -v '\.o$' | head -n 60
+  # A libstdc++ that is only static (libstdc++.a) is pulled in after libtorch.so has already
+  # satisfied the std::filesystem symbols: one explanation of the missing NEEDED.
+  local cxx
+  cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$1/CMakeCache.txt")
+  echo; echo "\$ $cxx: libstdc++ it links, and what the driver is"
+  for f in libstdc++.so libstdc++.a; do echo "$f -> $("$cxx" -print-file-name=$f)"; done
+  file -L "$cxx"
+  if head -c 2 "$cxx" | grep -q '#!'; then head -n 30 "$cxx"; fi
+  "$cxx" -dumpspecs 2>/dev/null | grep -n 'static-libstdc\|lstdc' | head -n 5
   echo; echo "\$ LD_BIND_NOW=1 LD_DEBUG=bindings gputrain --version: std::filesystem symbols bound to"
   LD_BIND_NOW=1 LD_DEBUG=bindings "$1/gputrain" --version 2>&1 | grep "binding file $1/gputrain" |
     grep -o "to [^ ]*.*symbol \`_ZNSt10filesystem[^']*" | sed 's/ \[[0-9]*\]//; s/: normal symbol//' | sort | uniq -c | sort -rn | head -n 40
@@ -318,7 +327,8 @@ gt=$build_dir/gputrain
 section link 30 bash -c 'link_report "$@"' _ "$build_dir"
 
 # --- tests and info --------------------------------------------------------------------------
-section cuda_tests 300 bash -c 'cuda_tests_each "$@"' _ "$build_dir/gputrain_tests"
+# The tests' Python side (fixtures, references) runs on this machine's Python with torch.
+section cuda_tests 300 env GPUTRAIN_TORCH_PYTHON="$(command -v "$py")" bash -c 'cuda_tests_each "$@"' _ "$build_dir/gputrain_tests"
 section info 30 "$gt" info
 if [ "$tests_only" = 1 ]; then
   finish

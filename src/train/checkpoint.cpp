@@ -317,7 +317,9 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     if (read_row("cpu", rng)) {
       auto gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(rng);
+      // The archive was read onto the run's device; a generator's state is a CPU byte tensor
+      // (the first GPU run's resume failed with "RNG state must be a torch.ByteTensor").
+      gen.set_state(rng.cpu());
     }
     const auto& ctx = trainer.context();
     if (ctx.cuda && read_row("cuda", cuda_rng))  // absent in a checkpoint from a CPU run
