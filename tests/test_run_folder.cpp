@@ -2,7 +2,10 @@
 // nothing, and --resume auto recovers from a crash at any point.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "monitor/metrics.h"
@@ -298,5 +302,71 @@ TEST_CASE("outputs: on a full disk eval, infer and benchmark fail in one line an
     CHECK_THAT(r.err, Catch::Contains("gputrain: error: writing " + out + ": No space left on device"));
     CHECK(gputrain::test::read_file(out) == "the previous " + name);
     CHECK_FALSE(fs::exists(out + ".tmp"));
+  }
+}
+
+namespace {
+
+mode_t kind_of(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & S_IFMT) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("outputs: a symlink's file is replaced in its own folder, a pipe and a device are written through",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  REQUIRE(run_gputrain(kSmoke + "--output_dir " + (dir / "run")).exit_code == 0);
+  const std::string checkpoint = dir / "run/checkpoints/last.pt";
+  const std::string infer = "infer --checkpoint " + checkpoint + " --out ";
+  fs::create_directories(dir / "shared");
+
+  // A link to a file: the link stays, the file it names gets the rows, no temporary file is left.
+  gputrain::test::write_file(dir / "shared/preds.csv", "old");
+  fs::create_symlink("shared/preds.csv", dir / "link.csv");
+  auto linked = run_gputrain(infer + (dir / "link.csv"));
+  INFO(linked.err);
+  REQUIRE(linked.exit_code == 0);
+  CHECK(kind_of(dir / "link.csv") == S_IFLNK);
+  CHECK_THAT(gputrain::test::read_file(dir / "shared/preds.csv"), Catch::StartsWith("index,"));
+  CHECK_FALSE(fs::exists(dir / "shared/preds.csv.tmp"));
+  // A dangling link: the file it names is made; export goes through the same writer.
+  fs::create_symlink(dir / "shared/final.safetensors", dir / "final.safetensors");
+  REQUIRE(run_gputrain("export --checkpoint " + checkpoint + " --out " + (dir / "final.safetensors")).exit_code == 0);
+  CHECK(kind_of(dir / "final.safetensors") == S_IFLNK);
+  CHECK(kind_of(dir / "shared/final.safetensors") == S_IFREG);
+
+  // A named pipe: its reader gets the rows and the pipe stays a pipe.
+  const std::string pipe = dir / "pipe";
+  REQUIRE(::mkfifo(pipe.c_str(), 0644) == 0);
+  std::string piped;
+  std::thread reader([&] { piped = gputrain::test::read_file(pipe); });
+  auto through_pipe = run_gputrain(infer + pipe);
+  reader.join();
+  CHECK(through_pipe.exit_code == 0);
+  CHECK_THAT(piped, Catch::StartsWith("index,"));
+  CHECK(kind_of(pipe) == S_IFIFO);
+
+  // A device: a scratch copy of /dev/full (never the machine's own) reports its own error, and
+  // stays a device. Making a device node needs root, as CI runs.
+  const std::string full = dir / "full";
+  if (::mknod(full.c_str(), S_IFCHR | 0666, makedev(1, 7)) != 0) {
+    WARN("cannot make a device node here (needs root): the device case is not run");
+    return;
+  }
+  const int probe = ::open(full.c_str(), O_WRONLY);
+  if (probe < 0) {
+    WARN("this file system refuses device nodes (nodev): the device case is not run");
+    return;
+  }
+  ::close(probe);
+  for (const std::string& args : {infer + full, "export --checkpoint " + checkpoint + " --out " + full}) {
+    auto r = run_gputrain(args);
+    INFO(args << "\n" << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("gputrain: error: writing " + full + ": No space left on device"));
+    CHECK(kind_of(full) == S_IFCHR);
+    CHECK_FALSE(fs::exists(full + ".tmp"));
   }
 }

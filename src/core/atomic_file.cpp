@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,15 +14,42 @@
 
 namespace gputrain {
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+std::string write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  // 40: the kernel's own limit on links followed in one lookup (ELOOP past it).
+  for (int i = 0; i < 40; ++i) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p.string();
+    std::error_code ec;
+    fs::path to = fs::read_symlink(p, ec);
+    if (ec) return p.string();
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  return p.string();
+}
+
+bool is_special_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  const std::string target = write_target(path_);
+  if (is_special_file(target)) {
+    // A pipe blocks here until a reader opens it, as a shell's `>` does.
+    fd_ = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+  } else {
+    tmp_ = target + ".tmp";
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
   if (fd_ < 0) throw runtime_error("writing " + path_ + ": " + std::strerror(errno));
 }
 
 AtomicFile::~AtomicFile() {
   if (committed_) return;
   if (fd_ >= 0) ::close(fd_);
-  ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 size_t AtomicFile::write(const void* data, size_t size) {
@@ -38,7 +66,7 @@ size_t AtomicFile::write(const void* data, size_t size) {
 void AtomicFile::fail(int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
   committed_ = true;  // nothing left for the destructor
   throw runtime_error("writing " + path_ + ": " + std::strerror(err));
 }
@@ -46,15 +74,21 @@ void AtomicFile::fail(int err) {
 void AtomicFile::commit() {
   if (error_ != 0) fail(error_);
   // fsync before close: ENOSPC and EIO of delayed writes (NFS, a full thin volume) show here.
-  if (::fsync(fd_) != 0) fail(errno);
+  // Pipes, sockets and most devices cannot be synced (EINVAL): what they took is all they say.
+  if (::fsync(fd_) != 0 && (!tmp_.empty() || (errno != EINVAL && errno != EROFS && errno != ENOTSUP))) fail(errno);
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail(errno);
+  if (tmp_.empty()) {  // written straight through
+    committed_ = true;
+    return;
+  }
+  const std::string target = tmp_.substr(0, tmp_.size() - 4);
   std::error_code ec;
-  std::filesystem::rename(tmp_, path_, ec);
+  std::filesystem::rename(tmp_, target, ec);
   if (ec) fail(ec.value());
   committed_ = true;
-  std::string dir = std::filesystem::path(path_).parent_path().string();
+  std::string dir = std::filesystem::path(target).parent_path().string();
   int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
