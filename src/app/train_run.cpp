@@ -79,30 +79,12 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
   if (t.ema()) t.ema()->swap(t.model());
 }
 
-}  // namespace
-
-int run_training(const std::vector<FlagArg>& flags) {
-  // The time limit counts from the process's start, as a job scheduler's does (loading LibTorch
-  // takes a noticeable part of a short limit). Capped: a shell that ran something else before
-  // exec-ing gputrain started the process earlier, and that time is not ours.
-  const double loading = std::min(10.0, seconds_since_process_start());
-  const auto run_start =
-      Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loading));
-  install_stop_handlers();  // first: a signal during set-up stops after the first step
-  // Data parallel: every rank trains; rank 0 alone owns the run folder and prints.
-  const RankEnv ranks = read_rank_env();
+// The run after the ranks have met: where it starts, the Session, the run folder and the fit.
+// `training` turns true when the fit begins.
+int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::shared_ptr<Comm>& comm, Continued run,
+          Clock::time_point run_start, bool& training) {
   const bool root = ranks.rank == 0;
-  // --resume PATH takes the recipe from its checkpoint: no GPU query (a CUDA context on each GPU)
-  // to choose one.
-  const bool resume_path = std::any_of(flags.begin(), flags.end(), [](const FlagArg& f) {
-    return f.name == "resume" && f.value && !f.value->empty() && *f.value != "auto";
-  });
-  GpuProbe probe;
-  if (!resume_path) probe = [] { return probe_machine().gpus; };
-  Continued run{resolve_config(flags, probe), nullptr, "", "", 1, 0};
   const std::string resume = run.requested.resume;
-  std::shared_ptr<Comm> comm;
-  if (ranks.world_size > 1) comm = std::make_shared<Comm>(ranks, run.requested.dist_timeout);
   // --resume PATH continues in that run's folder unless --output_dir names another.
   if (!resume.empty() && resume != "auto") run = continue_from(resume, flags);
   if (run.requested.output_dir.empty()) run.requested.output_dir = default_run_dir(run.requested);
@@ -159,6 +141,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   record["world_size"] = ranks.world_size;
   record["global_batch_size"] = s.global_batch_size();
   if (!s.init_report().record.is_null()) record["init_from"] = s.init_report().record;
+  training = true;
   if (!root) return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0
                         ? exit_code_for_signal(stop_signal())
                         : 0;
@@ -176,6 +159,7 @@ int run_training(const std::vector<FlagArg>& flags) {
     folder.write(event);
   }
 
+  training = true;
   FitResult r = fit(s, &folder, at, record, run_start);
   if (!r.stop_reason.empty()) return r.stop_reason.rfind("SIG", 0) == 0 ? exit_code_for_signal(stop_signal()) : 0;
 
@@ -203,6 +187,40 @@ int run_training(const std::vector<FlagArg>& flags) {
   if (!c.export_path.empty()) export_weights(s, record.dump(), r.step);
   print_summary(summary, monitored, c, folder.path());
   return 0;
+}
+
+}  // namespace
+
+int run_training(const std::vector<FlagArg>& flags) {
+  // The time limit counts from the process's start, as a job scheduler's does (loading LibTorch
+  // takes a noticeable part of a short limit). Capped: a shell that ran something else before
+  // exec-ing gputrain started the process earlier, and that time is not ours.
+  const double loading = std::min(10.0, seconds_since_process_start());
+  const auto run_start =
+      Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loading));
+  install_stop_handlers();  // first: a signal during set-up stops after the first step
+  // Data parallel: every rank trains; rank 0 alone owns the run folder and prints.
+  const RankEnv ranks = read_rank_env();
+  // --resume PATH takes the recipe from its checkpoint: no GPU query (a CUDA context on each GPU)
+  // to choose one.
+  const bool resume_path = std::any_of(flags.begin(), flags.end(), [](const FlagArg& f) {
+    return f.name == "resume" && f.value && !f.value->empty() && *f.value != "auto";
+  });
+  GpuProbe probe;
+  if (!resume_path) probe = [] { return probe_machine().gpus; };
+  Continued run{resolve_config(flags, probe), nullptr, "", "", 1, 0};
+  std::shared_ptr<Comm> comm;
+  if (ranks.world_size > 1) comm = std::make_shared<Comm>(ranks, run.requested.dist_timeout);
+  bool training = false;
+  try {
+    return train(flags, ranks, comm, std::move(run), run_start, training);
+  } catch (const Error& e) {
+    // A rank that cannot start (rank 0's folder locked by another run, a bad file on one node)
+    // tells the others, which are waiting for it at a meeting of the set-up: every rank then
+    // exits with its one line and code. Once training, the ranks agree at log steps instead.
+    if (comm && !training) comm->refuse(e);
+    throw;
+  }
 }
 
 }  // namespace gputrain

@@ -27,6 +27,7 @@ int cmd_launch(const std::vector<std::string>& words) {
   // The ranks' own command line follows "--"; it is theirs to parse.
   const auto dashes = std::find(words.begin(), words.end(), "--");
   const std::vector<std::string> mine(words.begin(), dashes);
+  const char* example = "gputrain launch --nproc_per_node 2 -- train --preset smoke";
   Args args = parse_command_line(mine,
                                  {{"nproc_per_node", true},
                                   {"nnodes", true},
@@ -60,14 +61,20 @@ int cmd_launch(const std::vector<std::string>& words) {
   o.nnodes = int_flag("nnodes", args.take_value("nnodes"), 1, 1, 100000);
   o.node_rank = int_flag("node_rank", args.take_value("node_rank"), 0, 0, o.nnodes - 1);
   o.master_port = int_flag("master_port", args.take_value("master_port"), 0, 1, 65535);
-  if (auto a = args.take_value("master_addr")) o.master_addr = *a;
+  const auto addr = args.take_value("master_addr");
+  if (addr) o.master_addr = *addr;
+  const bool addr_given = addr.has_value();
+  // Without "--" the ranks' flags read as launch's own: one line that says so, not one per flag.
+  if (dashes == words.end() && (!args.positionals.empty() || !args.flags.empty()))
+    throw usage_error("launch needs '--' before the ranks' command", example);
   reject_leftover_flags(args, {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "help"});
   if (!args.positionals.empty())
-    throw usage_error("launch: '" + args.positionals[0] + "' before '--'", "gputrain launch --nproc_per_node 2 -- train ...");
-  if (dashes == words.end() || dashes + 1 == words.end())
-    throw usage_error("launch needs the ranks' command after '--'", "gputrain launch --nproc_per_node 2 -- train --preset smoke");
-  if (o.nnodes > 1 && (o.master_port == 0 || o.master_addr == "127.0.0.1"))
-    throw usage_error("launch over several nodes needs --master_addr (node 0's address) and --master_port",
+    throw usage_error("launch: '" + args.positionals[0] + "' before '--'", example);
+  if (dashes == words.end() || dashes + 1 == words.end()) throw usage_error("launch needs the ranks' command after '--'", example);
+  // Several nodes on one machine may well meet at 127.0.0.1; what they need is to be told alike.
+  if (o.nnodes > 1 && (o.master_port == 0 || !addr_given))
+    throw usage_error(fmt::format("launch over {} nodes needs{}{}", o.nnodes, addr_given ? "" : " --master_addr (node 0's address)",
+                                  o.master_port == 0 ? (addr_given ? " --master_port" : " and --master_port") : ""),
                       "the same values on every node, e.g. --master_addr node01 --master_port 29500");
   o.command.assign(dashes + 1, words.end());
   std::error_code ec;

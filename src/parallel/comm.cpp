@@ -2,16 +2,23 @@
 // NCCL lives in comm_nccl.cpp.
 #include "parallel/comm.h"
 
+#include <csignal>
 #include <chrono>
+#include <algorithm>
 #include <map>
+#include <thread>
 
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/signals.h"
+#include "core/text.h"
 #include "parallel/comm_nccl.h"
 
 namespace gputrain {
@@ -40,6 +47,64 @@ std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// "rank 2", "ranks 1, 3": who a meeting still waits for.
+std::string name_ranks(const std::vector<int>& ranks) {
+  std::vector<std::string> names;
+  for (int r : ranks) names.push_back(std::to_string(r));
+  return (ranks.size() == 1 ? "rank " : "ranks ") + join(names, ", ");
+}
+
+// What a meeting polls, between its checks of the store: often enough that a refusal or the
+// last rank's arrival is heard at once, rarely enough to cost nothing beside a job's start.
+constexpr auto kPoll = std::chrono::milliseconds(20);
+
+// The job's TCPStore: served here (rank 0 outside torchrun) or joined as a client, in attempts
+// of a second each until the deadline. Between them a stop (SIGTERM from the launcher when
+// another rank failed) ends the wait at once, where c10d's own retries would ignore it for the
+// whole timeout. The signals wait while c10d connects: one arriving inside its retry sleep
+// makes it log a stack trace.
+c10::intrusive_ptr<c10d::TCPStore> join_store(const RankEnv& env, c10d::TCPStoreOptions so, double timeout_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + millis(timeout_seconds);
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    so.timeout = so.isServer ? millis(timeout_seconds) : std::clamp(left, std::chrono::milliseconds(100), millis(1.0));
+    std::string failure;
+    pthread_sigmask(SIG_BLOCK, &stops, &before);
+    // c10d logs each failed try with a stack trace; the failure that counts is reported below.
+    const int log_level = FLAGS_caffe2_log_level;
+    FLAGS_caffe2_log_level = 3;  // c10's FATAL: nothing below it
+    auto restore = [&] {
+      FLAGS_caffe2_log_level = log_level;
+      pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    };
+    try {
+      auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+      restore();
+      tcp->setTimeout(millis(timeout_seconds));  // for the collectives' own rendezvous through it
+      return tcp;
+    } catch (const std::exception& e) {
+      restore();  // a pending stop is handled here
+      failure = e.what();
+      failure = failure.substr(0, failure.find('\n'));
+    }
+    if (stop_signal() != 0)
+      throw Error({fmt::format("rank {} of {} stopped while joining the job at {}:{}", env.rank, env.world_size,
+                               env.master_addr, env.master_port)},
+                  "", exit_code_for_signal(stop_signal()));
+    if (so.isServer || std::chrono::steady_clock::now() >= deadline)
+      throw runtime_error(fmt::format("rank {} of {} could not join the job at {}:{}: {}", env.rank, env.world_size,
+                                      env.master_addr, env.master_port, failure),
+                          "check that every rank started and can reach MASTER_ADDR:MASTER_PORT (--dist_timeout)");
+  }
+}
+
 }  // namespace
 
 Comm::Comm(const RankEnv& env, double timeout_seconds)
@@ -50,17 +115,74 @@ Comm::Comm(const RankEnv& env, double timeout_seconds)
   // Under torchrun the agent already serves the store: every rank is a client then.
   so.isServer = env.rank == 0 && !env.agent_store;
   so.numWorkers = env.world_size;
-  so.waitWorkers = !env.agent_store;
-  so.timeout = timeout;
-  try {
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-    impl_->store = c10::make_intrusive<c10d::PrefixStore>("gputrain", tcp);
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    throw runtime_error(fmt::format("rank {} of {} could not join the job at {}:{}: {}", env.rank, env.world_size,
-                                    env.master_addr, env.master_port, what.substr(0, what.find('\n'))),
-                        "check that every rank started and can reach MASTER_ADDR:MASTER_PORT (--dist_timeout)");
+  // The join below waits instead: it names the ranks that never came, and hears refusals.
+  so.waitWorkers = false;
+  impl_->store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("gputrain/attempt{}", env.restart_count),
+                                                        join_store(env, so, timeout_seconds));
+  impl_->store->add("arrived", 1);  // how many a refusal must reach (see refuse())
+  // The first rank to arrive sets the world size; another value is a mistake in the job script
+  // (nodes started with different --nproc_per_node, say), caught before anyone waits for ranks
+  // that will never exist.
+  const auto first = text(impl_->store->compareSet("world size", {}, bytes(fmt::format("{} {}", env.world_size, env.rank))));
+  int first_size = 0, first_rank = 0;
+  if (std::sscanf(first.c_str(), "%d %d", &first_size, &first_rank) == 2 && first_size != env.world_size)
+    refuse(usage_error(fmt::format("the ranks disagree on the world size: rank {} was started with {}, rank {} with {}",
+                                   first_rank, first_size, env.rank, env.world_size),
+                       "every rank needs the same WORLD_SIZE: the same --nnodes and --nproc_per_node on every node"));
+  if (impl_->store->add(fmt::format("rank {}", env.rank), 1) > 1)
+    refuse(usage_error(fmt::format("two processes were started as rank {} of {}", env.rank, env.world_size),
+                       "give each node its own --node_rank (0 to nnodes-1), or each process its own RANK"));
+  gather("join", "");
+  share("join", "");
+}
+
+void Comm::wait_until(const std::function<bool()>& ready, const std::function<std::string()>& missing,
+                      const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + millis(timeout_seconds_);
+  for (;;) {
+    try {
+      if (impl_->store->check({"refused"})) {
+        const auto j = nlohmann::json::parse(text(impl_->store->get("refused")));
+        impl_->store->add("refused/heard", 1);
+        linger();
+        throw Error(j["problems"].get<std::vector<std::string>>(), j["hint"], j["exit_code"]);
+      }
+      if (ready()) return;
+    } catch (const c10::Error& e) {  // the store is gone: rank 0 (or torchrun's agent) ended
+      const std::string w = e.what();
+      throw runtime_error(fmt::format("rank {} of {} lost the job's store at {}:{} while waiting at '{}': {}", env_.rank,
+                                      env_.world_size, env_.master_addr, env_.master_port, what,
+                                      w.substr(0, w.find('\n'))),
+                          "rank 0 ended first: its own output says why");
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      refuse(runtime_error(fmt::format("{} of {} did not reach '{}' within --dist_timeout {:g} s", missing(),
+                                       env_.world_size, what, timeout_seconds_),
+                           "a rank that failed prints why; one still starting needs a longer --dist_timeout"));
+    std::this_thread::sleep_for(kPoll);
   }
+}
+
+void Comm::linger() {
+  if (env_.rank != 0 || env_.agent_store) return;
+  // This process serves the store: leaving at once would cut the others off mid-read. It waits
+  // for the ranks that came to hear the refusal, 10 s at most: a rank that arrives later finds
+  // no store and says so itself.
+  const auto until = std::chrono::steady_clock::now() + millis(std::min(timeout_seconds_, 10.0));
+  while (impl_->store->add("refused/heard", 0) < impl_->store->add("arrived", 0) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(kPoll);
+}
+
+void Comm::refuse(const Error& e) {
+  const nlohmann::json j = {{"rank", env_.rank}, {"problems", e.problems}, {"hint", e.hint}, {"exit_code", e.exit_code}};
+  try {
+    impl_->store->compareSet("refused", {}, bytes(j.dump()));  // the first refusal is the job's
+    impl_->store->add("refused/heard", 1);
+    linger();
+  } catch (const c10::Error&) {
+    // No store to tell: the refusal is this rank's alone.
+  }
+  throw e;
 }
 
 void Comm::connect(int device_index) {
@@ -97,14 +219,43 @@ std::string Comm::share(const std::string& key, const std::string& value) {
   // that every rank then refuses alike (a bad flag) must not take it away from a rank still
   // reading ("connection reset" instead of the refusal).
   const std::string k = "share/" + key;
+  std::vector<std::string> read;
+  for (int r = 1; r < env_.world_size; ++r) read.push_back(fmt::format("{}/read by {}", k, r));
   if (env_.rank == 0) {
-    impl_->store->set(k, std::vector<uint8_t>(value.begin(), value.end()));
-    if (env_.world_size > 1) impl_->store->wait({k + "/all read"});
+    impl_->store->set(k, bytes(value));
+    wait_until([&] { return read.empty() || impl_->store->check(read); },
+               [&] {
+                 std::vector<int> absent;
+                 for (int r = 1; r < env_.world_size; ++r)
+                   if (!impl_->store->check({read[static_cast<size_t>(r - 1)]})) absent.push_back(r);
+                 return name_ranks(absent);
+               },
+               key);
     return value;
   }
-  const auto bytes = impl_->store->get(k);  // waits for rank 0, up to the store's timeout
-  if (impl_->store->add(k + "/read", 1) == env_.world_size - 1) impl_->store->set(k + "/all read", std::vector<uint8_t>{});
-  return std::string(bytes.begin(), bytes.end());
+  wait_until([&] { return impl_->store->check({k}); }, [] { return std::string("rank 0"); }, key);
+  const std::string got = text(impl_->store->get(k));
+  impl_->store->set(read[static_cast<size_t>(env_.rank - 1)], std::vector<uint8_t>{});
+  return got;
+}
+
+std::vector<std::string> Comm::gather(const std::string& key, const std::string& value) {
+  const std::string k = "gather/" + key + "/";
+  impl_->store->set(k + std::to_string(env_.rank), bytes(value));
+  if (env_.rank != 0) return {value};
+  std::vector<std::string> keys;
+  for (int r = 0; r < env_.world_size; ++r) keys.push_back(k + std::to_string(r));
+  wait_until([&] { return impl_->store->check(keys); },
+             [&] {
+               std::vector<int> absent;
+               for (int r = 0; r < env_.world_size; ++r)
+                 if (!impl_->store->check({keys[static_cast<size_t>(r)]})) absent.push_back(r);
+               return name_ranks(absent);
+             },
+             key);
+  std::vector<std::string> out;
+  for (const auto& each : keys) out.push_back(text(impl_->store->get(each)));
+  return out;
 }
 
 std::unique_ptr<CommWork> Comm::all_reduce_sum(at::Tensor& t) {

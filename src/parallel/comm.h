@@ -2,12 +2,14 @@
 // (hosted by rank 0, or torchrun's agent store), then ProcessGroupNCCL for a CUDA device or
 // ProcessGroupGloo for the CPU. No transport of our own.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "core/error.h"
 #include "parallel/rank_env.h"
 
 namespace gputrain {
@@ -21,8 +23,10 @@ class CommWork {
 
 class Comm {
  public:
-  // Joins the rendezvous of `env` (its store; all ranks must). Fails with a runtime error naming
-  // the rendezvous after `timeout_seconds`.
+  // Joins the rendezvous of `env` (its store; all ranks must), under keys of this attempt
+  // (env.restart_count). Refuses (exit 2, on every rank that hears it) a rank told another world
+  // size than the first one to arrive, or a rank number taken twice; after `timeout_seconds`,
+  // fails naming the ranks that never arrived.
   Comm(const RankEnv& env, double timeout_seconds);
   // Connects the collectives: NCCL on GPU `device_index`, Gloo on the CPU when it is < 0.
   void connect(int device_index);
@@ -34,9 +38,17 @@ class Comm {
   int size() const { return env_.world_size; }
   const RankEnv& env() const { return env_; }
 
-  // Rank 0's `value` on every rank (through the store; before or after connect()).
-  // Returns on rank 0 once every rank has it.
+  // The meetings below go through the store (before or after connect()). Each waits up to the
+  // timeout, names the ranks that did not come, and stops with a refusal any rank made.
+
+  // Rank 0's `value` on every rank. Returns on rank 0 once every rank has it.
   std::string share(const std::string& key, const std::string& value);
+  // Every rank's `value`, in rank order, on rank 0; the others get their own alone.
+  std::vector<std::string> gather(const std::string& key, const std::string& value);
+  // This rank cannot start the job: every rank waiting in a meeting (or arriving later) throws
+  // `e` too, with its exit code, and so does this one. The rank serving the store first gives
+  // the others a moment to read it.
+  [[noreturn]] void refuse(const Error& e);
 
   // Sums `t` over the ranks, in place; returns at once, the sum is there after wait().
   [[nodiscard]] std::unique_ptr<CommWork> all_reduce_sum(at::Tensor& t);
@@ -50,6 +62,12 @@ class Comm {
 
  private:
   struct Impl;
+  // Polls until `ready()` or the deadline; throws a refusal heard meanwhile, or a timeout
+  // naming `missing()` (the ranks that did not come) and the meeting `what`.
+  void wait_until(const std::function<bool()>& ready, const std::function<std::string()>& missing,
+                  const std::string& what);
+  // Rank 0 serving the store, after a refusal: stays until the ranks that came have heard it.
+  void linger();
   RankEnv env_;
   double timeout_seconds_;
   std::unique_ptr<Impl> impl_;

@@ -116,6 +116,7 @@ RankEnv read_rank_env(const GetEnv& getenv) {
     e.local_world_size = need_int("LOCAL_WORLD_SIZE", e.world_size);
     e.node_rank = need_int("GROUP_RANK", e.local_world_size > 0 ? e.rank / e.local_world_size : 0);
     e.agent_store = get("TORCHELASTIC_USE_AGENT_STORE") == "True";
+    e.restart_count = need_int("TORCHELASTIC_RESTART_COUNT", 0);
   } else if (!get("SLURM_PROCID").empty() && !get("SLURM_NTASKS").empty()) {
     e.source = "slurm";
     e.rank = need_int("SLURM_PROCID", 0);

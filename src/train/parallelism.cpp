@@ -20,6 +20,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/sync_batch_norm.h"
 #include "train/keep_state.h"
+#include "train/job_agreement.h"
 #include "train/session.h"
 
 namespace gputrain {
@@ -189,6 +190,9 @@ void Parallelism::compose(Session& s, ResolvedConfig& rc, Recipe& recipe, const 
   mesh_.stages = stage_devices(c, recipe, machine);
   if (mesh_.pipelined()) make_stages(s, c, recipe);
   if (!mesh_.data_parallel()) return;
+  // Before any collective on the model: ranks with other flags or data would trade weights of
+  // other shapes (a Gloo abort) or train a job that is none of theirs.
+  agree_on_job(*mesh_.comm, c, s.data().train->size(), s.data().test->size());
   Trainer& trainer = s.trainer();
   // Every rank starts from rank 0's weights and buffers (the same seed makes them equal
   // already; a resume loads them on every rank; this makes it certain).

@@ -1,0 +1,134 @@
+// Jobs across nodes and restarts, with real processes: two `gputrain launch` nodes on one machine,
+// ranks that disagree (flags, world sizes), a rank 0 that cannot start, and torchrun restarts.
+#include <catch2/catch.hpp>
+
+#include <sys/file.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "parallel/launcher.h"
+#include "test_util.h"
+#include "test_weights.h"
+
+using namespace gputrain;
+
+namespace {
+
+// An MLP without BatchNorm or dropout on synthetic data, 20 steps, one thread per process.
+const std::string kMlp =
+    "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 1280 --synthetic_test_size 67 "
+    "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 1 --max_steps 20 --epochs 1 --num_workers 0 "
+    "--threads 1 --no-use_amp --log_every 5 ";
+
+struct Nodes {
+  int code[2];
+  std::string out[2];
+  double seconds;
+};
+
+// Two nodes of `nproc[i]` ranks each, both on this machine, each with its own ranks' command.
+Nodes two_nodes(const test::TempDir& dir, const std::string& command0, const std::string& command1,
+                int nproc0 = 1, int nproc1 = 1) {
+  const int port = free_port();
+  std::string script;
+  const std::string commands[2] = {command0, command1};
+  const int nproc[2] = {nproc0, nproc1};
+  for (int n = 0; n < 2; ++n)
+    script += fmt::format("({} launch --nnodes 2 --node_rank {} --nproc_per_node {} --master_addr 127.0.0.1 "
+                          "--master_port {} -- {} >{} 2>&1; echo $? >{}) & ",
+                          test::gputrain_exe(), n, nproc[n], port, commands[n], dir / ("node" + std::to_string(n)),
+                          dir / ("code" + std::to_string(n)));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::system((script + "wait").c_str());
+  Nodes r{};
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int n = 0; n < 2; ++n) {
+    r.out[n] = test::read_file(dir / ("node" + std::to_string(n)));
+    r.code[n] = std::stoi("0" + test::read_file(dir / ("code" + std::to_string(n))));
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cluster: two nodes on one machine (launch --nnodes 2 at 127.0.0.1) train the weights of one process",
+          "[dist][cli]") {
+  test::TempDir dir;
+  auto one = test::run_gputrain(kMlp + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  // The second node's rank may set its own loader threads and output folder (rank 0's is the run's).
+  auto nodes = two_nodes(dir, kMlp + "--batch_size 32 --output_dir " + (dir / "two") + " --export " + (dir / "two.st"),
+                         kMlp + "--batch_size 32 --output_dir " + (dir / "elsewhere") + " --num_workers 1");
+  INFO(nodes.out[0] << nodes.out[1]);
+  REQUIRE(nodes.code[0] == 0);
+  REQUIRE(nodes.code[1] == 0);
+  test::check_same_weights(dir / "one.st", dir / "two.st");
+  CHECK_THAT(nodes.out[0], Catch::Contains("data parallel         2 ranks over Gloo"));
+  CHECK_FALSE(std::filesystem::exists(dir / "elsewhere"));
+}
+
+TEST_CASE("cluster: ranks with another --lr, --batch_size or --width are refused at the start, on every rank",
+          "[dist][cli]") {
+  test::TempDir dir;
+  auto nodes = two_nodes(dir, kMlp + "--batch_size 32 --output_dir " + (dir / "run"),
+                         kMlp + "--batch_size 16 --output_dir " + (dir / "run") + " --lr 0.02 --width 16");
+  INFO(nodes.out[0] << nodes.out[1]);
+  const std::string line =
+      "the ranks run different jobs: --batch_size is 32 on rank 0, 16 on rank 1; --lr is 0.01 on rank 0, 0.02 on rank 1; "
+      "--width is 32 on rank 0, 16 on rank 1";
+  for (int n = 0; n < 2; ++n) {
+    CHECK(nodes.code[n] == 2);
+    CHECK_THAT(nodes.out[n], Catch::Contains(fmt::format("[rank{}] gputrain: error: {}", n, line)) &&
+                                 Catch::Contains("only these may differ: ") && !Catch::Contains("step 5"));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "run/checkpoints"));
+}
+
+TEST_CASE("cluster: nodes told different world sizes are refused at the rendezvous, naming both", "[dist][cli]") {
+  test::TempDir dir;
+  // Node 0 starts 2 ranks (a world of 4), node 1 one rank (a world of 2).
+  const std::string cmd = kMlp + "--batch_size 16 --dist_timeout 60 --output_dir " + (dir / "run");
+  auto nodes = two_nodes(dir, cmd, cmd, 2, 1);
+  INFO(nodes.out[0] << nodes.out[1]);
+  for (int n = 0; n < 2; ++n) {
+    CHECK(nodes.code[n] == 2);
+    CHECK_THAT(nodes.out[n], Catch::Contains("the ranks disagree on the world size: rank ") &&
+                                 Catch::Contains(" was started with ") && !Catch::Contains("frame #"));
+  }
+  CHECK_THAT(nodes.out[0] + nodes.out[1], Catch::Contains("with 4") && Catch::Contains("with 2"));
+  CHECK(nodes.seconds < 30);  // not the 60 s timeout
+}
+
+TEST_CASE("cluster: when rank 0 cannot start (its folder is locked), every rank says why in one line and exits 2",
+          "[dist][cli]") {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "run");
+  const std::string lock = dir / "run/.lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);  // another run holds the folder
+  auto r = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --output_dir " + (dir / "run"));
+  ::close(fd);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  const std::string all = r.out + r.err;
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK_THAT(all, Catch::Contains(fmt::format("[rank{}] gputrain: error: output_dir '{}' is in use by another gputrain run",
+                                                rank, dir / "run")));
+  CHECK_THAT(all, !Catch::Contains("frame #") && !Catch::Contains("terminate called"));
+}
+
+TEST_CASE("launch: the ranks' command without '--' is one line that says so", "[dist][cli]") {
+  auto r = test::run_gputrain("launch --nproc_per_node 2 train --preset smoke --epochs 1 --batch_size 8");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: launch needs '--' before the ranks' command\n") &&
+                        Catch::Contains("hint: gputrain launch --nproc_per_node 2 -- train"));
+  auto port = test::run_gputrain("launch --nnodes 2 --node_rank 1 --master_addr 127.0.0.1 -- train --preset smoke");
+  CHECK(port.exit_code == 2);
+  CHECK_THAT(port.err, Catch::Contains("launch over 2 nodes needs --master_port"));
+}
