@@ -132,3 +132,49 @@ TEST_CASE("launch: the ranks' command without '--' is one line that says so", "[
   CHECK(port.exit_code == 2);
   CHECK_THAT(port.err, Catch::Contains("launch over 2 nodes needs --master_port"));
 }
+
+TEST_CASE("cluster: torchrun --max_restarts 2 with a rank lost after a checkpoint, rank 0 killed mid-save and a slow "
+          "restart trains the weights of an uninterrupted run, under both rendezvous backends",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string torchrun = std::string(GPUTRAIN_SOURCE_DIR) + "/.venv/bin/torchrun";
+  REQUIRE(std::filesystem::exists(torchrun));  // tools/setup.sh makes the .venv
+  // 3 epochs of 20 steps at a global batch of 64; checkpoints at each epoch's end.
+  const std::string job =
+      "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 1280 --synthetic_test_size 67 "
+      "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 1 --epochs 3 --num_workers 0 --threads 1 "
+      "--no-use_amp --log_every 5 --dist_timeout 60 ";
+  auto one = test::run_gputrain(job + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  for (const std::string backend : {"static", "c10d"}) {
+    INFO("rendezvous " << backend);
+    const std::string run = dir / backend, wrapper = dir / (backend + ".sh");
+    // Attempt 0: rank 1 dies at step 25, after the checkpoint of step 20. Attempt 1: rank 1
+    // starts 3 s late, and rank 0 dies inside its first save (step 40). Attempt 2 finishes.
+    test::write_file(wrapper, "#!/bin/sh\n"
+                              "case \"$TORCHELASTIC_RESTART_COUNT:$RANK\" in\n"
+                              "  0:1) export GPUTRAIN_FAULT_KILL_STEP=25 ;;\n"
+                              "  1:0) export GPUTRAIN_FAULT_KILL_IN_SAVE=1 ;;\n"
+                              "  1:1) sleep 3 ;;\n"
+                              "esac\n"
+                              "exec " + std::string(test::gputrain_exe()) + " " + job +
+                              "--batch_size 32 --resume auto --output_dir " + run + " --export " + run + ".st\n");
+    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+    const int port = free_port();
+    const std::string rendezvous = backend == "static"
+                                       ? fmt::format("--master_addr 127.0.0.1 --master_port {}", port)
+                                       : fmt::format("--rdzv_backend c10d --rdzv_endpoint 127.0.0.1:{} --rdzv_id job", port);
+    const std::string cmd = fmt::format("{} --nnodes 1 --nproc_per_node 2 --max_restarts 2 {} --no-python {} >{} 2>&1",
+                                        torchrun, rendezvous, wrapper, dir / (backend + ".out"));
+    const int status = std::system(cmd.c_str());
+    INFO(test::read_file(dir / (backend + ".out")));
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    test::check_same_weights(dir / "one.st", run + ".st");
+    // Two resumes, each from the checkpoint of step 20 (the save at step 40 died half-written).
+    std::vector<int64_t> resumed;
+    for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
+      if (r["event"] == "resume") resumed.push_back(r["step"].get<int64_t>());
+    CHECK(resumed == std::vector<int64_t>{20, 20});
+  }
+}

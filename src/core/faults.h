@@ -18,6 +18,7 @@ struct Faults {
   int64_t nan_rank = -1;      // GPUTRAIN_FAULT_NAN_RANK=r: NAN_STEP applies to data-parallel rank r alone
   int64_t slow_rank = -1;     // GPUTRAIN_FAULT_SLOW_RANK=r: rank r's --balance probe steps take twice as long
   int64_t sigterm_step = -1;  // GPUTRAIN_FAULT_SIGTERM_STEP=k: the process sends itself SIGTERM after step k
+  int64_t kill_step = -1;     // GPUTRAIN_FAULT_KILL_STEP=k: the process dies by SIGKILL after step k (a lost node)
 };
 
 const Faults& faults();

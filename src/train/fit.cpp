@@ -282,6 +282,7 @@ class Fit {
       ++r_.step;
       ++window_steps;
       if (r_.step == faults().sigterm_step) std::raise(SIGTERM);  // a real signal, at a known step
+      if (r_.step == faults().kill_step) std::raise(SIGKILL);
 
       const bool log_step = r_.step % c_.log_every == 0 || r_.step == total_steps_;
       if (log_step) {
