@@ -178,3 +178,44 @@ TEST_CASE("cluster: torchrun --max_restarts 2 with a rank lost after a checkpoin
     CHECK(resumed == std::vector<int64_t>{20, 20});
   }
 }
+
+TEST_CASE("cluster: with --log_every 5000, SIGTERM stops 2 ranks within a step or two with a checkpoint, and the "
+          "resume hint is a launch line",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke " +
+                          "--epochs 2000 --log_every 5000 --num_workers 0 --output_dir " + run + " >" + (dir / "out") +
+                          " 2>&1";
+  const pid_t pid = test::start_shell("exec " + cmd);
+  // Training has begun once the first epoch's checkpoint is there (no step is logged before 5000).
+  for (int i = 0; i < 600 && !std::filesystem::exists(run + "/checkpoints/epoch-1.pt"); ++i) ::usleep(100000);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = test::sigterm_and_wait(pid);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string out = test::read_file(dir / "out");
+  INFO(out);
+  CHECK(code == 143);
+  CHECK(took < 10);  // the launcher's grace is 15 s: the ranks stopped by themselves
+  CHECK_THAT(out, !Catch::Contains("killing them"));
+  int64_t stopped_at = -1;
+  for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
+    if (r["event"] == "stopped" && r["reason"] == "SIGTERM") stopped_at = r["step"].get<int64_t>();
+  CHECK(stopped_at > 0);
+  CHECK(stopped_at < 5000);
+  CHECK_THAT(out, Catch::Contains("resume with: gputrain launch --nproc_per_node 2 -- train --output_dir " + run +
+                                  " --resume auto"));
+}
+
+TEST_CASE("cluster: --time_limit on 2 ranks with --log_every 5000 stops near the limit", "[dist][cli]") {
+  test::TempDir dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = test::run_gputrain("launch --nproc_per_node 2 -- train --preset smoke --epochs 2000 --log_every 5000 "
+                              "--num_workers 0 --time_limit 5 --output_dir " + (dir / "run"));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("stopped (time limit 5)"));
+  CHECK(took < 12);  // 2000 epochs would take minutes; wide slack for a loaded 2-core machine
+  CHECK(std::filesystem::exists(dir / "run/checkpoints/last.pt"));
+}

@@ -20,6 +20,20 @@
 namespace gputrain {
 namespace {
 
+// The command that continues a stopped run: as many ranks, started the way this one was
+// (another number of ranks works too: the run keeps its global batch).
+std::string resume_command(const RankEnv& e, const std::string& folder) {
+  const std::string train = "train --output_dir " + folder + " --resume auto";
+  if (e.world_size == 1) return "gputrain " + train;
+  if (e.source == "slurm") return fmt::format("the job's srun line ({} tasks) with gputrain {}", e.world_size, train);
+  std::string launch = fmt::format("gputrain launch --nproc_per_node {}", e.local_world_size);
+  const int nodes = e.world_size / std::max(1, e.local_world_size);
+  if (nodes > 1)
+    launch += fmt::format(" --nnodes {} --node_rank <0..{}> --master_addr {} --master_port {}", nodes, nodes - 1,
+                          e.master_addr, e.master_port);
+  return launch + " -- " + train + " (or the job's torchrun line with --resume auto)";
+}
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -88,7 +102,7 @@ class Fit {
       folder_->write_report();
       progress_.line(fmt::format("stopped ({}) at step {}; checkpoint {}", r_.stop_reason, r_.step,
                                  folder_->checkpoint_path("last.pt")));
-      progress_.line("resume with: gputrain train --output_dir " + folder_->path() + " --resume auto");
+      progress_.line("resume with: " + resume_command(parallel_.mesh().ranks, folder_->path()));
     }
     return r_;
   }
@@ -111,6 +125,11 @@ class Fit {
   double time_limit_;
   double last_save_seconds_ = 0, last_eval_seconds_ = 0, step_seconds_ = 0;
   int64_t steps_timed_ = 0;
+  // With several ranks: steps between the ranks' agreements on a stop (each one a small
+  // all-reduce and a host sync). Agreed at each check from rank 0's step time, so that a signal
+  // or the time limit is acted on within about kStopCheckSeconds, at most every log step.
+  int64_t stop_every_ = 1;
+  static constexpr double kStopCheckSeconds = 0.5;
   int64_t evals_since_best_ = 0;
   torch::Tensor bad_run_, worst_bad_run_;  // consecutive non-finite losses, counted on the device
   torch::Tensor skipped_total_;            // overflow steps the scaler skipped, on the device
@@ -318,8 +337,13 @@ class Fit {
       // The session's first step (allocations, autotuning) is replaced by the second, not averaged in.
       const double took = seconds_since(step_start);
       step_seconds_ = steps_timed_++ < 2 ? took : 0.7 * step_seconds_ + 0.3 * took;
-      const std::string stop = stop_now(2 * step_seconds_ + last_eval_seconds_);
-      r_.stop_reason = parallel_.agree_stop(stop, log_step, c_.time_limit);
+      const std::string stop = stop_now(static_cast<double>(stop_every_ + 1) * step_seconds_ + last_eval_seconds_);
+      if (log_step || r_.step % stop_every_ == 0) {
+        int64_t every = std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / std::max(step_seconds_, 1e-6)), 1,
+                                            c_.log_every);
+        r_.stop_reason = parallel_.agree_stop(stop, c_.time_limit, every);
+        stop_every_ = every;
+      }
       if (!r_.stop_reason.empty()) break;
     }
   }

@@ -47,9 +47,10 @@ class Parallelism {
   // The GPUs this node's ranks train on: what rank 0's monitor reads.
   std::vector<int> node_gpus(const Recipe& recipe, const MachineInfo& machine) const;
 
-  // Fit loop. Why to stop now: `local` alone in one process; with several ranks, any rank's
-  // reason, agreed on at log steps only (every step would wait for the host), else "".
-  std::string agree_stop(const std::string& local, bool log_step, const std::string& time_limit) const;
+  // Fit loop, at a step where the ranks check for a stop. Why to stop now: `local` alone in one
+  // process; with several ranks, any rank's reason, else "". `every` goes in as this rank's
+  // proposal for the steps until the next check and comes back as rank 0's, the same on all.
+  std::string agree_stop(const std::string& local, const std::string& time_limit, int64_t& every) const;
   // Whether any rank's `local` is true (all ranks call it at the same point).
   bool any(bool local) const;
   // The loss of a log window (every rank's, weighted by its share: the job's), with the ranks'

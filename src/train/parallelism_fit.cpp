@@ -10,18 +10,20 @@
 
 namespace gputrain {
 
-std::string Parallelism::agree_stop(const std::string& local, bool log_step, const std::string& time_limit) const {
+std::string Parallelism::agree_stop(const std::string& local, const std::string& time_limit, int64_t& every) const {
   if (!mesh_.data_parallel()) return local;
-  if (!log_step) return "";
-  auto flags = torch::zeros({3}, torch::TensorOptions().device(device_));
+  // One all-reduce: the three reasons any rank has, and rank 0's interval (the others add 0).
+  auto flags = torch::zeros({4}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
   if (local == "SIGTERM") flags[0] = 1;
   if (local == "SIGINT") flags[1] = 1;
   if (local.rfind("time limit", 0) == 0) flags[2] = 1;
+  if (mesh_.ranks.rank == 0) flags[3] = static_cast<double>(every);
   mesh_.comm->all_reduce_sum(flags)->wait();
   const auto f = flags.cpu();
-  if (f[0].item<float>() > 0) return "SIGTERM";
-  if (f[1].item<float>() > 0) return "SIGINT";
-  if (f[2].item<float>() > 0) return "time limit " + time_limit;
+  every = std::max<int64_t>(1, static_cast<int64_t>(f[3].item<double>()));
+  if (f[0].item<double>() > 0) return "SIGTERM";
+  if (f[1].item<double>() > 0) return "SIGINT";
+  if (f[2].item<double>() > 0) return "time limit " + time_limit;
   return "";
 }
 
