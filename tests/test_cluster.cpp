@@ -2,7 +2,9 @@
 // ranks that disagree (flags, world sizes), a rank 0 that cannot start, and torchrun restarts.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -52,6 +54,18 @@ Nodes two_nodes(const test::TempDir& dir, const std::string& command0, const std
     r.code[n] = std::stoi("0" + test::read_file(dir / ("code" + std::to_string(n))));
   }
   return r;
+}
+
+// `gputrain launch` of 2 ranks training a long smoke run into dir/run, output in dir/out; returns
+// the launcher's pid once training has begun (the first epoch's checkpoint is there: no step
+// need be logged by then).
+pid_t start_long_job(const test::TempDir& dir, const std::string& flags) {
+  const std::string run = dir / "run";
+  const pid_t pid = test::start_shell(fmt::format(
+      "exec {} launch --nproc_per_node 2 -- train --preset smoke --epochs 2000 --num_workers 0 {} --output_dir {} >{} 2>&1",
+      test::gputrain_exe(), flags, run, dir / "out"));
+  for (int i = 0; i < 600 && !std::filesystem::exists(run + "/checkpoints/epoch-1.pt"); ++i) ::usleep(100000);
+  return pid;
 }
 
 }  // namespace
@@ -184,12 +198,7 @@ TEST_CASE("cluster: with --log_every 5000, SIGTERM stops 2 ranks within a step o
           "[dist][cli]") {
   test::TempDir dir;
   const std::string run = dir / "run";
-  const std::string cmd = std::string(test::gputrain_exe()) + " launch --nproc_per_node 2 -- train --preset smoke " +
-                          "--epochs 2000 --log_every 5000 --num_workers 0 --output_dir " + run + " >" + (dir / "out") +
-                          " 2>&1";
-  const pid_t pid = test::start_shell("exec " + cmd);
-  // Training has begun once the first epoch's checkpoint is there (no step is logged before 5000).
-  for (int i = 0; i < 600 && !std::filesystem::exists(run + "/checkpoints/epoch-1.pt"); ++i) ::usleep(100000);
+  const pid_t pid = start_long_job(dir, "--log_every 5000");
   const auto t0 = std::chrono::steady_clock::now();
   const int code = test::sigterm_and_wait(pid);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -218,4 +227,33 @@ TEST_CASE("cluster: --time_limit on 2 ranks with --log_every 5000 stops near the
   CHECK_THAT(r.out, Catch::Contains("stopped (time limit 5)"));
   CHECK(took < 12);  // 2000 epochs would take minutes; wide slack for a loaded 2-core machine
   CHECK(std::filesystem::exists(dir / "run/checkpoints/last.pt"));
+}
+
+TEST_CASE("cluster: a stopped rank is named with the collective and the step, the last checkpoint is kept, nothing "
+          "is left running",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  const pid_t pid = start_long_job(dir, "--dist_timeout 5");
+  const pid_t rank1 = test::child_with_env(pid, "RANK=1");
+  REQUIRE(rank1 > 0);
+  kill(rank1, SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string out = test::read_file(dir / "out");
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(took < 30);  // the 5 s timeout, the roll call, the stop: not the launcher's kill after its grace
+  CHECK_THAT(out, Catch::Contains("[rank0] gputrain: error: rank 0 of 2: the ") && Catch::Contains(" of step ") &&
+                      Catch::Contains(" failed: rank 1 did not come within --dist_timeout 5 s"));
+  CHECK_THAT(out, Catch::Contains(fmt::format("rank 1 (pid {}) is stopped", rank1)) && !Catch::Contains("killing them"));
+  CHECK(std::system(("pgrep -f '[o]utput_dir " + run + "' >/dev/null").c_str()) != 0);
+  // The last checkpoint is whole: the run continues from it.
+  auto resumed = test::run_gputrain("train --resume auto --epochs 3 --num_workers 0 --output_dir " + run);
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("resumed from"));
 }

@@ -147,20 +147,7 @@ TEST_CASE("data parallel: a rank killed mid-run fails the job within the timeout
   const pid_t pid = test::start_shell("exec " + cmd);
   REQUIRE(test::wait_for_step(run));
   // Rank 1 is the launcher's child with RANK=1 in its environment.
-  pid_t rank1 = -1;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream env(e.path() / "environ");
-    std::string all((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    std::ifstream stat(e.path() / "stat");
-    std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const auto close = s.rfind(')');
-    int ppid = -1;
-    if (close != std::string::npos) sscanf(s.c_str() + close + 2, "%*c %d", &ppid);
-    if (ppid == pid && (std::string(1, '\0') + all).find(std::string("\0RANK=1\0", 8)) != std::string::npos)
-      rank1 = std::stoi(name);
-  }
+  const pid_t rank1 = test::child_with_env(pid, "RANK=1");
   REQUIRE(rank1 > 0);
   kill(rank1, SIGKILL);
   const auto t0 = std::chrono::steady_clock::now();

@@ -122,6 +122,24 @@ inline bool wait_for_step(const std::string& run) {
   return false;
 }
 
+// The child of `parent` whose environment holds `variable` ("RANK=1"), or -1.
+inline pid_t child_with_env(pid_t parent, const std::string& variable) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream env(e.path() / "environ");
+    const std::string all((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    std::ifstream stat(e.path() / "stat");
+    const std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = s.rfind(')');
+    int ppid = -1;
+    if (close != std::string::npos) sscanf(s.c_str() + close + 2, "%*c %d", &ppid);
+    if (ppid == parent && (std::string(1, '\0') + all).find('\0' + variable + '\0') != std::string::npos)
+      return std::stoi(name);
+  }
+  return -1;
+}
+
 // Path of the built gputrain binary (defined in test_main.cpp).
 const char* gputrain_exe();
 

@@ -26,11 +26,13 @@ namespace {
 
 class C10dWork : public CommWork {
  public:
-  explicit C10dWork(c10::intrusive_ptr<c10d::Work> w) : w_(std::move(w)) {}
-  void wait() override { w_->wait(); }
+  C10dWork(c10::intrusive_ptr<c10d::Work> w, Comm& comm, const char* op) : w_(std::move(w)), comm_(comm), op_(op) {}
+  void wait() override { comm_.finish(w_, op_); }
 
  private:
   c10::intrusive_ptr<c10d::Work> w_;
+  Comm& comm_;
+  const char* op_;
 };
 
 }  // namespace
@@ -61,6 +63,16 @@ std::string name_ranks(const std::vector<int>& ranks) {
 // last rank's arrival is heard at once, rarely enough to cost nothing beside a job's start.
 constexpr auto kPoll = std::chrono::milliseconds(20);
 
+// c10d logs each failed store operation with a stack trace; where a failure is expected and
+// reported in one line (a connect retried, a roll call after a rank died), it stays quiet.
+struct QuietC10d {
+  int saved = FLAGS_caffe2_log_level;
+  QuietC10d() { FLAGS_caffe2_log_level = 3; }  // c10's FATAL: nothing below it
+  ~QuietC10d() { FLAGS_caffe2_log_level = saved; }
+  QuietC10d(const QuietC10d&) = delete;
+  QuietC10d& operator=(const QuietC10d&) = delete;
+};
+
 // The job's TCPStore: served here (rank 0 outside torchrun) or joined as a client, in attempts
 // of a second each until the deadline. Between them a stop (SIGTERM from the launcher when
 // another rank failed) ends the wait at once, where c10d's own retries would ignore it for the
@@ -77,14 +89,9 @@ c10::intrusive_ptr<c10d::TCPStore> join_store(const RankEnv& env, c10d::TCPStore
     so.timeout = so.isServer ? millis(timeout_seconds) : std::clamp(left, std::chrono::milliseconds(100), millis(1.0));
     std::string failure;
     pthread_sigmask(SIG_BLOCK, &stops, &before);
-    // c10d logs each failed try with a stack trace; the failure that counts is reported below.
-    const int log_level = FLAGS_caffe2_log_level;
-    FLAGS_caffe2_log_level = 3;  // c10's FATAL: nothing below it
-    auto restore = [&] {
-      FLAGS_caffe2_log_level = log_level;
-      pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    };
+    auto restore = [&] { pthread_sigmask(SIG_SETMASK, &before, nullptr); };
     try {
+      QuietC10d quiet;  // the failure that counts is reported below
       auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
       restore();
       tcp->setTimeout(millis(timeout_seconds));  // for the collectives' own rendezvous through it
@@ -258,9 +265,49 @@ std::vector<std::string> Comm::gather(const std::string& key, const std::string&
   return out;
 }
 
+void Comm::finish(const c10::intrusive_ptr<c10d::Work>& work, const char* op) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    collective_failed(op, e.what());
+  }
+}
+
+void Comm::collective_failed(const std::string& op, const std::string& failure) {
+  // A collective failed here: a rank stopped, hung, died or slower than the timeout. Every live
+  // rank gets here too (its own wait times out, or its peer's socket closes) and answers a roll
+  // call in the store; after a few seconds the ranks that did not answer are the ones to name.
+  const std::string first = failure.substr(0, failure.find('\n'));
+  std::vector<int> absent;
+  QuietC10d quiet;
+  try {
+    impl_->store->set(fmt::format("alive after a failure/{}", env_.rank), std::vector<uint8_t>{});
+    const auto until = std::chrono::steady_clock::now() + millis(std::min(timeout_seconds_, 5.0));
+    do {
+      absent.clear();
+      for (int r = 0; r < env_.world_size; ++r)
+        if (!impl_->store->check({fmt::format("alive after a failure/{}", r)})) absent.push_back(r);
+      if (absent.empty()) break;
+      std::this_thread::sleep_for(kPoll);
+    } while (std::chrono::steady_clock::now() < until);
+  } catch (const c10::Error&) {
+    throw runtime_error(fmt::format("rank {} of {}: the {} of step {} failed, and the job's store is gone (rank 0 "
+                                    "ended): {}", env_.rank, env_.world_size, op, step_, first),
+                        "rank 0's own output says why");
+  }
+  if (absent.empty())
+    throw runtime_error(fmt::format("rank {} of {}: the {} of step {} failed: {}", env_.rank, env_.world_size, op, step_, first),
+                        "every rank is alive: see the other ranks' errors");
+  throw runtime_error(fmt::format("rank {} of {}: the {} of step {} failed: {} did not come within --dist_timeout {:g} s "
+                                  "(stopped, hung, or gone)",
+                                  env_.rank, env_.world_size, op, step_, name_ranks(absent), timeout_seconds_),
+                      fmt::format("see what became of {} (its node, its own output); resume with --resume auto from the "
+                                  "last checkpoint", name_ranks(absent)));
+}
+
 std::unique_ptr<CommWork> Comm::all_reduce_sum(at::Tensor& t) {
   std::vector<at::Tensor> one = {t};
-  return std::make_unique<C10dWork>(impl_->backend->allreduce(one));
+  return std::make_unique<C10dWork>(impl_->backend->allreduce(one), *this, "all-reduce");
 }
 
 void Comm::all_reduce_sum(const std::vector<at::Tensor>& tensors) {
@@ -285,7 +332,7 @@ std::vector<at::Tensor> Comm::all_gather(const at::Tensor& t) {
   std::vector<at::Tensor> in = {t.contiguous()};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < size(); ++r) out[0].push_back(at::empty_like(in[0]));
-  impl_->backend->allgather(out, in)->wait();
+  finish(impl_->backend->allgather(out, in), "all-gather");
   return out[0];
 }
 
@@ -294,11 +341,11 @@ void Comm::broadcast(const std::vector<at::Tensor>& tensors, int root) {
     std::vector<at::Tensor> one = {t.is_contiguous() ? t : t.contiguous()};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    impl_->backend->broadcast(one, o)->wait();
+    finish(impl_->backend->broadcast(one, o), "broadcast");
     if (!t.is_contiguous()) t.copy_(one[0]);
   }
 }
 
-void Comm::barrier() { impl_->backend->barrier()->wait(); }
+void Comm::barrier() { finish(impl_->backend->barrier(), "barrier"); }
 
 }  // namespace gputrain

@@ -8,6 +8,11 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+namespace c10d {
+class Work;
+}
 
 #include "core/error.h"
 #include "parallel/rank_env.h"
@@ -60,16 +65,24 @@ class Comm {
   void broadcast(const std::vector<at::Tensor>& tensors, int root = 0);
   void barrier();
 
+  // The training step the ranks are at, named when a collective fails.
+  void set_step(int64_t step) { step_ = step; }
+  // Waits for a collective. A failure names the ranks that did not come (a roll call of the
+  // live ranks through the store), the collective and the step.
+  void finish(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
+
  private:
   struct Impl;
   // Polls until `ready()` or the deadline; throws a refusal heard meanwhile, or a timeout
   // naming `missing()` (the ranks that did not come) and the meeting `what`.
   void wait_until(const std::function<bool()>& ready, const std::function<std::string()>& missing,
                   const std::string& what);
+  [[noreturn]] void collective_failed(const std::string& op, const std::string& failure);
   // Rank 0 serving the store, after a refusal: stays until the ranks that came have heard it.
   void linger();
   RankEnv env_;
   double timeout_seconds_;
+  int64_t step_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

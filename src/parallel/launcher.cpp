@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -111,6 +112,14 @@ pid_t spawn(const LaunchOptions& o, const std::vector<std::pair<std::string, std
   _exit(127);
 }
 
+// A process's state letter from /proc/PID/stat ('R', 'S', 'T' for stopped, ...), or 0.
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+
 }  // namespace
 
 int free_port() {
@@ -196,8 +205,14 @@ int launch(const LaunchOptions& o) {
   bool killed = false;
   // Signals go to each rank's process group: its own children stop with it.
   auto stop_all = [&](int sig) {
-    for (auto& w : workers)
-      if (!w.done) kill(-w.pid, sig);
+    for (auto& w : workers) {
+      if (w.done) continue;
+      if (sig != SIGKILL && process_state(w.pid) == 'T')
+        fmt::print(stderr, "gputrain launch: rank {} (pid {}) is stopped (SIGSTOP, or a debugger): continued to take the stop\n",
+                   w.rank, w.pid);
+      kill(-w.pid, sig);
+      if (sig != SIGKILL) kill(-w.pid, SIGCONT);  // a stopped rank would only take it when continued
+    }
     if (stop_sent == Clock::time_point{}) stop_sent = Clock::now();
   };
 

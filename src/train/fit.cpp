@@ -284,6 +284,7 @@ class Fit {
 
       const double lr = schedule_.at(r_.step);
       trainer_.set_lr(lr);
+      if (Comm* comm = parallel_.comm()) comm->set_step(r_.step + 1);  // named if a collective fails
       const int64_t split_before = trainer_.split();
       StepResult sr = trainer_.step(micro);
       if (trainer_.split() != split_before)
