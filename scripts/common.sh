@@ -3,11 +3,20 @@
 #   GPUTRAIN   the binary (default: build/gputrain beside these scripts, the installed bin/,
 #              else gputrain on PATH)
 #   DATA_DIR   the dataset folder (--data_dir); unset: the preset's own
-#   RUN_DIR    the run folder (--output_dir; default runs/<date-time>)
+#   RUN_DIR    the run folder (--output_dir; default runs/<preset>, so that the same line,
+#              run again, continues the run and infer.sh finds it)
 #   PRESET     the preset (default quickstart)
 #   NUM_GPUS   ranks to start: 1 (default) runs one process, N > 1 runs `gputrain launch`,
 #              auto = one per visible GPU
 # shellcheck shell=bash
+
+# --help or -h anywhere: the calling script's usage (its opening comment), exit 0.
+for arg in "$@"; do
+  if [[ "$arg" == --help || "$arg" == -h ]]; then
+    sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
+    exit 0
+  fi
+done
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ -z "${GPUTRAIN:-}" ]]; then
@@ -24,7 +33,7 @@ if [[ -z "$GPUTRAIN" || ! -x "$GPUTRAIN" ]]; then
   exit 2
 fi
 PRESET="${PRESET:-quickstart}"
-RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
+RUN_DIR="${RUN_DIR:-runs/$PRESET}"
 NUM_GPUS="${NUM_GPUS:-1}"
 if [[ ! "$NUM_GPUS" =~ ^([1-9][0-9]*|auto)$ ]]; then
   echo "$(basename "$0"): NUM_GPUS='$NUM_GPUS' is not a positive number or auto" >&2

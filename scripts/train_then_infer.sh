@@ -4,7 +4,13 @@
 # SIGTERM during training ends the script with 143 and no inference.
 set -euo pipefail
 here="$(dirname "$0")"
-RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
+for arg in "$@"; do
+  if [[ "$arg" == --help || "$arg" == -h ]]; then
+    sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
+    exit 0
+  fi
+done
+RUN_DIR="${RUN_DIR:-runs/${PRESET:-quickstart}}"  # as common.sh: both halves find the one run
 export RUN_DIR
 child=
 trap '[[ -n "$child" ]] && kill -TERM "$child" 2>/dev/null' TERM INT

@@ -97,3 +97,21 @@ TEST_CASE("scripts: SIGTERM to train.sh reaches gputrain: exit 143 and a checkpo
   CHECK(code == 143);
   CHECK(std::filesystem::exists(run + "/checkpoints/last.pt"));
 }
+
+TEST_CASE("scripts: --help prints each script's usage, and train.sh without RUN_DIR continues one run that infer.sh finds",
+          "[scripts]") {
+  test::TempDir dir;
+  for (const char* script : {"train.sh", "infer.sh", "train_then_infer.sh", "benchmark.sh"}) {
+    INFO(script);
+    CHECK(shell(kScripts + script + " --help", dir / "help.log") == 0);
+    CHECK_THAT(test::read_file(dir / "help.log"), Catch::Contains("scripts/" + std::string(script)));
+  }
+  // From the job's folder, with no RUN_DIR: the same line twice is one run, in runs/smoke.
+  const std::string here = "cd " + dir.path.string() + " && GPUTRAIN=" + test::gputrain_exe() + " PRESET=smoke ";
+  REQUIRE(shell(here + kScripts + "train.sh --epochs 1", dir / "first.log") == 0);
+  REQUIRE(shell(here + kScripts + "train.sh --epochs 2", dir / "second.log") == 0);
+  CHECK_THAT(test::read_file(dir / "second.log"), Catch::Contains("resumed from runs/smoke/checkpoints/"));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir / "runs"), std::filesystem::directory_iterator()) == 1);
+  CHECK(shell(here + kScripts + "infer.sh", dir / "infer.log") == 0);
+  CHECK(std::filesystem::exists(dir / "runs/smoke/predictions.csv"));
+}
