@@ -257,3 +257,13 @@ TEST_CASE("cluster: a stopped rank is named with the collective and the step, th
   CHECK(resumed.exit_code == 0);
   CHECK_THAT(resumed.out, Catch::Contains("resumed from"));
 }
+
+TEST_CASE("cluster: a global batch larger than the training set is named as the global batch", "[dist][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain("launch --nproc_per_node 2 -- train --preset smoke --epochs 1 --batch_size 300 --num_workers 0 "
+                              "--output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.out + r.err, Catch::Contains("error: the global batch 600 (2 ranks, --batch_size 300 on this one) x "
+                                            "accumulation_steps 1 is more than the 512 training samples"));
+}

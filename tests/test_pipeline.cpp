@@ -230,7 +230,8 @@ TEST_CASE("pipeline: the smoke preset trains on 2 stages, and what cannot be spl
   CHECK_THAT(lstm.err, Catch::Contains("--pipeline_stages 2: model 'lstm' cannot be split into stages"));
   auto deep = test::run_gputrain("train --preset smoke --model mlp --pipeline_stages 4 --output_dir " + (dir / "deep"));
   CHECK(deep.exit_code == 2);
-  CHECK_THAT(deep.err, Catch::Contains("model 'mlp' splits into at most 3 stages"));
+  CHECK_THAT(deep.err, Catch::Contains("model 'mlp' splits into at most 3 stages") &&
+                          Catch::Contains("hint: use at most 3 stages ('mlp' has no --depth)"));
   auto micro = test::run_gputrain("train --preset smoke --micro_batches 4 --output_dir " + (dir / "micro"));
   CHECK(micro.exit_code == 2);
   CHECK_THAT(micro.err, Catch::Contains("--micro_batches 4 needs --pipeline_stages 2 or more"));

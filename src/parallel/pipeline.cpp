@@ -148,7 +148,7 @@ std::vector<Stage> split_model(const Pieces& pieces, const std::string& name, co
   const int stages = static_cast<int>(devices.size());
   if (static_cast<int>(pieces.size()) < stages)
     throw usage_error(fmt::format("--pipeline_stages {}: model '{}' splits into at most {} stages", stages, name, pieces.size()),
-                      "use fewer stages, or a deeper model (--depth)");
+                      fmt::format("use at most {} stages", pieces.size()));
   if (costs.empty())
     for (const auto& p : pieces) costs.push_back(static_cast<double>(piece_parameters(p)));
   auto out = cut_stages(costs, stages);

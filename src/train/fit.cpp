@@ -412,10 +412,16 @@ class Fit {
 
 void check_steps_fit(const Session& s) {
   const Config& c = s.config();
-  if (batches_per_epoch(s.data().train->size(), s.train_loader_options()) < c.accumulation_steps)
-    throw usage_error(fmt::format("batch_size {} x accumulation_steps {} is more than the {} training samples",
-                                  c.batch_size, c.accumulation_steps, s.data().train->size()),
-                      "lower --batch_size or --accumulation_steps");
+  if (batches_per_epoch(s.data().train->size(), s.train_loader_options()) >= c.accumulation_steps) return;
+  const int ranks = s.parallel().mesh().ranks.world_size;
+  // With several ranks each step takes a global batch: that is what the data must hold.
+  const std::string batch = ranks == 1 ? fmt::format("batch_size {}", c.batch_size)
+                                       : fmt::format("the global batch {} ({} ranks, --batch_size {} on this one)",
+                                                     s.global_batch_size(), ranks, c.batch_size);
+  throw usage_error(fmt::format("{} x accumulation_steps {} is more than the {} training samples", batch,
+                                c.accumulation_steps, s.data().train->size()),
+                    ranks == 1 ? "lower --batch_size or --accumulation_steps"
+                               : "lower --batch_size or --accumulation_steps, or start fewer ranks");
 }
 
 FitResult fit(Session& session, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& config_record,

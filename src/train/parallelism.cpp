@@ -249,6 +249,15 @@ void Parallelism::make_stages(Session& s, const Config& c, Recipe& recipe) {
   if (net.pieces().empty())
     throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages", c.pipeline_stages, c.model),
                       "models that split: " + join(model_names_where([](const Family& f) { return f.pieces; }), ", "));
+  const size_t pieces = net.pieces().size();
+  if (pieces < mesh_.stages.size()) {
+    const auto& options = family(c.model).options;
+    const bool deeper = std::find(options.begin(), options.end(), "depth") != options.end();
+    throw usage_error(fmt::format("--pipeline_stages {}: model '{}' splits into at most {} stages", mesh_.stages.size(),
+                                  c.model, pieces),
+                      deeper ? fmt::format("use at most {} stages, or a deeper model (--depth)", pieces)
+                             : fmt::format("use at most {} stages ('{}' has no --depth)", pieces, c.model));
+  }
   std::vector<double> costs;  // empty: by parameter count
   std::string measured;
   if (c.stage_balance == "time") {
