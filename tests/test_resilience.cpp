@@ -367,3 +367,43 @@ TEST_CASE("auto batch size: grows, bisects and keeps a margin (simulated memory 
   REQUIRE(cpu.exit_code == 0);
   CHECK_THAT(cpu.out, Catch::Contains("auto_batch_size: n/a on cpu"));
 }
+
+TEST_CASE("status.json: running with a moving updated_at, stopped with the reason and the checkpoint, finished, failed",
+          "[resilience]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  auto status = [&](const std::string& folder) { return nlohmann::json::parse(test::read_file(folder + "/status.json")); };
+  const pid_t pid = test::start_shell("exec " + std::string(test::gputrain_exe()) +
+                                      " train --preset smoke --epochs 2000 --log_every 4 --num_workers 0 --output_dir " + run +
+                                      " >" + (dir / "out") + " 2>&1");
+  REQUIRE(test::wait_for_step(run));
+  ::usleep(300000);  // the step record comes first, status.json's rewrite within 2 s
+  auto first = status(run);
+  for (int i = 0; i < 30 && !first.contains("step"); ++i, ::usleep(100000)) first = status(run);
+  CHECK(first["state"] == "running");
+  CHECK(first["pid"].get<int>() == pid);
+  CHECK(first["step"].get<int64_t>() > 0);
+  CHECK(first["total_steps"] == 2000 * 16);
+  CHECK(first.contains("eta_seconds"));
+  ::usleep(2500000);
+  CHECK(status(run)["updated_at"] != first["updated_at"]);  // alive: rewritten every 2 s
+  CHECK(test::sigterm_and_wait(pid) == 143);
+  auto stopped = status(run);
+  CHECK(stopped["state"] == "stopped");
+  CHECK(stopped["reason"] == "SIGTERM");
+  CHECK(stopped["last_checkpoint"]["path"] == run + "/checkpoints/last.pt");
+
+  auto done = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "done"));
+  REQUIRE(done.exit_code == 0);
+  auto finished = status(dir / "done");
+  CHECK(finished["state"] == "finished");
+  CHECK(finished["step"] == 16);
+  CHECK(finished["last_checkpoint"]["step"] == 16);
+
+  auto nan = test::run_gputrain("train --preset smoke --epochs 3 --max_bad_steps 3 --output_dir " + (dir / "nan"),
+                                "GPUTRAIN_FAULT_NAN_STEP=20");
+  CHECK(nan.exit_code == 3);
+  auto failed = status(dir / "nan");
+  CHECK(failed["state"] == "failed");
+  CHECK_THAT(failed["reason"].get<std::string>(), Catch::Contains("the loss was not finite for"));
+}

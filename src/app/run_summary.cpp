@@ -49,7 +49,7 @@ void print_summary(const nlohmann::json& summary, const std::string& monitored, 
              format_duration(summary["train_seconds"].get<double>()), summary["samples_per_sec"].get<double>(),
              monitored, summary["best_test_" + monitored].get<double>(),
              100.0 * summary["data_wait_fraction"].get<double>(), extra);
-  std::string files = out_dir + "/{config.json, metrics.jsonl, monitor.csv, report.html";
+  std::string files = out_dir + "/{config.json, metrics.jsonl, status.json, monitor.csv, report.html";
   if (c.save_checkpoints) files += ", checkpoints/";
   if (c.tensorboard) files += ", tensorboard/";
   files += "}";

@@ -160,7 +160,13 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   }
 
   training = true;
-  FitResult r = fit(s, &folder, at, record, run_start);
+  FitResult r;
+  try {
+    r = fit(s, &folder, at, record, run_start);
+  } catch (const std::exception& e) {
+    folder.status().set_state("failed", e.what());
+    throw;
+  }
   if (!r.stop_reason.empty()) return r.stop_reason.rfind("SIG", 0) == 0 ? exit_code_for_signal(stop_signal()) : 0;
 
   const std::string& monitored = s.monitored();
@@ -185,6 +191,8 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   print_telemetry(summary["monitor"]);
   folder.write_report();
   if (!c.export_path.empty()) export_weights(s, record.dump(), r.step);
+  folder.status().update({{"step", r.step}, {"epoch", r.last_epoch + 1}});
+  folder.status().set_state("finished", r.early_stopped ? "early stopping" : "");
   print_summary(summary, monitored, c, folder.path());
   return 0;
 }

@@ -100,6 +100,7 @@ class Fit {
                       {"reason", r_.stop_reason},
                       {"monitor", folder_->monitor().finish()}});
       folder_->write_report();
+      folder_->status().set_state("stopped", r_.stop_reason);
       progress_.line(fmt::format("stopped ({}) at step {}; checkpoint {}", r_.stop_reason, r_.step,
                                  folder_->checkpoint_path("last.pt")));
       progress_.line("resume with: " + resume_command(parallel_.mesh().ranks, folder_->path()));
@@ -254,6 +255,7 @@ class Fit {
     // (evaluation and epoch checkpoint) and stop after.
     const bool epoch_done = consumed + c_.accumulation_steps > micro_per_epoch_ || r_.step >= total_steps_;
     if (!r_.stop_reason.empty() && !epoch_done) {
+      if (folder_) folder_->status().set_state("stopping", r_.stop_reason);
       save("last.pt", meta(epoch, consumed));
       return false;
     }
@@ -317,6 +319,14 @@ class Fit {
         const double wait = train_loader_.take_wait_seconds();
         r_.wait_seconds += wait;
         progress_.update(r_.step, epoch, loss, lr, sps, step_ms, log_tail);
+        if (folder_)
+          folder_->status().update({{"step", r_.step},
+                                    {"total_steps", total_steps_},
+                                    {"epoch", epoch + 1},
+                                    {"epochs", c_.epochs},
+                                    {"loss", loss},
+                                    {"samples_per_sec", sps},
+                                    {"eta_seconds", static_cast<double>(total_steps_ - r_.step) * step_ms / 1000}});
         rec.update({{"loss", loss}, {"lr", lr}, {"samples_per_sec", sps}, {"step_ms", step_ms},
                     {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}});
         if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();

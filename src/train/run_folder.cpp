@@ -289,6 +289,10 @@ void RunFolder::start(const nlohmann::json& config_record, bool tensorboard, dou
   write_file_atomically((fs::path(dir_) / "config.json").string(), config_record.dump(2) + "\n");
   metrics_ = std::make_unique<MetricsWriter>((fs::path(dir_) / "metrics.jsonl").string());
   monitor_ = std::make_unique<Monitor>((fs::path(dir_) / "monitor.csv").string(), monitor_interval, gpus);
+  status_ = std::make_unique<StatusFile>((fs::path(dir_) / "status.json").string(),
+                                         nlohmann::json{{"pid", ::getpid()},
+                                                        {"host", host_name()},
+                                                        {"world_size", config_record.value("world_size", 1)}});
 }
 
 void RunFolder::write(const nlohmann::json& record) {
@@ -302,6 +306,7 @@ void RunFolder::write(const nlohmann::json& record) {
 double RunFolder::save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta) {
   const auto t0 = std::chrono::steady_clock::now();
   gputrain::save_checkpoint(checkpoint_path(name), trainer, meta);
+  if (status_) status_->update({{"last_checkpoint", {{"path", checkpoint_path(name)}, {"step", meta.step}}}});
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

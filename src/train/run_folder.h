@@ -12,6 +12,7 @@
 #include "monitor/sampler.h"
 #include "monitor/tensorboard.h"
 #include "train/checkpoint.h"
+#include "train/status_file.h"
 
 namespace gputrain {
 
@@ -48,12 +49,14 @@ class RunFolder {
   std::string checkpoint_path(const std::string& name) const;
 
   // The run begins: the TensorBoard folder, config.json (written atomically: tmp, fsync,
-  // rename), metrics.jsonl and the monitor.
+  // rename), metrics.jsonl, the monitor and status.json.
   // `gpus`: the GPUs the monitor reads (empty: host stats only).
   void start(const nlohmann::json& config_record, bool tensorboard, double monitor_interval, const std::vector<int>& gpus);
   // One metrics.jsonl record; step and eval records go to TensorBoard too.
   void write(const nlohmann::json& record);
   Monitor& monitor() { return *monitor_; }
+  // status.json, from start() on.
+  StatusFile& status() { return *status_; }
 
   // The checkpoint `name` (last.pt, best.pt, epoch-N.pt); returns the seconds the save took.
   double save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta);
@@ -72,6 +75,7 @@ class RunFolder {
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<Monitor> monitor_;
+  std::unique_ptr<StatusFile> status_;
 
   void lock();
   bool holds_run() const;
