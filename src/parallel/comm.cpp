@@ -146,11 +146,13 @@ Comm::Comm(const RankEnv& env, double timeout_seconds)
 void Comm::wait_until(const std::function<bool()>& ready, const std::function<std::string()>& missing,
                       const std::string& what) {
   const auto deadline = std::chrono::steady_clock::now() + millis(timeout_seconds_);
+  QuietC10d quiet;  // a lost store is reported below, in one line
   for (;;) {
     try {
       if (impl_->store->check({"refused"})) {
         const auto j = nlohmann::json::parse(text(impl_->store->get("refused")));
         impl_->store->add("refused/heard", 1);
+        refused_ = true;
         linger();
         throw Error(j["problems"].get<std::vector<std::string>>(), j["hint"], j["exit_code"]);
       }
@@ -181,6 +183,9 @@ void Comm::linger() {
 }
 
 void Comm::refuse(const Error& e) {
+  if (refused_) throw e;  // heard from another rank (or said already): nothing more to tell
+  refused_ = true;
+  QuietC10d quiet;  // a store already gone is expected here
   const nlohmann::json j = {{"rank", env_.rank}, {"problems", e.problems}, {"hint", e.hint}, {"exit_code", e.exit_code}};
   try {
     impl_->store->compareSet("refused", {}, bytes(j.dump()));  // the first refusal is the job's

@@ -83,6 +83,7 @@ class Comm {
   RankEnv env_;
   double timeout_seconds_;
   int64_t step_ = 0;
+  bool refused_ = false;  // this rank refused the job, or heard a refusal
   std::unique_ptr<Impl> impl_;
 };
 

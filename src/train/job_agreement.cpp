@@ -61,10 +61,12 @@ std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::s
 
 nlohmann::json job_card(const Config& resolved, int64_t train_samples, int64_t test_samples) {
   nlohmann::json all = to_json(resolved), card = nlohmann::json::object();
-  // A rank's batch is its own under --rank_batch_sizes (the list is compared) or --balance auto.
+  // A rank's batch is its own under --rank_batch_sizes (the list is compared) or --balance auto,
+  // and so is the number of micro-batches its pipeline cuts it into.
   const bool own_batch = !resolved.rank_batch_sizes.empty() || resolved.balance == "auto";
   for (auto& [name, value] : all.items())
-    if (!per_rank_fields().count(name) && !(own_batch && name == "batch_size")) card[name] = value;
+    if (!per_rank_fields().count(name) && !(own_batch && (name == "batch_size" || name == "micro_batches")))
+      card[name] = value;
   card["training samples"] = train_samples;
   card["test samples"] = test_samples;
   return card;
@@ -109,13 +111,9 @@ void agree_on_job(Comm& comm, const Config& resolved, int64_t train_samples, int
     std::vector<nlohmann::json> cards;
     for (const auto& s : sent) cards.push_back(nlohmann::json::parse(s));
     const std::string differences = job_differences(cards);
-    if (!differences.empty()) {
-      std::vector<std::string> own;
-      for (const auto& [name, why] : per_rank_fields())
-        if (find_field(name) && name != "preset" && name != "config") own.push_back("--" + name);
-      comm.refuse(usage_error(differences, "start every rank with the same flags and data; only these may differ: " +
-                                               join(own, ", ")));
-    }
+    if (!differences.empty())
+      comm.refuse(usage_error(differences, "start every rank with the same flags and data (each rank may have its own "
+                                           "device, threads, loader settings, speed switches and paths)"));
   }
   comm.share("jobs agree", "");  // the others wait here for the verdict, or hear the refusal
 }
