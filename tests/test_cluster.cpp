@@ -267,3 +267,56 @@ TEST_CASE("cluster: a global batch larger than the training set is named as the 
   CHECK_THAT(r.out + r.err, Catch::Contains("error: the global batch 600 (2 ranks, --batch_size 300 on this one) x "
                                             "accumulation_steps 1 is more than the 512 training samples"));
 }
+
+TEST_CASE("cluster: a Kubeflow PyTorchJob of 2 pods x 2 processes (PET_*, `gputrain launch` with no flags) trains the "
+          "weights of one process",
+          "[dist][cli]") {
+  test::TempDir dir;
+  auto one = test::run_gputrain(kMlp + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  // What the operator sets in each pod: RANK and WORLD_SIZE count pods; PET_* are torchrun's.
+  const int port = free_port();
+  std::string script;
+  for (int pod = 0; pod < 2; ++pod)
+    script += fmt::format("(MASTER_ADDR=127.0.0.1 MASTER_PORT={} WORLD_SIZE=2 RANK={} PET_NNODES=2 PET_NODE_RANK={} "
+                          "PET_NPROC_PER_NODE=2 {} launch -- {} --batch_size 16 --output_dir {} --export {} >{} 2>&1; "
+                          "echo $? >{}) & ",
+                          port, pod, pod, test::gputrain_exe(), kMlp, dir / "job", dir / "job.st",
+                          dir / ("pod" + std::to_string(pod)), dir / ("code" + std::to_string(pod)));
+  std::system((script + "wait").c_str());
+  const std::string out = test::read_file(dir / "pod0") + test::read_file(dir / "pod1");
+  INFO(out);
+  CHECK(test::read_file(dir / "code0") == "0\n");
+  CHECK(test::read_file(dir / "code1") == "0\n");
+  CHECK_THAT(out, Catch::Contains("2 ranks on this node (4 in all), rendezvous 127.0.0.1:" + std::to_string(port)));
+  test::check_same_weights(dir / "one.st", dir / "job.st");
+}
+
+TEST_CASE("cluster: GLOO_SOCKET_IFNAME picks the interface; one that does not exist is refused naming it", "[dist][cli]") {
+  test::TempDir dir;
+  auto lo = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --max_steps 3 --output_dir " +
+                               (dir / "lo"), "GLOO_SOCKET_IFNAME=lo");
+  INFO(lo.out << lo.err);
+  CHECK(lo.exit_code == 0);
+  auto bad = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --output_dir " + (dir / "bad"),
+                                "GLOO_SOCKET_IFNAME=nosuch0");
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.out + bad.err, Catch::Contains("GLOO_SOCKET_IFNAME=nosuch0: interface 'nosuch0' cannot be used") &&
+                                    !Catch::Contains("frame #"));
+}
+
+TEST_CASE("cluster: a requeued Slurm job (SLURM_RESTART_COUNT) continues its run with the same command line",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string line = "train --preset smoke --num_workers 0 --output_dir " + (dir / "run");
+  const std::string slurm = "SLURM_JOB_ID=42 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0 ";
+  REQUIRE(test::run_gputrain(line + " --epochs 1", slurm).exit_code == 0);
+  // The same line without the requeue count refuses the folder: it holds a run.
+  CHECK(test::run_gputrain(line + " --epochs 2", slurm).exit_code == 2);
+  auto requeued = test::run_gputrain(line + " --epochs 2", slurm + "SLURM_RESTART_COUNT=1");
+  INFO(requeued.out << requeued.err);
+  CHECK(requeued.exit_code == 0);
+  CHECK_THAT(requeued.out, Catch::Contains("restart 1 of this job (SLURM_RESTART_COUNT): continuing with --resume auto") &&
+                               Catch::Contains("resumed from"));
+}

@@ -64,8 +64,11 @@ TEST_CASE("rank env: Slurm's variables, compressed forms included", "[dist]") {
                     {"SLURM_NTASKS", "7"},
                     {"SLURM_TASKS_PER_NODE", "2(x3),1"},
                     {"SLURM_JOB_NODELIST", "gpu[07-09,12],login"},
-                    {"SLURM_JOB_ID", "123456"}});
+                    {"SLURM_JOB_ID", "123456"},
+                    {"SLURM_STEP_ID", "0"},
+                    {"SLURM_RESTART_COUNT", "2"}});
   CHECK(e.source == "slurm");
+  CHECK(e.restart_count == 2);  // a requeued job: it continues its run
   CHECK(e.rank == 5);
   CHECK(e.world_size == 7);
   CHECK(e.local_world_size == 2);
@@ -73,7 +76,8 @@ TEST_CASE("rank env: Slurm's variables, compressed forms included", "[dist]") {
   CHECK(e.master_addr == "gpu07");
   CHECK(e.master_port == 15000 + 123456 % 20000);
   // MASTER_PORT and MASTER_ADDR win over what is derived; torchrun's variables over Slurm's.
-  RankEnv p = from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "9"}, {"MASTER_PORT", "4000"}});
+  RankEnv p = from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_ID", "9"},
+                    {"MASTER_PORT", "4000"}});
   CHECK(p.master_port == 4000);
   RankEnv t = from({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}});
   CHECK(t.source == "torchrun");
@@ -112,6 +116,15 @@ TEST_CASE("rank env: malformed or inconsistent values are usage errors naming th
              Catch::Contains("SLURM_JOB_NODELIST=n[1- cannot be read"));
   CHECK_THAT(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_TASKS_PER_NODE", "2(x"}}),
              Catch::Contains("SLURM_TASKS_PER_NODE=2(x cannot be read"));
+  // The batch script of `sbatch --ntasks 4` itself, not a task srun started: caught at once.
+  CHECK_THAT(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "7"}}),
+             Catch::Contains("SLURM_NTASKS=4 but this process was not started by srun (no SLURM_STEP_ID)"));
+  CHECK(from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).world_size == 1);  // one task needs no srun
+  // A PyTorchJob pod with 2 processes per pod, gputrain started without torchrun or launch.
+  CHECK_THAT(message({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"PET_NPROC_PER_NODE", "2"}}),
+             Catch::Contains("this is pod 1 of a PyTorchJob with PET_NPROC_PER_NODE=2"));
+  CHECK(from({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"PET_NPROC_PER_NODE", "2"}}).rank == 3);
+  CHECK(from({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RESTART_COUNT", "1"}}).restart_count == 1);
 }
 
 TEST_CASE("launch: the ranks get torchrun's environment and their output is prefixed", "[dist][cli]") {

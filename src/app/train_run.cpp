@@ -217,6 +217,14 @@ int run_training(const std::vector<FlagArg>& flags) {
   GpuProbe probe;
   if (!resume_path) probe = [] { return probe_machine().gpus; };
   Continued run{resolve_config(flags, probe), nullptr, "", "", 1, 0};
+  // A job started again by its scheduler (torchrun --max_restarts, a Slurm requeue) continues
+  // its run: the same command line must not refuse the folder it wrote the first time.
+  if (run.requested.resume.empty() && ranks.restart_count > 0) {
+    run.requested.resume = "auto";
+    if (ranks.rank == 0)
+      fmt::print("restart {} of this job ({}): continuing with --resume auto\n", ranks.restart_count,
+                 ranks.source == "slurm" ? "SLURM_RESTART_COUNT" : "TORCHELASTIC_RESTART_COUNT");
+  }
   std::shared_ptr<Comm> comm;
   if (ranks.world_size > 1) comm = std::make_shared<Comm>(ranks, run.requested.dist_timeout);
   bool training = false;

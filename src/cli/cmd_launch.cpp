@@ -1,5 +1,6 @@
 // `gputrain launch [flags] -- COMMAND [flags]`: the local ranks of a data-parallel job.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -44,11 +45,19 @@ int cmd_launch(const std::vector<std::string>& words) {
         "prefixed with [rankK]. SIGINT/SIGTERM go to every rank; when one rank fails the others are\n"
         "stopped and launch exits with its code. --nproc_per_node auto: one rank per visible GPU.\n"
         "Each rank's intra-op threads default to this machine's cores / N (OMP_NUM_THREADS wins).\n"
-        "One node picks a free port; several nodes need --master_addr and --master_port.\n");
+        "One node picks a free port; several nodes need --master_addr and --master_port.\n"
+        "In a Kubeflow PyTorchJob pod the flags default to PET_NPROC_PER_NODE, PET_NNODES,\n"
+        "PET_NODE_RANK, MASTER_ADDR and MASTER_PORT.\n");
     return 0;
   }
   LaunchOptions o;
-  const auto nproc = args.take_value("nproc_per_node");
+  // In a Kubeflow PyTorchJob pod the operator sets PET_NPROC_PER_NODE, PET_NNODES and
+  // PET_NODE_RANK (torchrun's defaults) and MASTER_ADDR/MASTER_PORT: the flags default to them.
+  auto env_or = [](std::optional<std::string> flag, const char* variable) {
+    const char* v = std::getenv(variable);
+    return flag || !v || !*v ? flag : std::optional<std::string>(v);
+  };
+  const auto nproc = env_or(args.take_value("nproc_per_node"), "PET_NPROC_PER_NODE");
   if (nproc && *nproc == "auto") {
     const int gpus = visible_gpu_count();
     o.nproc_per_node = std::max(gpus, 1);
@@ -58,10 +67,12 @@ int cmd_launch(const std::vector<std::string>& words) {
   } else {
     o.nproc_per_node = int_flag("nproc_per_node", nproc, 1, 1, 1024);
   }
-  o.nnodes = int_flag("nnodes", args.take_value("nnodes"), 1, 1, 100000);
-  o.node_rank = int_flag("node_rank", args.take_value("node_rank"), 0, 0, o.nnodes - 1);
-  o.master_port = int_flag("master_port", args.take_value("master_port"), 0, 1, 65535);
-  const auto addr = args.take_value("master_addr");
+  o.nnodes = int_flag("nnodes", env_or(args.take_value("nnodes"), "PET_NNODES"), 1, 1, 100000);
+  o.node_rank = int_flag("node_rank", env_or(args.take_value("node_rank"), "PET_NODE_RANK"), 0, 0, o.nnodes - 1);
+  const bool pod = std::getenv("PET_NNODES") != nullptr;  // MASTER_* are the job's own there
+  o.master_port = int_flag("master_port", pod ? env_or(args.take_value("master_port"), "MASTER_PORT") : args.take_value("master_port"),
+                           0, 1, 65535);
+  const auto addr = pod ? env_or(args.take_value("master_addr"), "MASTER_ADDR") : args.take_value("master_addr");
   if (addr) o.master_addr = *addr;
   const bool addr_given = addr.has_value();
   // Without "--" the ranks' flags read as launch's own: one line that says so, not one per flag.

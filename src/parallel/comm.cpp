@@ -204,6 +204,21 @@ void Comm::connect(int device_index) {
   // through the store: under the old one's keys, a rank could read the previous backend's
   // address and wait on it forever. Every rank connects in the same order, so "pgN" matches.
   auto store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("pg{}", impl_->groups++), impl_->store);
+  // GLOO_SOCKET_IFNAME, as in PyTorch: the network interfaces Gloo uses (a node with several).
+  // NCCL reads NCCL_SOCKET_IFNAME itself.
+  std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices;
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); device_index < 0 && names && *names) {
+    for (const auto& name : split_list(names, ListItems::kTrimmed)) {
+      try {
+        gloo_devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+      } catch (const std::exception& e) {
+        const std::string w = e.what();
+        throw usage_error(fmt::format("GLOO_SOCKET_IFNAME={}: interface '{}' cannot be used: {}", names, name,
+                                      w.substr(0, w.find('\n'))),
+                          "name network interfaces of this machine (ip -br link), or unset it");
+      }
+    }
+  }
   try {
     if (device_index >= 0) {
       impl_->backend = make_nccl_backend(store, env.rank, env.world_size, device_index, timeout);
@@ -211,8 +226,11 @@ void Comm::connect(int device_index) {
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       // The address the other ranks reach this one by: loopback on one machine, else this host.
       const bool local = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
-      opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                    : c10d::ProcessGroupGloo::createDefaultDevice());
+      if (!gloo_devices.empty())
+        opts->devices = gloo_devices;
+      else
+        opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                      : c10d::ProcessGroupGloo::createDefaultDevice());
       impl_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
     }
   } catch (const std::exception& e) {

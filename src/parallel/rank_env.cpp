@@ -148,7 +148,25 @@ RankEnv read_rank_env(const GetEnv& getenv) {
     // Every task of the job derives the same port from the job id, away from the common
     // defaults; MASTER_PORT (below) wins.
     if (!get("SLURM_JOB_ID").empty()) e.master_port = 15000 + need_int("SLURM_JOB_ID", 0) % 20000;
+    // A requeued job (scontrol requeue, a preempted node) starts again with a count.
+    e.restart_count = need_int("SLURM_RESTART_COUNT", 0);
+    // srun gives each task its step; the batch script itself has none. Started there, this one
+    // process would wait the whole --dist_timeout for the other tasks.
+    if (e.world_size > 1 && get("SLURM_STEP_ID").empty() && get("SLURM_STEPID").empty())
+      throw usage_error(fmt::format("SLURM_NTASKS={} but this process was not started by srun (no SLURM_STEP_ID): it "
+                                    "would wait for {} tasks that never come",
+                                    e.world_size, e.world_size - 1),
+                        "in the sbatch script, start the tasks with `srun gputrain train ...`");
   }
+  // A Kubeflow PyTorchJob pod: RANK and WORLD_SIZE count pods; with several processes per pod
+  // (PET_NPROC_PER_NODE) they are not a process's rank until torchrun or gputrain launch start
+  // the processes (they set LOCAL_RANK).
+  if (e.source == "torchrun" && get("LOCAL_RANK").empty() && !get("PET_NPROC_PER_NODE").empty() &&
+      get("PET_NPROC_PER_NODE") != "1")
+    throw usage_error(fmt::format("this is pod {} of a PyTorchJob with PET_NPROC_PER_NODE={}: RANK and WORLD_SIZE count "
+                                  "pods, not processes",
+                                  e.rank, get("PET_NPROC_PER_NODE")),
+                      "start the pod's processes with `gputrain launch -- train ...` (it reads PET_*) or torchrun");
   if (!get("MASTER_ADDR").empty()) e.master_addr = get("MASTER_ADDR");
   e.master_port = need_int("MASTER_PORT", e.master_port);
 

@@ -21,8 +21,9 @@ struct RankEnv {
   // torchrun's agent already serves the store at MASTER_ADDR:MASTER_PORT
   // (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 connects to it instead of starting a server.
   bool agent_store = false;
-  // Which start of the job this is (TORCHELASTIC_RESTART_COUNT; 0 for the first): the store's
-  // keys are scoped by it, since torchrun's static rendezvous keeps one store for every attempt.
+  // Which start of the job this is (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT; 0 for the
+  // first): the store's keys are scoped by it, since torchrun's static rendezvous keeps one store
+  // for every attempt, and a restarted job continues its run (--resume auto).
   int restart_count = 0;
   // "rank 1 of 4 (local 1 of 2, node 0) from slurm, rendezvous n01:15123": where a rank thinks it is.
   std::string describe() const;
