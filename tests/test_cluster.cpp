@@ -320,3 +320,25 @@ TEST_CASE("cluster: a requeued Slurm job (SLURM_RESTART_COUNT) continues its run
   CHECK_THAT(requeued.out, Catch::Contains("restart 1 of this job (SLURM_RESTART_COUNT): continuing with --resume auto") &&
                                Catch::Contains("resumed from"));
 }
+
+TEST_CASE("cluster: torchrun --nnodes 2 on one machine (c10d rendezvous) trains the weights of one process",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string torchrun = std::string(GPUTRAIN_SOURCE_DIR) + "/.venv/bin/torchrun";
+  REQUIRE(std::filesystem::exists(torchrun));  // tools/setup.sh makes the .venv
+  auto one = test::run_gputrain(kMlp + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  const int port = free_port();
+  std::string script;
+  for (int node = 0; node < 2; ++node)
+    script += fmt::format("({} --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:{} "
+                          "--rdzv_id two-nodes --no-python {} {} --batch_size 32 --output_dir {} --export {} >{} 2>&1; "
+                          "echo $? >{}) & ",
+                          torchrun, port, test::gputrain_exe(), kMlp, dir / "job", dir / "job.st",
+                          dir / ("node" + std::to_string(node)), dir / ("code" + std::to_string(node)));
+  std::system((script + "wait").c_str());
+  INFO(test::read_file(dir / "node0") + test::read_file(dir / "node1"));
+  CHECK(test::read_file(dir / "code0") == "0\n");
+  CHECK(test::read_file(dir / "code1") == "0\n");
+  test::check_same_weights(dir / "one.st", dir / "job.st");
+}
