@@ -147,8 +147,8 @@ TEST_CASE("launch: the ranks' command without '--' is one line that says so", "[
   CHECK_THAT(port.err, Catch::Contains("launch over 2 nodes needs --master_port"));
 }
 
-TEST_CASE("cluster: torchrun --max_restarts 2 with a rank lost after a checkpoint, rank 0 killed mid-save and a slow "
-          "restart trains the weights of an uninterrupted run, under both rendezvous backends",
+TEST_CASE("cluster: torchrun restarts at the worst moments (before the first checkpoint; after one, then mid-save with "
+          "a slow rank) train the weights of an uninterrupted run, under both rendezvous backends",
           "[dist][cli]") {
   test::TempDir dir;
   const std::string torchrun = std::string(GPUTRAIN_SOURCE_DIR) + "/.venv/bin/torchrun";
@@ -160,37 +160,48 @@ TEST_CASE("cluster: torchrun --max_restarts 2 with a rank lost after a checkpoin
       "--no-use_amp --log_every 5 --dist_timeout 60 ";
   auto one = test::run_gputrain(job + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
   REQUIRE(one.exit_code == 0);
-  for (const std::string backend : {"static", "c10d"}) {
-    INFO("rendezvous " << backend);
-    const std::string run = dir / backend, wrapper = dir / (backend + ".sh");
-    // Attempt 0: rank 1 dies at step 25, after the checkpoint of step 20. Attempt 1: rank 1
-    // starts 3 s late, and rank 0 dies inside its first save (step 40). Attempt 2 finishes.
-    test::write_file(wrapper, "#!/bin/sh\n"
-                              "case \"$TORCHELASTIC_RESTART_COUNT:$RANK\" in\n"
-                              "  0:1) export GPUTRAIN_FAULT_KILL_STEP=25 ;;\n"
-                              "  1:0) export GPUTRAIN_FAULT_KILL_IN_SAVE=1 ;;\n"
-                              "  1:1) sleep 3 ;;\n"
-                              "esac\n"
-                              "exec " + std::string(test::gputrain_exe()) + " " + job +
-                              "--batch_size 32 --resume auto --output_dir " + run + " --export " + run + ".st\n");
-    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
-    const int port = free_port();
-    const std::string rendezvous = backend == "static"
-                                       ? fmt::format("--master_addr 127.0.0.1 --master_port {}", port)
-                                       : fmt::format("--rdzv_backend c10d --rdzv_endpoint 127.0.0.1:{} --rdzv_id job", port);
-    const std::string cmd = fmt::format("{} --nnodes 1 --nproc_per_node 2 --max_restarts 2 {} --no-python {} >{} 2>&1",
-                                        torchrun, rendezvous, wrapper, dir / (backend + ".out"));
-    const int status = std::system(cmd.c_str());
-    INFO(test::read_file(dir / (backend + ".out")));
-    REQUIRE(WIFEXITED(status));
-    REQUIRE(WEXITSTATUS(status) == 0);
-    test::check_same_weights(dir / "one.st", run + ".st");
-    // Two resumes, each from the checkpoint of step 20 (the save at step 40 died half-written).
-    std::vector<int64_t> resumed;
-    for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
-      if (r["event"] == "resume") resumed.push_back(r["step"].get<int64_t>());
-    CHECK(resumed == std::vector<int64_t>{20, 20});
-  }
+  struct Scenario {
+    std::string name;
+    int max_restarts;
+    std::string faults;            // the wrapper's cases on "$TORCHELASTIC_RESTART_COUNT:$RANK"
+    std::vector<int64_t> resumes;  // the steps the restarts resumed from
+  };
+  const std::vector<Scenario> scenarios = {
+      // Rank 1 dies at step 5: no checkpoint yet, the restart starts afresh.
+      {"early", 1, "  0:1) export GPUTRAIN_FAULT_KILL_STEP=5 ;;\n", {}},
+      // Rank 1 dies at step 25, after the checkpoint of step 20. Then rank 1 starts 3 s late,
+      // and rank 0 dies inside its first save (step 40): the restart resumes from step 20 again.
+      {"late", 2,
+       "  0:1) export GPUTRAIN_FAULT_KILL_STEP=25 ;;\n"
+       "  1:0) export GPUTRAIN_FAULT_KILL_IN_SAVE=1 ;;\n"
+       "  1:1) sleep 3 ;;\n",
+       {20, 20}},
+  };
+  for (const auto& scenario : scenarios)
+    for (const std::string backend : {"static", "c10d"}) {
+      INFO(scenario.name << ", rendezvous " << backend);
+      const std::string name = scenario.name + "-" + backend, run = dir / name, wrapper = dir / (name + ".sh");
+      // No --resume auto: a restarted job continues its run by itself.
+      test::write_file(wrapper, "#!/bin/sh\ncase \"$TORCHELASTIC_RESTART_COUNT:$RANK\" in\n" + scenario.faults +
+                                    "esac\nexec " + test::gputrain_exe() + " " + job + "--batch_size 32 --output_dir " +
+                                    run + " --export " + run + ".st\n");
+      std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+      const int port = free_port();
+      const std::string rendezvous =
+          backend == "static" ? fmt::format("--master_addr 127.0.0.1 --master_port {}", port)
+                              : fmt::format("--rdzv_backend c10d --rdzv_endpoint 127.0.0.1:{} --rdzv_id job", port);
+      const std::string cmd = fmt::format("{} --nnodes 1 --nproc_per_node 2 --max_restarts {} {} --no-python {} >{} 2>&1",
+                                          torchrun, scenario.max_restarts, rendezvous, wrapper, dir / (name + ".out"));
+      const int status = std::system(cmd.c_str());
+      INFO(test::read_file(dir / (name + ".out")));
+      REQUIRE(WIFEXITED(status));
+      REQUIRE(WEXITSTATUS(status) == 0);
+      test::check_same_weights(dir / "one.st", run + ".st");
+      std::vector<int64_t> resumed;
+      for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
+        if (r["event"] == "resume") resumed.push_back(r["step"].get<int64_t>());
+      CHECK(resumed == scenario.resumes);
+    }
 }
 
 TEST_CASE("cluster: with --log_every 5000, SIGTERM stops 2 ranks within a step or two with a checkpoint, and the "
