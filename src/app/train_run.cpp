@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -79,6 +80,20 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
   if (t.ema()) t.ema()->swap(t.model());
 }
 
+// Whether the run folder `dir` is empty or holds a run of `job`: a restart of a job continues
+// only its own run, never one a refused first start found there.
+bool written_by(const std::string& job, const std::string& dir) {
+  const fs::path config = fs::path(dir) / "config.json";
+  std::error_code ec;
+  if (!fs::exists(config, ec)) return true;
+  try {
+    std::ifstream in(config);
+    return !job.empty() && nlohmann::json::parse(in).value("job", "") == job;
+  } catch (const std::exception&) {
+    return false;  // unreadable: the normal start says what is wrong with the folder
+  }
+}
+
 // The run after the ranks have met: where it starts, the Session, the run folder and the fit.
 // `training` turns true when the fit begins.
 int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::shared_ptr<Comm>& comm, Continued run,
@@ -118,7 +133,8 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (root) print_session(s);
   const Config& c = s.config();
   check_steps_fit(s);
-  if (!c.export_path.empty()) check_writable(c.export_path, "export file");  // now, not after the run
+  // Now, not after the run; rank 0's alone (another node may not see rank 0's disk).
+  if (root && !c.export_path.empty()) check_writable(c.export_path, "export file");
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
   if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
@@ -141,10 +157,12 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   record["world_size"] = ranks.world_size;
   record["global_batch_size"] = s.global_batch_size();
   if (!s.init_report().record.is_null()) record["init_from"] = s.init_report().record;
-  training = true;
-  if (!root) return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0
-                        ? exit_code_for_signal(stop_signal())
-                        : 0;
+  if (!ranks.job.empty()) record["job"] = ranks.job;  // what a restart of this job looks for
+  if (!root) {
+    training = true;
+    return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0 ? exit_code_for_signal(stop_signal())
+                                                                                   : 0;
+  }
   RunFolder& folder = *owned;
   folder.start(record, c.tensorboard, c.monitor_interval, s.parallel().node_gpus(s.recipe(), s.machine()));
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
@@ -219,7 +237,11 @@ int run_training(const std::vector<FlagArg>& flags) {
   Continued run{resolve_config(flags, probe), nullptr, "", "", 1, 0};
   // A job started again by its scheduler (torchrun --max_restarts, a Slurm requeue) continues
   // its run: the same command line must not refuse the folder it wrote the first time.
-  if (run.requested.resume.empty() && ranks.restart_count > 0) {
+  if (ranks.restart_count > 0 && run.requested.output_dir.empty())
+    throw usage_error(fmt::format("restart {} of this job has no --output_dir to find its run in (each start would "
+                                  "make a new runs/<time> folder)", ranks.restart_count),
+                      "give the job's command line --output_dir");
+  if (run.requested.resume.empty() && ranks.restart_count > 0 && written_by(ranks.job, run.requested.output_dir)) {
     run.requested.resume = "auto";
     if (ranks.rank == 0)
       fmt::print("restart {} of this job ({}): continuing with --resume auto\n", ranks.restart_count,
@@ -232,9 +254,13 @@ int run_training(const std::vector<FlagArg>& flags) {
     return train(flags, ranks, comm, std::move(run), run_start, training);
   } catch (const Error& e) {
     // A rank that cannot start (rank 0's folder locked by another run, a bad file on one node)
-    // tells the others, which are waiting for it at a meeting of the set-up: every rank then
-    // exits with its one line and code. Once training, the ranks agree at log steps instead.
+    // tells the others, which are waiting for it at a meeting of the set-up or in their first
+    // collective: every rank then exits with its one line and code. Once training, the ranks
+    // agree at log steps instead.
     if (comm && !training) comm->refuse(e);
+    throw;
+  } catch (const std::exception& e) {  // from LibTorch or the file system: the same, exit 1
+    if (comm && !training) comm->refuse(runtime_error(e.what()));
     throw;
   }
 }

@@ -19,6 +19,8 @@ std::string write_target(const std::string& path) {
   fs::path p = path;
   // 40: the kernel's own limit on links followed in one lookup (ELOOP past it).
   for (int i = 0; i < 40; ++i) {
+    // A link in /proc names an open file (/dev/stdout -> /proc/self/fd/1): it stops here.
+    if (p.string().rfind("/proc/", 0) == 0) return p.string();
     struct stat st;
     if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p.string();
     std::error_code ec;
@@ -26,7 +28,7 @@ std::string write_target(const std::string& path) {
     if (ec) return p.string();
     p = to.is_absolute() ? to : p.parent_path() / to;
   }
-  return p.string();
+  throw runtime_error("writing " + path + ": " + std::strerror(ELOOP));  // a loop: no file to replace
 }
 
 bool is_special_file(const std::string& path) {
@@ -35,10 +37,13 @@ bool is_special_file(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  // The path as given first: the kernel follows its links, /proc's "magic" ones too
+  // (/dev/stdout -> /proc/self/fd/1 -> "pipe:[123]", no path to follow by hand). A link through
+  // /proc names an open file: it is written through, as a device is.
   const std::string target = write_target(path_);
-  if (is_special_file(target)) {
+  if (is_special_file(path_) || target.rfind("/proc/", 0) == 0) {
     // A pipe blocks here until a reader opens it, as a shell's `>` does.
-    fd_ = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   } else {
     tmp_ = target + ".tmp";
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -38,7 +38,7 @@ class AtomicFile {
 };
 
 // Where a write to `path` lands: `path` with its symlinks followed (a dangling link gives the
-// path it points to).
+// path it points to; a link into /proc stops there). A loop of links throws.
 std::string write_target(const std::string& path);
 
 // Whether `path` (followed) exists and is not a regular file or a folder: a device, pipe or socket.

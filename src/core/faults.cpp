@@ -19,7 +19,8 @@ const Faults& faults() {
                         read("GPUTRAIN_FAULT_KILL_IN_SAVE"), read("GPUTRAIN_FAULT_NO_FLOCK"),
                         read("GPUTRAIN_FAULT_AMP_CHECK"),    read("GPUTRAIN_FAULT_OVERFLOW_STEP"),
                         read("GPUTRAIN_FAULT_NAN_RANK"),     read("GPUTRAIN_FAULT_SLOW_RANK"),
-                        read("GPUTRAIN_FAULT_SIGTERM_STEP"), read("GPUTRAIN_FAULT_KILL_STEP")};
+                        read("GPUTRAIN_FAULT_SIGTERM_STEP"), read("GPUTRAIN_FAULT_KILL_STEP"),
+                        read("GPUTRAIN_FAULT_STOP_STEP"),    read("GPUTRAIN_FAULT_STOP_RANK")};
   return f;
 }
 

@@ -19,6 +19,8 @@ struct Faults {
   int64_t slow_rank = -1;     // GPUTRAIN_FAULT_SLOW_RANK=r: rank r's --balance probe steps take twice as long
   int64_t sigterm_step = -1;  // GPUTRAIN_FAULT_SIGTERM_STEP=k: the process sends itself SIGTERM after step k
   int64_t kill_step = -1;     // GPUTRAIN_FAULT_KILL_STEP=k: the process dies by SIGKILL after step k (a lost node)
+  int64_t stop_step = -1;     // GPUTRAIN_FAULT_STOP_STEP=k: data-parallel rank STOP_RANK sends itself SIGSTOP after step k
+  int64_t stop_rank = -1;     // GPUTRAIN_FAULT_STOP_RANK=r: (a hung rank)
 };
 
 const Faults& faults();

@@ -41,6 +41,7 @@ struct Comm::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
   int groups = 0;  // backends made so far: each gets its own key prefix in the store
+  int meetings = 0;  // share() and gather() calls so far: each gets its own keys
 };
 
 namespace {
@@ -157,6 +158,9 @@ void Comm::wait_until(const std::function<bool()>& ready, const std::function<st
         throw Error(j["problems"].get<std::vector<std::string>>(), j["hint"], j["exit_code"]);
       }
       if (ready()) return;
+      if (stop_signal() != 0)  // the launcher stops the job: another rank failed
+        throw Error({fmt::format("rank {} of {} stopped while waiting at '{}'", env_.rank, env_.world_size, what)}, "",
+                    exit_code_for_signal(stop_signal()));
     } catch (const c10::Error& e) {  // the store is gone: rank 0 (or torchrun's agent) ended
       const std::string w = e.what();
       throw runtime_error(fmt::format("rank {} of {} lost the job's store at {}:{} while waiting at '{}': {}", env_.rank,
@@ -248,7 +252,9 @@ std::string Comm::share(const std::string& key, const std::string& value) {
   // Rank 0 returns only once every rank has read the value: rank 0 serves the store, and a run
   // that every rank then refuses alike (a bad flag) must not take it away from a rank still
   // reading ("connection reset" instead of the refusal).
-  const std::string k = "share/" + key;
+  // Numbered: a Comm serves several Sessions (the benchmark makes one per variant), each with
+  // the same meetings; every rank holds them in the same order.
+  const std::string k = fmt::format("share/{}/{}", impl_->meetings++, key);
   std::vector<std::string> read;
   for (int r = 1; r < env_.world_size; ++r) read.push_back(fmt::format("{}/read by {}", k, r));
   if (env_.rank == 0) {
@@ -270,7 +276,7 @@ std::string Comm::share(const std::string& key, const std::string& value) {
 }
 
 std::vector<std::string> Comm::gather(const std::string& key, const std::string& value) {
-  const std::string k = "gather/" + key + "/";
+  const std::string k = fmt::format("gather/{}/{}/", impl_->meetings++, key);
   impl_->store->set(k + std::to_string(env_.rank), bytes(value));
   if (env_.rank != 0) return {value};
   std::vector<std::string> keys;
@@ -304,6 +310,13 @@ void Comm::collective_failed(const std::string& op, const std::string& failure) 
   std::vector<int> absent;
   QuietC10d quiet;
   try {
+    // A rank that refused after the set-up's last meeting (a bad checkpoint on one node, say):
+    // its refusal is the reason, with its exit code.
+    if (impl_->store->check({"refused"})) {
+      const auto j = nlohmann::json::parse(text(impl_->store->get("refused")));
+      refused_ = true;
+      throw Error(j["problems"].get<std::vector<std::string>>(), j["hint"], j["exit_code"]);
+    }
     impl_->store->set(fmt::format("alive after a failure/{}", env_.rank), std::vector<uint8_t>{});
     const auto until = std::chrono::steady_clock::now() + millis(std::min(timeout_seconds_, 5.0));
     do {
@@ -319,13 +332,16 @@ void Comm::collective_failed(const std::string& op, const std::string& failure) 
                         "rank 0's own output says why");
   }
   if (absent.empty())
-    throw runtime_error(fmt::format("rank {} of {}: the {} of step {} failed: {}", env_.rank, env_.world_size, op, step_, first),
-                        "every rank is alive: see the other ranks' errors");
-  throw runtime_error(fmt::format("rank {} of {}: the {} of step {} failed: {} did not come within --dist_timeout {:g} s "
-                                  "(stopped, hung, or gone)",
-                                  env_.rank, env_.world_size, op, step_, name_ranks(absent), timeout_seconds_),
-                      fmt::format("see what became of {} (its node, its own output); resume with --resume auto from the "
-                                  "last checkpoint", name_ranks(absent)));
+    throw CollectiveFailed({fmt::format("rank {} of {}: the {} of step {} failed: {}", env_.rank, env_.world_size, op,
+                                        step_, first)},
+                           "every rank is alive: see the other ranks' errors", kExitRuntime);
+  throw CollectiveFailed({fmt::format("rank {} of {}: the {} of step {} failed: {} did not come within --dist_timeout "
+                                      "{:g} s (stopped, hung, or gone)",
+                                      env_.rank, env_.world_size, op, step_, name_ranks(absent), timeout_seconds_)},
+                         fmt::format("see what became of {} (its node, its own output); resume with --resume auto from "
+                                     "the last checkpoint",
+                                     name_ranks(absent)),
+                         kExitRuntime);
 }
 
 std::unique_ptr<CommWork> Comm::all_reduce_sum(at::Tensor& t) {

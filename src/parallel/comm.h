@@ -26,6 +26,12 @@ class CommWork {
   virtual void wait() = 0;
 };
 
+// A collective that failed (a rank stopped, hung or gone), with the ranks that did not come
+// named. The fit loop keeps what is whole before it ends the run.
+struct CollectiveFailed : Error {
+  using Error::Error;
+};
+
 class Comm {
  public:
   // Joins the rendezvous of `env` (its store; all ranks must), under keys of this attempt

@@ -1,6 +1,8 @@
 // Rank, world and rendezvous from torchrun's or Slurm's environment.
 #include "parallel/rank_env.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
@@ -117,6 +119,13 @@ RankEnv read_rank_env(const GetEnv& getenv) {
     e.node_rank = need_int("GROUP_RANK", e.local_world_size > 0 ? e.rank / e.local_world_size : 0);
     e.agent_store = get("TORCHELASTIC_USE_AGENT_STORE") == "True";
     e.restart_count = need_int("TORCHELASTIC_RESTART_COUNT", 0);
+    if (!get("TORCHELASTIC_RUN_ID").empty() && get("TORCHELASTIC_RUN_ID") != "none")
+      e.job = "torchrun job " + get("TORCHELASTIC_RUN_ID");
+    else if (!get("TORCHELASTIC_RUN_ID").empty()) {  // static rendezvous: the agent is this node's parent process
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      e.job = fmt::format("torchrun agent {} on {}", ::getppid(), host);
+    }
   } else if (!get("SLURM_PROCID").empty() && !get("SLURM_NTASKS").empty()) {
     e.source = "slurm";
     e.rank = need_int("SLURM_PROCID", 0);
@@ -150,6 +159,7 @@ RankEnv read_rank_env(const GetEnv& getenv) {
     if (!get("SLURM_JOB_ID").empty()) e.master_port = 15000 + need_int("SLURM_JOB_ID", 0) % 20000;
     // A requeued job (scontrol requeue, a preempted node) starts again with a count.
     e.restart_count = need_int("SLURM_RESTART_COUNT", 0);
+    if (!get("SLURM_JOB_ID").empty()) e.job = "slurm job " + get("SLURM_JOB_ID");
     // srun gives each task its step; the batch script itself has none. Started there, this one
     // process would wait the whole --dist_timeout for the other tasks.
     if (e.world_size > 1 && get("SLURM_STEP_ID").empty() && get("SLURM_STEPID").empty())

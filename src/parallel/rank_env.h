@@ -25,6 +25,11 @@ struct RankEnv {
   // first): the store's keys are scoped by it, since torchrun's static rendezvous keeps one store
   // for every attempt, and a restarted job continues its run (--resume auto).
   int restart_count = 0;
+  // Which job this process belongs to, the same in every start of it: "slurm job 123",
+  // "torchrun job <run id>", or torchrun's agent ("torchrun agent 4567 on node7") when the run
+  // id is torchrun's default "none". "" for one process started by hand. A restart continues
+  // only a run folder its own job wrote.
+  std::string job;
   // "rank 1 of 4 (local 1 of 2, node 0) from slurm, rendezvous n01:15123": where a rank thinks it is.
   std::string describe() const;
 };

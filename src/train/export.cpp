@@ -62,12 +62,12 @@ Error cannot_write(const std::string& what, const std::string& path, const std::
 }  // namespace
 
 void check_writable(const std::string& path, const std::string& what) {
-  const std::string target = write_target(path);  // a symlink's file is replaced in its own folder
-  if (std::filesystem::is_directory(target)) throw cannot_write(what, path, "it is a folder");
-  if (is_special_file(target)) {  // written straight through: a pipe's reader may come later
-    if (::access(target.c_str(), W_OK) != 0) throw cannot_write(what, path, errno_text());
+  if (std::filesystem::is_directory(path)) throw cannot_write(what, path, "it is a folder");
+  if (is_special_file(path)) {  // written straight through: a pipe's reader may come later
+    if (::access(path.c_str(), W_OK) != 0) throw cannot_write(what, path, errno_text());
     return;
   }
+  const std::string target = write_target(path);  // a symlink's file is replaced in its own folder
   const std::string tmp = target + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw cannot_write(what, path, errno_text());

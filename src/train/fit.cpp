@@ -193,6 +193,21 @@ class Fit {
     last_save_seconds_ = folder_->save_checkpoint(name, trainer_, m);
   }
 
+  // A collective failed (a rank stopped or gone): rank 0 keeps the last step every rank
+  // completed in last.pt, with its own random state alone (gathering the others' would be
+  // another collective; on resume they draw fresh streams). Best effort: the failure itself is
+  // what the run reports.
+  void keep_alone(int64_t epoch, int64_t consumed) {
+    if (!folder_) return;
+    try {
+      if (!all_finite(trainer_)) return;
+      folder_->save_checkpoint("last.pt", trainer_, meta(epoch, consumed));
+      progress_.line(fmt::format("kept step {} in {}", r_.step, folder_->checkpoint_path("last.pt")));
+    } catch (const std::exception& e) {
+      progress_.line(fmt::format("could not keep step {}: {}", r_.step, e.what()));
+    }
+  }
+
   void read_skipped() {
     if (skipped_total_.defined()) r_.skipped_steps = std::llround(skipped_total_.item<double>());
   }
@@ -271,91 +286,100 @@ class Fit {
     int64_t window_steps = 0;
     auto window_start = Clock::now();
     while (r_.step < total_steps_) {
-      const auto step_start = Clock::now();
-      micro.clear();
-      while (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) {
-        auto host = train_loader_.next();
-        if (!host) break;
-        micro.push_back(std::move(*host));
-      }
-      if (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) break;  // epoch tail
-      consumed += c_.accumulation_steps;
-      if (faults().nan_step >= 0 && r_.step >= faults().nan_step &&
-          (faults().nan_rank < 0 || faults().nan_rank == parallel_.mesh().ranks.rank))
-        micro[0].x = micro[0].x * std::nan("");
+      const int64_t done_before = r_.step;
+      try {
+        const auto step_start = Clock::now();
+        micro.clear();
+        while (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) {
+          auto host = train_loader_.next();
+          if (!host) break;
+          micro.push_back(std::move(*host));
+        }
+        if (static_cast<int64_t>(micro.size()) < c_.accumulation_steps) break;  // epoch tail
+        consumed += c_.accumulation_steps;
+        if (faults().nan_step >= 0 && r_.step >= faults().nan_step &&
+            (faults().nan_rank < 0 || faults().nan_rank == parallel_.mesh().ranks.rank))
+          micro[0].x = micro[0].x * std::nan("");
 
-      const double lr = schedule_.at(r_.step);
-      trainer_.set_lr(lr);
-      if (Comm* comm = parallel_.comm()) comm->set_step(r_.step + 1);  // named if a collective fails
-      const int64_t split_before = trainer_.split();
-      StepResult sr = trainer_.step(micro);
-      if (trainer_.split() != split_before)
-        write({{"event", "oom"},
-                       {"step", r_.step + 1},
-                       {"epoch", epoch},
-                       {"micro_batch", c_.batch_size / trainer_.split()},
-                       {"accumulation", c_.accumulation_steps * trainer_.split()},
-                       {"effective_batch", samples_per_step}});
-      if (sr.skipped.defined())  // counted on the device, read with the loss at log steps
-        skipped_total_ = skipped_total_.defined() ? skipped_total_ + sr.skipped : sr.skipped.clone();
-      bad_run_ = torch::where(torch::isfinite(sr.loss), torch::zeros_like(bad_run_), bad_run_ + 1);
-      worst_bad_run_ = torch::maximum(worst_bad_run_, bad_run_);
-      loss_sum = loss_sum.defined() ? loss_sum + sr.loss : sr.loss;
-      ++r_.step;
-      ++window_steps;
-      if (r_.step == faults().sigterm_step) std::raise(SIGTERM);  // a real signal, at a known step
-      if (r_.step == faults().kill_step) std::raise(SIGKILL);
+        const double lr = schedule_.at(r_.step);
+        trainer_.set_lr(lr);
+        if (Comm* comm = parallel_.comm()) comm->set_step(r_.step + 1);  // named if a collective fails
+        const int64_t split_before = trainer_.split();
+        StepResult sr = trainer_.step(micro);
+        if (trainer_.split() != split_before)
+          write({{"event", "oom"},
+                         {"step", r_.step + 1},
+                         {"epoch", epoch},
+                         {"micro_batch", c_.batch_size / trainer_.split()},
+                         {"accumulation", c_.accumulation_steps * trainer_.split()},
+                         {"effective_batch", samples_per_step}});
+        if (sr.skipped.defined())  // counted on the device, read with the loss at log steps
+          skipped_total_ = skipped_total_.defined() ? skipped_total_ + sr.skipped : sr.skipped.clone();
+        bad_run_ = torch::where(torch::isfinite(sr.loss), torch::zeros_like(bad_run_), bad_run_ + 1);
+        worst_bad_run_ = torch::maximum(worst_bad_run_, bad_run_);
+        loss_sum = loss_sum.defined() ? loss_sum + sr.loss : sr.loss;
+        ++r_.step;
+        ++window_steps;
+        if (r_.step == faults().sigterm_step) std::raise(SIGTERM);  // a real signal, at a known step
+        if (r_.step == faults().kill_step) std::raise(SIGKILL);
+        if (r_.step == faults().stop_step && parallel_.mesh().ranks.rank == faults().stop_rank) std::raise(SIGSTOP);
 
-      const bool log_step = r_.step % c_.log_every == 0 || r_.step == total_steps_;
-      if (log_step) {
-        // Reading the loss to print it syncs the host with the device: only at log steps.
-        // (With an unfused optimizer the fp16 grad scaler also reads its overflow flag every step.)
-        const double secs = seconds_since(window_start);
-        const double step_ms = 1000.0 * secs / static_cast<double>(window_steps);
-        nlohmann::json rec = {{"event", "step"}, {"step", r_.step}, {"epoch", epoch}};
-        std::string log_tail;
-        const double loss = parallel_.log_window(loss_sum, window_steps, c_.batch_size, step_ms, rec, log_tail);
-        const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
-        const double wait = train_loader_.take_wait_seconds();
-        r_.wait_seconds += wait;
-        progress_.update(r_.step, epoch, loss, lr, sps, step_ms, log_tail);
-        if (folder_)
-          folder_->status().update({{"step", r_.step},
-                                    {"total_steps", total_steps_},
-                                    {"epoch", epoch + 1},
-                                    {"epochs", c_.epochs},
-                                    {"loss", loss},
-                                    {"samples_per_sec", sps},
-                                    {"eta_seconds", static_cast<double>(total_steps_ - r_.step) * step_ms / 1000}});
-        rec.update({{"loss", loss}, {"lr", lr}, {"samples_per_sec", sps}, {"step_ms", step_ms},
-                    {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}});
-        if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
-        if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
-        if (s_.recipe().grad_scaler && rec["loss_scale"].get<double>() < kCollapsedScale)
-          fall_back_amp(rec["loss_scale"].get<double>(), epoch);
-        read_skipped();
-        if (r_.skipped_steps) rec["skipped_steps"] = r_.skipped_steps;
-        write(rec);
-        loss_sum = torch::Tensor();
-        window_steps = 0;
-        window_start = Clock::now();
-        check_bad_steps();
-      }
+        const bool log_step = r_.step % c_.log_every == 0 || r_.step == total_steps_;
+        if (log_step) {
+          // Reading the loss to print it syncs the host with the device: only at log steps.
+          // (With an unfused optimizer the fp16 grad scaler also reads its overflow flag every step.)
+          const double secs = seconds_since(window_start);
+          const double step_ms = 1000.0 * secs / static_cast<double>(window_steps);
+          nlohmann::json rec = {{"event", "step"}, {"step", r_.step}, {"epoch", epoch}};
+          std::string log_tail;
+          const double loss = parallel_.log_window(loss_sum, window_steps, c_.batch_size, step_ms, rec, log_tail);
+          const double sps = static_cast<double>(window_steps * samples_per_step) / secs;
+          const double wait = train_loader_.take_wait_seconds();
+          r_.wait_seconds += wait;
+          progress_.update(r_.step, epoch, loss, lr, sps, step_ms, log_tail);
+          if (folder_)
+            folder_->status().update({{"step", r_.step},
+                                      {"total_steps", total_steps_},
+                                      {"epoch", epoch + 1},
+                                      {"epochs", c_.epochs},
+                                      {"loss", loss},
+                                      {"samples_per_sec", sps},
+                                      {"eta_seconds", static_cast<double>(total_steps_ - r_.step) * step_ms / 1000}});
+          rec.update({{"loss", loss}, {"lr", lr}, {"samples_per_sec", sps}, {"step_ms", step_ms},
+                      {"data_wait_fraction", secs > 0 ? wait / secs : 0.0}});
+          if (sr.grad_norm.defined()) rec["grad_norm"] = sr.grad_norm.item<double>();
+          if (s_.recipe().grad_scaler) rec["loss_scale"] = trainer_.scaler().get_scale();
+          if (s_.recipe().grad_scaler && rec["loss_scale"].get<double>() < kCollapsedScale)
+            fall_back_amp(rec["loss_scale"].get<double>(), epoch);
+          read_skipped();
+          if (r_.skipped_steps) rec["skipped_steps"] = r_.skipped_steps;
+          write(rec);
+          loss_sum = torch::Tensor();
+          window_steps = 0;
+          window_start = Clock::now();
+          check_bad_steps();
+        }
 
-      // Stop between steps: on a signal, or when the next step, a save and an evaluation
-      // might not fit before the time limit. A step's time is a moving average of recent steps
-      // (data wait included), so neither set-up nor the first step's warm-up inflates it.
-      // The session's first step (allocations, autotuning) is replaced by the second, not averaged in.
-      const double took = seconds_since(step_start);
-      step_seconds_ = steps_timed_++ < 2 ? took : 0.7 * step_seconds_ + 0.3 * took;
-      const std::string stop = stop_now(static_cast<double>(stop_every_ + 1) * step_seconds_ + last_eval_seconds_);
-      if (log_step || r_.step % stop_every_ == 0) {
-        int64_t every = std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / std::max(step_seconds_, 1e-6)), 1,
-                                            c_.log_every);
-        r_.stop_reason = parallel_.agree_stop(stop, c_.time_limit, every);
-        stop_every_ = every;
+        // Stop between steps: on a signal, or when the next step, a save and an evaluation
+        // might not fit before the time limit. A step's time is a moving average of recent steps
+        // (data wait included), so neither set-up nor the first step's warm-up inflates it.
+        // The session's first step (allocations, autotuning) is replaced by the second, not averaged in.
+        const double took = seconds_since(step_start);
+        step_seconds_ = steps_timed_++ < 2 ? took : 0.7 * step_seconds_ + 0.3 * took;
+        const std::string stop = stop_now(static_cast<double>(stop_every_ + 1) * step_seconds_ + last_eval_seconds_);
+        if (log_step || r_.step % stop_every_ == 0) {
+          int64_t every = std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / std::max(step_seconds_, 1e-6)), 1,
+                                              c_.log_every);
+          r_.stop_reason = parallel_.agree_stop(stop, c_.time_limit, every);
+          stop_every_ = every;
+        }
+        if (!r_.stop_reason.empty()) break;
+      } catch (const CollectiveFailed&) {
+        // A rank stopped or gone: keep the last step every rank completed (this one when
+        // its update ran: the step counter moved).
+        keep_alone(epoch, r_.step > done_before ? consumed : consumed - c_.accumulation_steps);
+        throw;
       }
-      if (!r_.stop_reason.empty()) break;
     }
   }
 

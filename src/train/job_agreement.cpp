@@ -61,9 +61,10 @@ std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::s
 
 nlohmann::json job_card(const Config& resolved, int64_t train_samples, int64_t test_samples) {
   nlohmann::json all = to_json(resolved), card = nlohmann::json::object();
-  // A rank's batch is its own under --rank_batch_sizes (the list is compared) or --balance auto,
-  // and so is the number of micro-batches its pipeline cuts it into.
-  const bool own_batch = !resolved.rank_batch_sizes.empty() || resolved.balance == "auto";
+  // A rank's batch is its own under --rank_batch_sizes (the list is compared), and so is the
+  // number of micro-batches its pipeline cuts it into. (--balance auto splits the job-wide
+  // --batch_size x ranks after this meeting: that batch is compared.)
+  const bool own_batch = !resolved.rank_batch_sizes.empty();
   for (auto& [name, value] : all.items())
     if (!per_rank_fields().count(name) && !(own_batch && (name == "batch_size" || name == "micro_batches")))
       card[name] = value;

@@ -147,6 +147,7 @@ RunFolder::RunFolder(const std::string& dir) : dir_(dir) {
 
 RunFolder::~RunFolder() {
   // The run's writers close before the lock goes: the next owner must find them finished.
+  status_.reset();
   monitor_.reset();
   metrics_.reset();
   tensorboard_.reset();
