@@ -148,7 +148,7 @@ TEST_CASE("launch: the ranks' command without '--' is one line that says so", "[
   CHECK_THAT(port.err, Catch::Contains("launch over 2 nodes needs --master_port"));
 }
 
-TEST_CASE("cluster: torchrun restarts at the worst moments (before the first checkpoint; after one, then mid-save with "
+TEST_CASE("cluster: torchrun restarts at the worst moments (before the first checkpoint, after one, then mid-save with "
           "a slow rank) train the weights of an uninterrupted run, under both rendezvous backends",
           "[dist][cli]") {
   test::TempDir dir;
@@ -317,7 +317,7 @@ TEST_CASE("cluster: a Kubeflow PyTorchJob of 2 pods x 2 processes (PET_*, `gputr
   test::check_same_weights(dir / "one.st", dir / "job.st");
 }
 
-TEST_CASE("cluster: GLOO_SOCKET_IFNAME picks the interface; one that does not exist is refused naming it", "[dist][cli]") {
+TEST_CASE("cluster: GLOO_SOCKET_IFNAME picks the interface, and one that does not exist is refused naming it", "[dist][cli]") {
   test::TempDir dir;
   auto lo = test::run_gputrain("launch --nproc_per_node 2 -- " + kMlp + "--batch_size 32 --max_steps 3 --output_dir " +
                                (dir / "lo"), "GLOO_SOCKET_IFNAME=lo");
