@@ -237,7 +237,7 @@ int run_training(const std::vector<FlagArg>& flags) {
   Continued run{resolve_config(flags, probe), nullptr, "", "", 1, 0};
   // A job started again by its scheduler (torchrun --max_restarts, a Slurm requeue) continues
   // its run: the same command line must not refuse the folder it wrote the first time.
-  if (ranks.restart_count > 0 && run.requested.output_dir.empty())
+  if (ranks.restart_count > 0 && run.requested.output_dir.empty() && run.requested.resume.empty())
     throw usage_error(fmt::format("restart {} of this job has no --output_dir to find its run in (each start would "
                                   "make a new runs/<time> folder)", ranks.restart_count),
                       "give the job's command line --output_dir");
