@@ -34,17 +34,13 @@ struct Nodes {
   double seconds;
 };
 
-// Two nodes of `nproc[i]` ranks each, both on this machine, each with its own ranks' command.
-Nodes two_nodes(const test::TempDir& dir, const std::string& command0, const std::string& command1,
-                int nproc0 = 1, int nproc1 = 1) {
-  const int port = free_port();
+// Runs two shell command lines at once (two nodes, two pods), each with its output and exit
+// code, and waits for both.
+Nodes run_pair(const test::TempDir& dir, const std::string& line0, const std::string& line1) {
   std::string script;
-  const std::string commands[2] = {command0, command1};
-  const int nproc[2] = {nproc0, nproc1};
+  const std::string lines[2] = {line0, line1};
   for (int n = 0; n < 2; ++n)
-    script += fmt::format("({} launch --nnodes 2 --node_rank {} --nproc_per_node {} --master_addr 127.0.0.1 "
-                          "--master_port {} -- {} >{} 2>&1; echo $? >{}) & ",
-                          test::gputrain_exe(), n, nproc[n], port, commands[n], dir / ("node" + std::to_string(n)),
+    script += fmt::format("({} >{} 2>&1; echo $? >{}) & ", lines[n], dir / ("node" + std::to_string(n)),
                           dir / ("code" + std::to_string(n)));
   const auto t0 = std::chrono::steady_clock::now();
   std::system((script + "wait").c_str());
@@ -52,9 +48,22 @@ Nodes two_nodes(const test::TempDir& dir, const std::string& command0, const std
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int n = 0; n < 2; ++n) {
     r.out[n] = test::read_file(dir / ("node" + std::to_string(n)));
-    r.code[n] = std::stoi("0" + test::read_file(dir / ("code" + std::to_string(n))));
+    const std::string code = test::read_file(dir / ("code" + std::to_string(n)));
+    r.code[n] = code.empty() ? -1 : std::stoi(code);  // -1: the line never finished
   }
   return r;
+}
+
+// Two `gputrain launch` nodes of `nproc[i]` ranks each, both on this machine, each with its own
+// ranks' command.
+Nodes two_nodes(const test::TempDir& dir, const std::string& command0, const std::string& command1,
+                int nproc0 = 1, int nproc1 = 1) {
+  const int port = free_port();
+  auto node = [&](int n, int nproc, const std::string& command) {
+    return fmt::format("{} launch --nnodes 2 --node_rank {} --nproc_per_node {} --master_addr 127.0.0.1 --master_port {} -- {}",
+                       test::gputrain_exe(), n, nproc, port, command);
+  };
+  return run_pair(dir, node(0, nproc0, command0), node(1, nproc1, command1));
 }
 
 // `gputrain launch` of 2 ranks training a long smoke run into dir/run, output in dir/out; returns
@@ -301,18 +310,16 @@ TEST_CASE("cluster: a Kubeflow PyTorchJob of 2 pods x 2 processes (PET_*, `gputr
   REQUIRE(one.exit_code == 0);
   // What the operator sets in each pod: RANK and WORLD_SIZE count pods; PET_* are torchrun's.
   const int port = free_port();
-  std::string script;
-  for (int pod = 0; pod < 2; ++pod)
-    script += fmt::format("(MASTER_ADDR=127.0.0.1 MASTER_PORT={} WORLD_SIZE=2 RANK={} PET_NNODES=2 PET_NODE_RANK={} "
-                          "PET_NPROC_PER_NODE=2 {} launch -- {} --batch_size 16 --output_dir {} --export {} >{} 2>&1; "
-                          "echo $? >{}) & ",
-                          port, pod, pod, test::gputrain_exe(), kMlp, dir / "job", dir / "job.st",
-                          dir / ("pod" + std::to_string(pod)), dir / ("code" + std::to_string(pod)));
-  std::system((script + "wait").c_str());
-  const std::string out = test::read_file(dir / "pod0") + test::read_file(dir / "pod1");
+  auto pod = [&](int n) {
+    return fmt::format("MASTER_ADDR=127.0.0.1 MASTER_PORT={} WORLD_SIZE=2 RANK={} PET_NNODES=2 PET_NODE_RANK={} "
+                       "PET_NPROC_PER_NODE=2 {} launch -- {} --batch_size 16 --output_dir {} --export {}",
+                       port, n, n, test::gputrain_exe(), kMlp, dir / "job", dir / "job.st");
+  };
+  auto pods = run_pair(dir, pod(0), pod(1));
+  const std::string out = pods.out[0] + pods.out[1];
   INFO(out);
-  CHECK(test::read_file(dir / "code0") == "0\n");
-  CHECK(test::read_file(dir / "code1") == "0\n");
+  CHECK(pods.code[0] == 0);
+  CHECK(pods.code[1] == 0);
   CHECK_THAT(out, Catch::Contains("2 ranks on this node (4 in all), rendezvous 127.0.0.1:" + std::to_string(port)));
   test::check_same_weights(dir / "one.st", dir / "job.st");
 }
@@ -359,16 +366,12 @@ TEST_CASE("cluster: torchrun --nnodes 2 on one machine (c10d rendezvous) trains 
   auto one = test::run_gputrain(kMlp + "--batch_size 64 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
   REQUIRE(one.exit_code == 0);
   const int port = free_port();
-  std::string script;
-  for (int node = 0; node < 2; ++node)
-    script += fmt::format("({} --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:{} "
-                          "--rdzv_id two-nodes --no-python {} {} --batch_size 32 --output_dir {} --export {} >{} 2>&1; "
-                          "echo $? >{}) & ",
-                          torchrun, port, test::gputrain_exe(), kMlp, dir / "job", dir / "job.st",
-                          dir / ("node" + std::to_string(node)), dir / ("code" + std::to_string(node)));
-  std::system((script + "wait").c_str());
-  INFO(test::read_file(dir / "node0") + test::read_file(dir / "node1"));
-  CHECK(test::read_file(dir / "code0") == "0\n");
-  CHECK(test::read_file(dir / "code1") == "0\n");
+  const std::string node = fmt::format("{} --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:{} "
+                                       "--rdzv_id two-nodes --no-python {} {} --batch_size 32 --output_dir {} --export {}",
+                                       torchrun, port, test::gputrain_exe(), kMlp, dir / "job", dir / "job.st");
+  auto nodes = run_pair(dir, node, node);
+  INFO(nodes.out[0] + nodes.out[1]);
+  CHECK(nodes.code[0] == 0);
+  CHECK(nodes.code[1] == 0);
   test::check_same_weights(dir / "one.st", dir / "job.st");
 }
