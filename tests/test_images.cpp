@@ -12,44 +12,19 @@
 #include "data/image_decode.h"
 #include "data/image_folder.h"
 #include "test_errors.h"
+#include "test_images.h"
 #include "test_util.h"
 
 using namespace gputrain;
 using test::error_of;
+using test::jpeg_bytes;
+using test::noise;
+using test::png_bytes;
 namespace fs = std::filesystem;
 
 namespace {
 
 // ---- image fixtures ----
-
-std::string jpeg_bytes(const std::vector<uint8_t>& px, int w, int h, int channels, int quality = 100) {
-  tjhandle tj = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  int rc = tjCompress2(tj, px.data(), w, 0, h, channels == 3 ? TJPF_RGB : TJPF_GRAY, &out, &size,
-                       channels == 3 ? TJSAMP_444 : TJSAMP_GRAY, quality, TJFLAG_ACCURATEDCT);
-  REQUIRE(rc == 0);
-  std::string s(reinterpret_cast<char*>(out), size);
-  tjFree(out);
-  tjDestroy(tj);
-  return s;
-}
-
-// 8-bit PNG through libpng's simplified writer; format e.g. PNG_FORMAT_RGBA.
-std::string png_bytes(const std::vector<uint8_t>& px, int w, int h, uint32_t format) {
-  png_image img;
-  std::memset(&img, 0, sizeof img);
-  img.version = PNG_IMAGE_VERSION;
-  img.width = w;
-  img.height = h;
-  img.format = format;
-  png_alloc_size_t size = 0;
-  REQUIRE(png_image_write_to_memory(&img, nullptr, &size, 0, px.data(), 0, nullptr));
-  std::string s(size, '\0');
-  REQUIRE(png_image_write_to_memory(&img, s.data(), &size, 0, px.data(), 0, nullptr));
-  s.resize(size);
-  return s;
-}
 
 // Low-level writer for what the simplified one cannot make: 16-bit sRGB-less files, palettes.
 std::string png_raw(const std::vector<uint8_t>& rows, int w, int h, int bit_depth, int color_type,
@@ -85,12 +60,6 @@ std::string png_header_only(uint32_t w, uint32_t h) {
   s += std::string{0, 0, 0, 13} + chunk;
   for (int sh : {24, 16, 8, 0}) s += static_cast<char>((crc >> sh) & 0xff);
   return s;
-}
-
-std::vector<uint8_t> noise(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
-  return v;
 }
 
 // A JPEG whose headers are intact but whose compressed data is replaced by garbage.

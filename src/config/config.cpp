@@ -48,6 +48,11 @@ std::vector<double> parse_numbers(const std::string& text) {
     std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
     char* stop = nullptr;
     double x = std::strtod(item.c_str(), &stop);
+    if (!item.empty() && *stop == '/') {  // a fraction: torchvision writes the ratio range as 3/4, 4/3
+      const char* den = stop + 1;
+      x /= std::strtod(den, &stop);
+      if (stop == den) return {};
+    }
     if (item.empty() || *stop != '\0' || !std::isfinite(x)) return {};
     out.push_back(x);
     if (end == std::string::npos) break;
@@ -167,6 +172,15 @@ std::vector<std::string> config_problems(const Config& c) {
                c.max_image_pixels != defaults.max_image_pixels,
            c.dataset == "image_folder", "--image_channels, --max_image_pixels and --skip_bad_samples are",
            "for --dataset image_folder");
+  const auto scale = parse_numbers(c.rrc_scale), ratio = parse_numbers(c.rrc_ratio);
+  if (scale.size() != 2 || !(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1))
+    problems.push_back("rrc_scale '" + c.rrc_scale + "' (expected MIN,MAX with 0 < MIN <= MAX <= 1, e.g. 0.08,1)");
+  if (ratio.size() != 2 || !(ratio[0] > 0 && ratio[0] <= ratio[1]))
+    problems.push_back("rrc_ratio '" + c.rrc_ratio + "' (expected MIN,MAX with 0 < MIN <= MAX, e.g. 3/4,4/3)");
+  if ((c.rrc_scale != defaults.rrc_scale || c.rrc_ratio != defaults.rrc_ratio) && !c.random_resized_crop)
+    problems.push_back("--rrc_scale and --rrc_ratio are for --random_resized_crop (it is off)");
+  if (!c.reduced_decode && !(c.random_resized_crop && c.dataset == "image_folder"))
+    problems.push_back("--no-reduced_decode is for --random_resized_crop on --dataset image_folder");
   if (c.crop_pct > 0 && c.crop_pct < 0.05)
     problems.push_back(fmt::format("crop_pct '{:g}' (expected 0 for off, or 0.05 to 1)", c.crop_pct));
   only_for(c.crop_pct > 0, c.dataset == "image_folder", "--crop_pct is", "for --dataset image_folder (its val/ or test/ folder)");

@@ -46,6 +46,10 @@ struct Config {
   std::string normalize_mean;  // per-channel means, comma-separated; empty = computed from the data
   std::string normalize_std;   // per-channel stds; empty = computed from the data
   int64_t random_crop = 0;     // padding in pixels for a random crop; 0 = off
+  bool random_resized_crop = false;  // train images: torchvision's RandomResizedCrop to the sample size
+  std::string rrc_scale = "0.08,1";  // its range of the box's share of the image's area
+  std::string rrc_ratio = "3/4,4/3";  // its range of the box's width / height
+  bool reduced_decode = true;  // image_folder crops: JPEGs decoded at a reduced DCT scale, only the crop
   bool hflip = false;
   std::string color_jitter;  // brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1
   bool log1p = false;        // sign(x) * log(1 + |x|) on inputs (count data)
@@ -157,7 +161,7 @@ namespace gputrain {
 // Parses "3x32x32" (or "3,32,32"); returns an empty vector when malformed.
 std::vector<int64_t> parse_shape(const std::string& text);
 // Parses "0.5,0.25" into numbers; returns an empty vector when malformed or empty.
-std::vector<double> parse_numbers(const std::string& text);
+std::vector<double> parse_numbers(const std::string& text);  // "0.4,0.2", "3/4,4/3"
 // --normalize_mean / --normalize_std: numbers, or "imagenet" for the statistics every
 // ImageNet-pretrained torchvision and timm model was trained with.
 std::vector<double> normalize_numbers(const std::string& text, bool mean);

@@ -69,6 +69,14 @@ std::vector<Field> make_fields() {
       {"normalize_mean", &C::normalize_mean, "data", "per-channel means (default: computed from the training data)"},
       {"normalize_std", &C::normalize_std, "data", "per-channel stds (default: computed from the training data)"},
       {"random_crop", &C::random_crop, "data", "random crop padding in pixels (0 = off)", {}, 0, 64},
+      {"random_resized_crop", &C::random_resized_crop, "data",
+       "train images: a random box (--rrc_scale of the area, --rrc_ratio width/height) resized to the image size, "
+       "as torchvision's RandomResizedCrop"},
+      {"rrc_scale", &C::rrc_scale, "data", "--random_resized_crop: the box's share of the image's area, MIN,MAX"},
+      {"rrc_ratio", &C::rrc_ratio, "data", "--random_resized_crop: the box's width / height, MIN,MAX"},
+      {"reduced_decode", &C::reduced_decode, "data",
+       "image_folder crops: decode JPEGs at the smallest DCT scale that covers the output, only the crop's rows "
+       "and columns (off: whole, torchvision's pixels)"},
       {"hflip", &C::hflip, "data", "random horizontal flip"},
       {"color_jitter", &C::color_jitter, "data", "brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1"},
       {"log1p", &C::log1p, "data", "sign(x)*log(1+|x|) on inputs (count data)"},

@@ -103,21 +103,6 @@ tjhandle thread_decompressor() {
   return t.h;
 }
 
-// libjpeg reports damaged entropy data and truncation only as warnings, then fills the rest
-// with grey; training on that silently is worse than an error, so those warnings fail. A few
-// stray bytes before a marker are common in real photos and harmless (PIL ignores them), but
-// many mean the data ran out of step with the image: garbage decoded as codes.
-bool damaging_warning(const std::string& msg, size_t file_size) {
-  const char* extra = "Corrupt JPEG data: ";
-  if (msg.find("extraneous bytes") != std::string::npos && msg.rfind(extra, 0) == 0) {
-    const unsigned long n = std::strtoul(msg.c_str() + std::strlen(extra), nullptr, 10);
-    return n * 100 >= file_size;  // 1% of the file or more
-  }
-  for (const char* bad : {"Corrupt JPEG data", "Premature end", "Inconsistent progression", "instead of RST"})
-    if (msg.find(bad) != std::string::npos) return true;
-  return false;
-}
-
 Image decode_jpeg(const uint8_t* data, size_t size, int channels, const std::string& path, int64_t max_pixels) {
   tjhandle tj = thread_decompressor();
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
@@ -131,7 +116,7 @@ Image decode_jpeg(const uint8_t* data, size_t size, int channels, const std::str
   Image img{h, w, pf_channels, std::vector<uint8_t>(static_cast<size_t>(h) * w * pf_channels)};
   if (tjDecompress2(tj, data, static_cast<unsigned long>(size), img.pixels.data(), w, 0, h, pf, 0) != 0) {
     const std::string msg = tjGetErrorStr2(tj);
-    if (tjGetErrorCode(tj) == TJERR_FATAL || damaging_warning(msg, size))
+    if (tjGetErrorCode(tj) == TJERR_FATAL || damaging_jpeg_warning(msg, size))
       throw usage_error(path + ": corrupt JPEG data (" + msg + ")");
   }
   if (cmyk) {
@@ -207,6 +192,21 @@ Image decode_png(const uint8_t* data, size_t size, int channels, const std::stri
 }
 
 }  // namespace
+
+// libjpeg reports damaged entropy data and truncation only as warnings, then fills the rest
+// with grey; training on that silently is worse than an error, so those warnings fail. A few
+// stray bytes before a marker are common in real photos and harmless (PIL ignores them), but
+// many mean the data ran out of step with the image: garbage decoded as codes.
+bool damaging_jpeg_warning(const std::string& msg, size_t file_size) {
+  const char* extra = "Corrupt JPEG data: ";
+  if (msg.find("extraneous bytes") != std::string::npos && msg.rfind(extra, 0) == 0) {
+    const unsigned long n = std::strtoul(msg.c_str() + std::strlen(extra), nullptr, 10);
+    return n * 100 >= file_size;  // 1% of the file or more
+  }
+  for (const char* bad : {"Corrupt JPEG data", "Premature end", "Inconsistent progression", "instead of RST"})
+    if (msg.find(bad) != std::string::npos) return true;
+  return false;
+}
 
 bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w, std::string* why,
                        int64_t max_pixels, uint64_t file_size) {

@@ -34,6 +34,10 @@ Image decode_image(const uint8_t* data, size_t size, int channels, const std::st
 bool read_image_header(const uint8_t* data, size_t size, int64_t* h, int64_t* w, std::string* why = nullptr,
                        int64_t max_pixels = kDefaultMaxImagePixels, uint64_t file_size = 0);
 
+// Whether a libjpeg warning means the pixels are damaged (entropy data, truncation), which must
+// fail rather than train on grey; a few stray bytes in a large file do not.
+bool damaging_jpeg_warning(const std::string& msg, size_t file_size);
+
 // Bilinear resize (align_corners=false, no antialias: torch's interpolate defaults) of `img`
 // to out_h x out_w, written as CHW floats in [0, 1] into `out` (channels * out_h * out_w).
 // When the size already matches it only converts.

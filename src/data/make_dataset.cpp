@@ -39,7 +39,13 @@ std::vector<float> to_floats(const std::vector<double>& v) { return {v.begin(), 
 struct Raw {
   DatasetPtr train, test;  // test may be null: then a part of train is held out
   std::string what;
+  DatasetPtr train_eval;  // set when train's samples are augmented at decode: the view a held-out part uses
 };
+
+RrcRange rrc_range(const Config& c) {
+  const auto scale = parse_numbers(c.rrc_scale), ratio = parse_numbers(c.rrc_ratio);
+  return {scale.at(0), scale.at(1), ratio.at(0), ratio.at(1)};
+}
 
 Raw load_image_folders(const Config& c) {
   const std::string dir = dataset_dir(c);
@@ -52,21 +58,28 @@ Raw load_image_folders(const Config& c) {
   o.num_classes = c.num_classes;
   o.max_pixels = c.max_image_pixels;
   // DIR/train + DIR/val (or DIR/test), as ImageNet-style folders are laid out; else DIR alone.
+  // The training view: RandomResizedCrop inside the decode, so that only the box is decoded.
+  if (c.random_resized_crop) o.random_resized_crop = rrc_range(c);
+  o.reduced_decode = c.reduced_decode;
+  ImageFolderOptions eval = o;  // the evaluation view: no crop, or the center crop of --crop_pct
+  eval.random_resized_crop.reset();
+  eval.crop_pct = c.crop_pct;
   Raw r;
+  std::shared_ptr<ImageFolderDataset> train;
   if (fs::is_directory(fs::path(dir) / "train")) {
-    auto train = load_image_folder((fs::path(dir) / "train").string(), o);
-    r.train = train;
+    train = load_image_folder((fs::path(dir) / "train").string(), o);
     for (const char* name : {"val", "test"})
       if (fs::is_directory(fs::path(dir) / name)) {
-        o.classes = train->class_names();
-        o.num_classes = train->num_classes();
-        o.crop_pct = c.crop_pct;  // the evaluation view
-        r.test = load_image_folder((fs::path(dir) / name).string(), o);
+        eval.classes = train->class_names();
+        eval.num_classes = train->num_classes();
+        r.test = load_image_folder((fs::path(dir) / name).string(), eval);
         break;
       }
   } else {
-    r.train = load_image_folder(dir, o);
+    train = load_image_folder(dir, o);
   }
+  r.train = train;
+  if (c.random_resized_crop) r.train_eval = train->view(eval);
   if (c.crop_pct > 0 && !r.test)
     throw usage_error(fmt::format("--crop_pct is for the val/ or test/ folder, and '{}' has none", dir),
                       "lay the data out as DIR/train and DIR/val, or drop --crop_pct");
@@ -140,6 +153,7 @@ Raw load_raw(const Config& c) {
 void require_images(const Config& c, const std::vector<int64_t>& shape) {
   std::vector<std::string> asked;
   if (c.random_crop > 0) asked.push_back("--random_crop");
+  if (c.random_resized_crop) asked.push_back("--random_resized_crop");
   if (c.hflip) asked.push_back("--hflip");
   if (!c.color_jitter.empty()) asked.push_back("--color_jitter");
   if (!c.image_size.empty() && c.dataset != "image_folder") asked.push_back("--image_size");
@@ -164,13 +178,16 @@ DataSplits make_datasets(const Config& c) {
   require_images(c, raw.train->sample_shape());
   DataSplits s;
   DatasetPtr train = raw.train, test = raw.test;
+  if (c.cache && raw.train_eval)
+    throw usage_error("--cache with --random_resized_crop on an image folder would keep each image's first crop",
+                      "drop --cache: the crop is drawn anew every epoch, and only its region is decoded");
   if (c.cache) train = std::make_shared<CachedDataset>(train);  // below the split: both halves share it
   if (c.cache && test) test = std::make_shared<CachedDataset>(test);
 
   std::string eval_name = "test";
   if (c.val_split > 0 || !test) {
     const double fraction = c.val_split > 0 ? c.val_split : 0.1;
-    std::tie(train, test) = split_validation(train, fraction, static_cast<uint64_t>(c.seed));
+    std::tie(train, test) = split_validation(train, fraction, static_cast<uint64_t>(c.seed), raw.train_eval);
     eval_name = fmt::format("validation ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
                             c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default");
   }
@@ -201,6 +218,8 @@ DataSplits make_datasets(const Config& c) {
 
   // Random augmentation (training only), then normalization by statistics of the training data.
   if (c.random_crop > 0) train_t.push_back(std::make_shared<RandomCrop>(c.random_crop));
+  if (c.random_resized_crop && c.dataset != "image_folder")  // an image folder crops while decoding
+    train_t.push_back(std::make_shared<RandomResizedCrop>(rrc_range(c)));
   if (c.hflip) train_t.push_back(std::make_shared<HorizontalFlip>());
   if (!c.color_jitter.empty()) {
     auto j = parse_numbers(c.color_jitter);

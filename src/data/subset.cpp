@@ -9,7 +9,8 @@
 
 namespace gputrain {
 
-std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fraction, uint64_t seed) {
+std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fraction, uint64_t seed,
+                                                   DatasetPtr eval_view) {
   const int64_t n = data->size();
   const int64_t val = static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)));
   if (val < 1 || val >= n)
@@ -21,7 +22,7 @@ std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fract
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
   std::vector<int64_t> train(order.begin() + val, order.end()), held(order.begin(), order.begin() + val);
   return {std::make_shared<SubsetDataset>(data, std::move(train)),
-          std::make_shared<SubsetDataset>(data, std::move(held))};
+          std::make_shared<SubsetDataset>(eval_view ? eval_view : data, std::move(held))};
 }
 
 }  // namespace gputrain

@@ -21,7 +21,9 @@ class SubsetDataset : public DatasetWrapper {
 };
 
 // Holds out round(fraction * size) samples, chosen by a seeded shuffle, as the validation split.
-// Returns {train, validation}; both are empty-free (at least one sample each) or it throws.
-std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fraction, uint64_t seed);
+// Returns {train, validation}; both are empty-free (at least one sample each) or it throws. The
+// validation part reads `eval_view` when given: the same samples without training augmentation.
+std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fraction, uint64_t seed,
+                                                   DatasetPtr eval_view = nullptr);
 
 }  // namespace gputrain

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "data/resample.h"
+
 namespace gputrain {
 
 ChannelLayout::ChannelLayout(const std::vector<int64_t>& shape) {
@@ -65,6 +67,17 @@ ChannelStats compute_channel_stats(const Dataset& data, int64_t max_samples) {
     st.std.push_back(var > 1e-12 ? static_cast<float>(std::sqrt(var)) : 1.0f);
   }
   return st;
+}
+
+void RandomResizedCrop::apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const {
+  const int64_t C = shape[0], H = shape[1], W = shape[2];
+  const CropBox b = random_resized_crop_box(H, W, range_, rng);
+  thread_local std::vector<float> tmp;
+  tmp.assign(x, x + C * H * W);
+  resample(tmp.data(), C, H, W,
+           {static_cast<double>(b.top), static_cast<double>(b.left), static_cast<double>(b.height),
+            static_cast<double>(b.width)},
+           H, W, x);
 }
 
 void RandomCrop::apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const {

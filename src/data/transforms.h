@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "data/crop_box.h"
 #include "data/dataset.h"
 
 namespace gputrain {
@@ -46,6 +47,17 @@ class RandomCrop : public Transform {
 
  private:
   int64_t padding_;
+};
+
+// torchvision's RandomResizedCrop on a float image: a random box (crop_box.h) resized back to
+// the image's size, antialiased. An image folder does this while decoding instead.
+class RandomResizedCrop : public Transform {
+ public:
+  explicit RandomResizedCrop(RrcRange range) : range_(range) {}
+  void apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const override;
+
+ private:
+  RrcRange range_;
 };
 
 // Mirrors the image left-right with probability 1/2.
