@@ -1,5 +1,4 @@
-// Separable antialiased bilinear resampling: horizontal pass over the rows the vertical taps
-// need, then the vertical pass, with weights computed once per output row and column.
+// Separable antialiased bilinear resampling, with weights computed once per output row and column.
 #include "data/resample.h"
 
 #include <algorithm>
@@ -57,54 +56,62 @@ class AxisTaps {
   std::vector<float> weights_;
 };
 
-// Reads pixel (y, x, c) of either layout as a float.
-struct HwcBytes {
-  const uint8_t* p;
-  int64_t w, c;
-  float at(int64_t y, int64_t x, int64_t ch) const { return p[(y * w + x) * c + ch]; }
-};
-struct ChwFloats {
-  const float* p;
-  int64_t h, w;
-  float at(int64_t y, int64_t x, int64_t ch) const { return p[(ch * h + y) * w + x]; }
-};
-
-template <typename Src>
-void resample_impl(const Src& src, int64_t channels, int64_t h, int64_t w, const Window& win, int64_t out_h,
-                   int64_t out_w, float k, float* out) {
-  const AxisTaps tx(win.left, win.width, w, out_w), ty(win.top, win.height, h, out_h);
-  const int64_t y0 = ty.lowest(), rows = ty.highest() - y0;
-  // Horizontal pass into rows x out_w x C (per loader thread: no allocation once warm).
-  thread_local std::vector<float> mid;
-  mid.assign(static_cast<size_t>(rows * out_w * channels), 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
+// One image of `channels` interleaved channels (rows `row_stride` elements apart) resampled into
+// `channels` CHW planes of out_h x out_w. Vertical pass first, over each output row's whole span
+// of source columns (contiguous, so it vectorizes), then the horizontal pass on that one row:
+// the costly per-tap work runs on out_h rows instead of every source row.
+template <typename T>
+void resample_planes(const T* src, int64_t row_stride, int64_t channels, const AxisTaps& tx, const AxisTaps& ty,
+                     int64_t out_h, int64_t out_w, float k, float* out) {
+  const int64_t x_lo = tx.lowest(), span = (tx.highest() - x_lo) * channels, plane = out_h * out_w;
+  thread_local std::vector<float> acc;  // per loader thread: no allocation once warm
+  acc.resize(static_cast<size_t>(span));
+  float* a = acc.data();
+  for (int64_t y = 0; y < out_h; ++y) {
+    const Taps& ty_ = ty[y];
+    std::fill(a, a + span, 0.0f);
+    for (int64_t j = 0; j < ty_.count; ++j) {
+      const float w = ty_.w[j];
+      const T* row = src + (ty_.first + j) * row_stride + x_lo * channels;
+      for (int64_t i = 0; i < span; ++i) a[i] += w * static_cast<float>(row[i]);
+    }
+    float* o = out + y * out_w;
     for (int64_t x = 0; x < out_w; ++x) {
       const Taps& t = tx[x];
-      float* m = &mid[static_cast<size_t>((r * out_w + x) * channels)];
-      for (int64_t j = 0; j < t.count; ++j)
-        for (int64_t ch = 0; ch < channels; ++ch) m[ch] += t.w[j] * src.at(y0 + r, t.first + j, ch);
-    }
-  for (int64_t y = 0; y < out_h; ++y) {
-    const Taps& t = ty[y];
-    for (int64_t x = 0; x < out_w; ++x)
-      for (int64_t ch = 0; ch < channels; ++ch) {
-        float v = 0;
-        for (int64_t j = 0; j < t.count; ++j) v += t.w[j] * mid[static_cast<size_t>(((t.first - y0 + j) * out_w + x) * channels + ch)];
-        out[(ch * out_h + y) * out_w + x] = v * k;
+      const float* p = a + (t.first - x_lo) * channels;
+      if (channels == 3) {
+        float v0 = 0, v1 = 0, v2 = 0;
+        for (int64_t j = 0; j < t.count; ++j) {
+          v0 += t.w[j] * p[j * 3];
+          v1 += t.w[j] * p[j * 3 + 1];
+          v2 += t.w[j] * p[j * 3 + 2];
+        }
+        o[x] = v0 * k;
+        o[plane + x] = v1 * k;
+        o[2 * plane + x] = v2 * k;
+      } else {
+        for (int64_t c = 0; c < channels; ++c) {
+          float v = 0;
+          for (int64_t j = 0; j < t.count; ++j) v += t.w[j] * p[j * channels + c];
+          o[c * plane + x] = v * k;
+        }
       }
+    }
   }
 }
 
 }  // namespace
 
 void resample(const Image& img, const Window& win, int64_t out_h, int64_t out_w, float* out) {
-  resample_impl(HwcBytes{img.pixels.data(), img.width, img.channels}, img.channels, img.height, img.width, win, out_h,
-                out_w, 1.0f / 255.0f, out);
+  const AxisTaps tx(win.left, win.width, img.width, out_w), ty(win.top, win.height, img.height, out_h);
+  resample_planes(img.pixels.data(), img.width * img.channels, img.channels, tx, ty, out_h, out_w, 1.0f / 255.0f, out);
 }
 
 void resample(const float* chw, int64_t channels, int64_t h, int64_t w, const Window& win, int64_t out_h,
               int64_t out_w, float* out) {
-  resample_impl(ChwFloats{chw, h, w}, channels, h, w, win, out_h, out_w, 1.0f, out);
+  const AxisTaps tx(win.left, win.width, w, out_w), ty(win.top, win.height, h, out_h);
+  for (int64_t c = 0; c < channels; ++c)
+    resample_planes(chw + c * h * w, w, int64_t{1}, tx, ty, out_h, out_w, 1.0f, out + c * out_h * out_w);
 }
 
 }  // namespace gputrain
