@@ -104,6 +104,8 @@ bool file_based_task(const std::string& dataset) { return dataset == "csv" || da
 
 }  // namespace
 
+bool encoded_images(const std::string& dataset) { return dataset == "image_folder" || dataset == "webdataset"; }
+
 std::vector<std::string> config_problems(const Config& c) {
   std::vector<std::string> problems;
   for (const auto& f : config_fields()) {
@@ -164,14 +166,19 @@ std::vector<std::string> config_problems(const Config& c) {
            "--target, --features and --window are", "for --dataset csv");
   only_for(c.stride != defaults.stride || c.horizon != defaults.horizon, c.dataset == "csv" && c.window > 0,
            "--stride and --horizon are", "for --dataset csv with --window");
-  only_for(!c.train_file.empty() || !c.test_file.empty(), file_based, "--train_file and --test_file are",
-           "for --dataset csv or npy");
+  only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv or npy");
+  only_for(!c.test_file.empty(), file_based || c.dataset == "webdataset", "--test_file is",
+           "for --dataset csv, npy or webdataset (its evaluation shards)");
+  if (c.dataset == "webdataset" && c.data_dir.empty())
+    problems.push_back("dataset 'webdataset' needs --data_dir: its training shards, e.g. 'shards/train-{000000..000127}.tar'");
+  only_for(c.shuffle_buffer != defaults.shuffle_buffer, c.dataset == "webdataset", "--shuffle_buffer is",
+           "for --dataset webdataset");
   only_for(!c.train_targets.empty() || !c.test_targets.empty(), c.dataset == "npy",
            "--train_targets and --test_targets are", "for --dataset npy");
   only_for(c.image_channels != defaults.image_channels || c.skip_bad_samples ||
                c.max_image_pixels != defaults.max_image_pixels,
-           c.dataset == "image_folder", "--image_channels, --max_image_pixels and --skip_bad_samples are",
-           "for --dataset image_folder");
+           encoded_images(c.dataset), "--image_channels, --max_image_pixels and --skip_bad_samples are",
+           "for --dataset image_folder or webdataset");
   const auto scale = parse_numbers(c.rrc_scale), ratio = parse_numbers(c.rrc_ratio);
   if (scale.size() != 2 || !(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1))
     problems.push_back("rrc_scale '" + c.rrc_scale + "' (expected MIN,MAX with 0 < MIN <= MAX <= 1, e.g. 0.08,1)");
@@ -179,11 +186,12 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("rrc_ratio '" + c.rrc_ratio + "' (expected MIN,MAX with 0 < MIN <= MAX, e.g. 3/4,4/3)");
   if ((c.rrc_scale != defaults.rrc_scale || c.rrc_ratio != defaults.rrc_ratio) && !c.random_resized_crop)
     problems.push_back("--rrc_scale and --rrc_ratio are for --random_resized_crop (it is off)");
-  if (!c.reduced_decode && !(c.random_resized_crop && c.dataset == "image_folder"))
-    problems.push_back("--no-reduced_decode is for --random_resized_crop on --dataset image_folder");
+  if (!c.reduced_decode && !(c.random_resized_crop && encoded_images(c.dataset)))
+    problems.push_back("--no-reduced_decode is for --random_resized_crop on --dataset image_folder or webdataset");
   if (c.crop_pct > 0 && c.crop_pct < 0.05)
     problems.push_back(fmt::format("crop_pct '{:g}' (expected 0 for off, or 0.05 to 1)", c.crop_pct));
-  only_for(c.crop_pct > 0, c.dataset == "image_folder", "--crop_pct is", "for --dataset image_folder (its val/ or test/ folder)");
+  only_for(c.crop_pct > 0, encoded_images(c.dataset), "--crop_pct is",
+           "for --dataset image_folder or webdataset (their evaluation images)");
   only_for(c.input_shape != defaults.input_shape, c.dataset == "synthetic", "--input_shape is",
            "for --dataset synthetic (other data brings its own)");
   if (c.num_classes == 1) problems.push_back("num_classes '1' (classification needs 2 classes or more)");

@@ -50,6 +50,7 @@ struct Config {
   std::string rrc_scale = "0.08,1";  // its range of the box's share of the image's area
   std::string rrc_ratio = "3/4,4/3";  // its range of the box's width / height
   bool reduced_decode = true;  // image_folder crops: JPEGs decoded at a reduced DCT scale, only the crop
+  int64_t shuffle_buffer = 1000;  // webdataset: samples the shuffled stream draws from
   bool hflip = false;
   std::string color_jitter;  // brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1
   bool log1p = false;        // sign(x) * log(1 + |x|) on inputs (count data)
@@ -162,6 +163,8 @@ namespace gputrain {
 std::vector<int64_t> parse_shape(const std::string& text);
 // Parses "0.5,0.25" into numbers; returns an empty vector when malformed or empty.
 std::vector<double> parse_numbers(const std::string& text);  // "0.4,0.2", "3/4,4/3"
+// Image files decoded while loading (image_folder, webdataset): --image_size is their decode size.
+bool encoded_images(const std::string& dataset);
 // --normalize_mean / --normalize_std: numbers, or "imagenet" for the statistics every
 // ImageNet-pretrained torchvision and timm model was trained with.
 std::vector<double> normalize_numbers(const std::string& text, bool mean);

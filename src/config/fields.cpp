@@ -15,8 +15,8 @@ using C = Config;
 
 // Choices shared with other modules (the dataset factory tests that they agree with this list).
 // The models are the families' own (models/family.h): checked where a model is built.
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "cifar100",
-                                            "image_folder",  "csv",   "npy",     "synthetic"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10",    "cifar100",  "image_folder",
+                                            "webdataset",    "csv",   "npy",        "synthetic"};
 
 std::vector<Field> make_fields() {
   // Hyperparameters meet float32 weights in the update: a larger value cannot be converted
@@ -29,9 +29,12 @@ std::vector<Field> make_fields() {
        "device recipe under the preset: auto (from the GPU found), none, or a device preset (t4, a100, ...)"},
 
       {"dataset", &C::dataset, "data", "dataset format", kDatasets},
-      {"data_dir", &C::data_dir, "data", "dataset folder (default /usr/share/datasets/<dataset>)"},
+      {"data_dir", &C::data_dir, "data",
+       "dataset folder (default /usr/share/datasets/<dataset>); webdataset: the training shards, e.g. "
+       "'shards/train-{000000..000127}.tar' or 'shards/train-*.tar'"},
       {"train_file", &C::train_file, "data", "csv/npy: training file (.csv, .npy or .npz)"},
-      {"test_file", &C::test_file, "data", "csv/npy: test file (default: hold out --val_split)"},
+      {"test_file", &C::test_file, "data",
+       "csv/npy: test file; webdataset: the evaluation shards, as --data_dir (default: hold out --val_split)"},
       {"train_targets", &C::train_targets, "data", "npy: .npy of training targets (when train_file is .npy)"},
       {"test_targets", &C::test_targets, "data", "npy: .npy of test targets"},
       {"target", &C::target, "data", "csv: target column(s), comma-separated"},
@@ -44,12 +47,12 @@ std::vector<Field> make_fields() {
       {"window", &C::window, "data", "csv: rows per sliding window over a time series (0 = tabular rows)", {}, 0, 1e6},
       {"stride", &C::stride, "data", "csv: rows between window starts", {}, 1, 1e9},
       {"horizon", &C::horizon, "data", "csv: predict the target this many rows after a window", {}, 0, 1e9},
-      {"image_size", &C::image_size, "data", "image size HxW or N (image_folder decode size; resizes others)"},
+      {"image_size", &C::image_size, "data", "image size HxW or N (image_folder/webdataset decode size; resizes others)"},
       {"crop_pct", &C::crop_pct, "data",
-       "image_folder val/ or test/ folder: resize the short side to image_size / crop_pct, then center-crop "
+       "image_folder val/ or test/ folder, webdataset --test_file: resize the short side to image_size / crop_pct, then center-crop "
        "image_size, as timm's --crop-pct (0.875 is the ImageNet recipe's; 0 = resize the whole image)",
        {}, 0, 1},
-      {"image_channels", &C::image_channels, "data", "image_folder: 3 (RGB) or 1 (grayscale)", {}, 1, 3},
+      {"image_channels", &C::image_channels, "data", "image_folder/webdataset: 3 (RGB) or 1 (grayscale)", {}, 1, 3},
       {"val_split",
        &C::val_split,
        "data",
@@ -58,7 +61,7 @@ std::vector<Field> make_fields() {
        0,
        0.9},
       {"max_image_pixels", &C::max_image_pixels, "data",
-       "image_folder: refuse images with more pixels than this (a corrupt or hostile header)", {}, 1, 1e12},
+       "image_folder/webdataset: refuse images with more pixels than this (a corrupt or hostile header)", {}, 1, 1e12},
       {"skip_bad_samples", &C::skip_bad_samples, "data", "skip and count unreadable images instead of stopping"},
       {"cache", &C::cache, "data", "keep decoded samples in memory after their first read"},
       {"input_shape", &C::input_shape, "data", "synthetic sample shape, e.g. 3x32x32, 64x8 (sequence), 20 (table)"},
@@ -75,8 +78,10 @@ std::vector<Field> make_fields() {
       {"rrc_scale", &C::rrc_scale, "data", "--random_resized_crop: the box's share of the image's area, MIN,MAX"},
       {"rrc_ratio", &C::rrc_ratio, "data", "--random_resized_crop: the box's width / height, MIN,MAX"},
       {"reduced_decode", &C::reduced_decode, "data",
-       "image_folder crops: decode JPEGs at the smallest DCT scale that covers the output, only the crop's rows "
+       "image_folder/webdataset crops: decode JPEGs at the smallest DCT scale that covers the output, only the crop's rows "
        "and columns (off: whole, torchvision's pixels)"},
+      {"shuffle_buffer", &C::shuffle_buffer, "data",
+       "webdataset: samples the shuffled stream draws from (reads stay this close to the stream)", {}, 1, 1 << 24},
       {"hflip", &C::hflip, "data", "random horizontal flip"},
       {"color_jitter", &C::color_jitter, "data", "brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1"},
       {"log1p", &C::log1p, "data", "sign(x)*log(1+|x|) on inputs (count data)"},

@@ -26,6 +26,12 @@ class Dataset {
   // Unreadable samples skipped so far (--skip_bad_samples), for the run summary.
   virtual int64_t bad_samples() const { return 0; }
 
+  // A dataset stored as a stream (tar shards) gives an epoch's order of all its samples itself,
+  // a pure function of its arguments (webdataset.h); empty = the loader's uniform shuffle.
+  virtual std::vector<int64_t> stream_order(uint64_t /*seed*/, int64_t /*epoch*/, bool /*shuffle*/) const {
+    return {};
+  }
+
   bool is_regression() const { return num_classes() == 0; }
   int64_t sample_numel() const { return numel(sample_shape()); }
   int64_t target_numel() const { return is_regression() ? numel(target_shape()) : 0; }
@@ -51,6 +57,9 @@ class DatasetWrapper : public Dataset {
     return base_->get(index, x, target, seed);
   }
   int64_t bad_samples() const override { return base_->bad_samples(); }
+  std::vector<int64_t> stream_order(uint64_t seed, int64_t epoch, bool shuffle) const override {
+    return base_->stream_order(seed, epoch, shuffle);
+  }
 
  protected:
   DatasetPtr base_;

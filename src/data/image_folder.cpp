@@ -12,10 +12,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "data/decode_box.h"
 #include "data/image_decode.h"
 #include "data/labels.h"
-#include "data/resample.h"
 
 namespace gputrain {
 namespace {
@@ -178,30 +176,13 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
                         "were skipped as bad)");
 }
 
-std::string ImageFolderDataset::try_load(int64_t index, float* out, uint64_t seed, const ImageFolderOptions& v) const {
+std::string ImageFolderDataset::try_load(int64_t index, float* out, uint64_t seed, const ImageSampleOptions& v) const {
   // Each loader thread keeps its read buffer, so steady-state loading does not allocate it.
   thread_local std::vector<uint8_t> buf;
   const std::string& p = files_[index];
   if (!read_bytes(p, buf)) return p + ": cannot read the file";
   try {
-    if (v.random_resized_crop) {
-      // The box comes from the header alone, so the decoder can skip what lies outside it.
-      int64_t h = 0, w = 0;
-      std::string why;
-      if (!read_image_header(buf.data(), buf.size(), &h, &w, &why, opt_.max_pixels)) return p + ": " + why;
-      Rng rng(mix_seed(seed, 0x52c));
-      const CropBox box = random_resized_crop_box(h, w, *v.random_resized_crop, rng);
-      Window win;
-      const Image img = decode_image_box(buf.data(), buf.size(), opt_.channels, p, opt_.max_pixels, box, opt_.height,
-                                         opt_.width, v.reduced_decode, &win);
-      resample(img, win, opt_.height, opt_.width, out);
-      return "";
-    }
-    Image img = decode_image(buf.data(), buf.size(), opt_.channels, p, opt_.max_pixels);
-    if (v.crop_pct > 0)
-      resize_center_crop(img, opt_.height, opt_.width, v.crop_pct, out);
-    else
-      resize_to_chw_float(img, opt_.height, opt_.width, out);
+    decode_sample(buf.data(), buf.size(), p, v, seed, out);
   } catch (const Error& e) {
     return e.problems.empty() ? p + ": cannot decode" : e.problems[0];
   }
@@ -212,7 +193,7 @@ int64_t ImageFolderDataset::get(int64_t index, float* out, float*, uint64_t seed
   return load(index, out, seed, opt_);
 }
 
-int64_t ImageFolderDataset::load(int64_t index, float* out, uint64_t seed, const ImageFolderOptions& view) const {
+int64_t ImageFolderDataset::load(int64_t index, float* out, uint64_t seed, const ImageSampleOptions& view) const {
   const int64_t n = size();
   for (int64_t tries = 0, i = index; tries < n; ++tries, i = (i + 1) % n) {
     if (opt_.skip_bad) {
@@ -227,24 +208,6 @@ int64_t ImageFolderDataset::load(int64_t index, float* out, uint64_t seed, const
     load_bad_.insert(i);
   }
   throw usage_error(fmt::format("image folder '{}': no image decodes (all {} are bad)", root_, n));
-}
-
-// Another decoding of a scanned folder; bad samples are tracked (and counted) by the folder.
-class ImageFolderView : public DatasetWrapper {
- public:
-  ImageFolderView(std::shared_ptr<const ImageFolderDataset> folder, ImageFolderOptions view)
-      : DatasetWrapper(folder), folder_(std::move(folder)), view_(std::move(view)) {}
-  int64_t get(int64_t index, float* x, float*, uint64_t seed) const override {
-    return folder_->load(index, x, seed, view_);
-  }
-
- private:
-  std::shared_ptr<const ImageFolderDataset> folder_;
-  ImageFolderOptions view_;
-};
-
-DatasetPtr ImageFolderDataset::view(const ImageFolderOptions& view) const {
-  return std::make_shared<ImageFolderView>(shared_from_this(), view);
 }
 
 int64_t ImageFolderDataset::bad_samples() const {

@@ -2,29 +2,15 @@
 #pragma once
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "data/crop_box.h"
-#include "data/dataset.h"
-#include "data/image_decode.h"
+#include "data/image_sample.h"
 
 namespace gputrain {
 
-struct ImageFolderOptions {
-  int64_t height = 224, width = 224;  // every image is resized to this
-  // > 0: an evaluation view instead: the short side resized to min(height, width) / crop_pct
-  // (the aspect kept), then the center height x width cut out, as timm and torchvision evaluate.
-  double crop_pct = 0;
-  // Set: the training view instead: a RandomResizedCrop box per sample, drawn from the sample's
-  // seed, resized (antialiased) to height x width.
-  std::optional<RrcRange> random_resized_crop;
-  // With a crop: JPEGs decoded at a reduced DCT scale and only in the crop's region
-  // (decode_box.h); false decodes them whole, for torchvision's pixels.
-  bool reduced_decode = true;
-  int channels = 3;                   // 3 = RGB, 1 = gray
+struct ImageFolderOptions : ImageSampleOptions {
   // Unreadable or corrupt images are dropped (found while scanning) or replaced by the next
   // good sample (found while loading) and counted, instead of stopping with an error.
   bool skip_bad = false;
@@ -33,13 +19,11 @@ struct ImageFolderOptions {
   std::vector<std::string> classes;
   // --num_classes: the model's class count when it must exceed the folders (0 = the folders).
   int64_t num_classes = 0;
-  // --max_image_pixels: larger images are refused from their header (see image_decode.h).
-  int64_t max_pixels = kDefaultMaxImagePixels;
   // Threads for the header scan at construction (0 = up to 8, by the machine's cores).
   int scan_threads = 0;
 };
 
-class ImageFolderDataset : public Dataset, public std::enable_shared_from_this<ImageFolderDataset> {
+class ImageFolderDataset : public ImageSource {
  public:
   // Scans the tree and reads every image's header, so unreadable files are found now rather
   // than hours into training. Throws usage_error (exit 2) naming the folder or the file.
@@ -49,10 +33,7 @@ class ImageFolderDataset : public Dataset, public std::enable_shared_from_this<I
   std::vector<int64_t> sample_shape() const override { return {opt_.channels, opt_.height, opt_.width}; }
   int64_t num_classes() const override { return class_count_; }
   int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override;
-
-  // The same scanned files, decoded as `view` says (its crop_pct, random_resized_crop and
-  // reduced_decode): the evaluation view of a training folder whose validation part is held out.
-  DatasetPtr view(const ImageFolderOptions& view) const;
+  int64_t load(int64_t index, float* out, uint64_t seed, const ImageSampleOptions& view) const override;
 
   const std::vector<std::string>& class_names() const { return classes_; }
   // Path and label of sample i (sorted by class, then by path within the class).
@@ -63,11 +44,8 @@ class ImageFolderDataset : public Dataset, public std::enable_shared_from_this<I
   std::vector<std::string> bad_files() const;
 
  private:
-  friend class ImageFolderView;
-  // Sample `index` decoded as `view` says, seeded by `seed`; skips bad samples as get() says.
-  int64_t load(int64_t index, float* out, uint64_t seed, const ImageFolderOptions& view) const;
   // Decodes sample `index` into `out`; returns "" or the reason it failed.
-  std::string try_load(int64_t index, float* out, uint64_t seed, const ImageFolderOptions& view) const;
+  std::string try_load(int64_t index, float* out, uint64_t seed, const ImageSampleOptions& view) const;
 
   std::string root_;
   ImageFolderOptions opt_;

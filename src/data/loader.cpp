@@ -107,11 +107,15 @@ int64_t Loader::num_batches() const { return batches_per_epoch(dataset_->size(),
 
 std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
   const int64_t n = dataset_->size(), world = opt_.world_size;
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  if (opt_.shuffle) {
-    Rng rng(mix_seed(opt_.seed, 0x5u, static_cast<uint64_t>(epoch)));
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  // A stream (shards) orders itself; anything else is shuffled uniformly.
+  std::vector<int64_t> order = dataset_->stream_order(opt_.seed, epoch, opt_.shuffle);
+  if (order.empty()) {
+    order.resize(static_cast<size_t>(n));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+    if (opt_.shuffle) {
+      Rng rng(mix_seed(opt_.seed, 0x5u, static_cast<uint64_t>(epoch)));
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+    }
   }
   if (world == 1) return order;
   if (!opt_.rank_batch_sizes.empty()) {

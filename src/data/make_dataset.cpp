@@ -16,9 +16,11 @@
 #include "data/idx_dataset.h"
 #include "data/image_folder.h"
 #include "data/npy_dataset.h"
+#include "data/shard_pattern.h"
 #include "data/subset.h"
 #include "data/synthetic.h"
 #include "data/transforms.h"
+#include "data/webdataset.h"
 
 namespace fs = std::filesystem;
 
@@ -47,23 +49,33 @@ RrcRange rrc_range(const Config& c) {
   return {scale.at(0), scale.at(1), ratio.at(0), ratio.at(1)};
 }
 
-Raw load_image_folders(const Config& c) {
-  const std::string dir = dataset_dir(c);
-  ImageFolderOptions o;
+// How image files become samples: the training view (RandomResizedCrop inside the decode, so
+// that only the box is decoded) and the evaluation view (no crop, or --crop_pct's center crop).
+std::pair<ImageSampleOptions, ImageSampleOptions> image_views(const Config& c) {
+  ImageSampleOptions o;
   auto size = parse_image_size(c.image_size.empty() ? "224" : c.image_size);
   o.height = size[0];
   o.width = size[1];
   o.channels = static_cast<int>(c.image_channels);
-  o.skip_bad = c.skip_bad_samples;
-  o.num_classes = c.num_classes;
   o.max_pixels = c.max_image_pixels;
-  // DIR/train + DIR/val (or DIR/test), as ImageNet-style folders are laid out; else DIR alone.
-  // The training view: RandomResizedCrop inside the decode, so that only the box is decoded.
   if (c.random_resized_crop) o.random_resized_crop = rrc_range(c);
   o.reduced_decode = c.reduced_decode;
-  ImageFolderOptions eval = o;  // the evaluation view: no crop, or the center crop of --crop_pct
+  ImageSampleOptions eval = o;
   eval.random_resized_crop.reset();
   eval.crop_pct = c.crop_pct;
+  return {o, eval};
+}
+
+Raw load_image_folders(const Config& c) {
+  const std::string dir = dataset_dir(c);
+  const auto [train_view, eval_view] = image_views(c);
+  ImageFolderOptions o;
+  static_cast<ImageSampleOptions&>(o) = train_view;
+  o.skip_bad = c.skip_bad_samples;
+  o.num_classes = c.num_classes;
+  ImageFolderOptions eval = o;
+  static_cast<ImageSampleOptions&>(eval) = eval_view;
+  // DIR/train + DIR/val (or DIR/test), as ImageNet-style folders are laid out; else DIR alone.
   Raw r;
   std::shared_ptr<ImageFolderDataset> train;
   if (fs::is_directory(fs::path(dir) / "train")) {
@@ -79,11 +91,33 @@ Raw load_image_folders(const Config& c) {
     train = load_image_folder(dir, o);
   }
   r.train = train;
-  if (c.random_resized_crop) r.train_eval = train->view(eval);
+  if (c.random_resized_crop) r.train_eval = train->view(eval_view);
   if (c.crop_pct > 0 && !r.test)
     throw usage_error(fmt::format("--crop_pct is for the val/ or test/ folder, and '{}' has none", dir),
                       "lay the data out as DIR/train and DIR/val, or drop --crop_pct");
   r.what = fmt::format("image folder {} at {}x{}", dir, o.height, o.width);
+  return r;
+}
+
+Raw load_webdataset(const Config& c) {
+  const auto [train_view, eval_view] = image_views(c);
+  WebDatasetOptions o;
+  static_cast<ImageSampleOptions&>(o) = train_view;
+  o.skip_bad = c.skip_bad_samples;
+  o.num_classes = c.num_classes;
+  o.shuffle_buffer = c.shuffle_buffer;
+  Raw r;
+  auto train = std::make_shared<WebDataset>(expand_shards(c.data_dir), o);
+  r.train = train;
+  r.what = fmt::format("webdataset {} ({} shards) at {}x{}", c.data_dir, train->shards().size(), o.height, o.width);
+  if (!c.test_file.empty()) {
+    WebDatasetOptions t = o;
+    static_cast<ImageSampleOptions&>(t) = eval_view;
+    t.num_classes = train->num_classes();  // the test labels index the training classes
+    r.test = std::make_shared<WebDataset>(expand_shards(c.test_file), t);
+    r.what += " + " + c.test_file;
+  }
+  if (c.random_resized_crop) r.train_eval = train->view(eval_view);
   return r;
 }
 
@@ -141,6 +175,7 @@ Raw load_raw(const Config& c) {
             c.dataset + " from " + dir};
   }
   if (c.dataset == "image_folder") return load_image_folders(c);
+  if (c.dataset == "webdataset") return load_webdataset(c);
   if (c.dataset == "csv") return load_csv(c);
   if (c.dataset == "npy") return load_npy(c);
   const std::string dir = dataset_dir(c);
@@ -156,7 +191,7 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
   if (c.random_resized_crop) asked.push_back("--random_resized_crop");
   if (c.hflip) asked.push_back("--hflip");
   if (!c.color_jitter.empty()) asked.push_back("--color_jitter");
-  if (!c.image_size.empty() && c.dataset != "image_folder") asked.push_back("--image_size");
+  if (!c.image_size.empty() && !encoded_images(c.dataset)) asked.push_back("--image_size");
   if (shape.size() == 3 || asked.empty()) return;
   throw usage_error(
       join(asked, ", ") + " need image samples (C x H x W), the data gives samples of shape " + shape_text(shape),
@@ -179,7 +214,7 @@ DataSplits make_datasets(const Config& c) {
   DataSplits s;
   DatasetPtr train = raw.train, test = raw.test;
   if (c.cache && raw.train_eval)
-    throw usage_error("--cache with --random_resized_crop on an image folder would keep each image's first crop",
+    throw usage_error("--cache with --random_resized_crop on image files would keep each image's first crop",
                       "drop --cache: the crop is drawn anew every epoch, and only its region is decoded");
   if (c.cache) train = std::make_shared<CachedDataset>(train);  // below the split: both halves share it
   if (c.cache && test) test = std::make_shared<CachedDataset>(test);
@@ -204,7 +239,7 @@ DataSplits make_datasets(const Config& c) {
     throw std::logic_error("make_datasets: the splits disagree on the class count");
 
   // The deterministic part of the pipeline: resizing and log scaling.
-  if (!c.image_size.empty() && c.dataset != "image_folder") {
+  if (!c.image_size.empty() && !encoded_images(c.dataset)) {
     auto size = parse_image_size(c.image_size);
     train = std::make_shared<ResizedDataset>(train, size[0], size[1]);
     test = std::make_shared<ResizedDataset>(test, size[0], size[1]);
@@ -218,7 +253,7 @@ DataSplits make_datasets(const Config& c) {
 
   // Random augmentation (training only), then normalization by statistics of the training data.
   if (c.random_crop > 0) train_t.push_back(std::make_shared<RandomCrop>(c.random_crop));
-  if (c.random_resized_crop && c.dataset != "image_folder")  // an image folder crops while decoding
+  if (c.random_resized_crop && !encoded_images(c.dataset))  // image files are cropped while decoding
     train_t.push_back(std::make_shared<RandomResizedCrop>(rrc_range(c)));
   if (c.hflip) train_t.push_back(std::make_shared<HorizontalFlip>());
   if (!c.color_jitter.empty()) {

@@ -9,6 +9,18 @@
 
 namespace gputrain {
 
+std::vector<int64_t> SubsetDataset::stream_order(uint64_t seed, int64_t epoch, bool shuffle) const {
+  const auto base = base_->stream_order(seed, epoch, shuffle);
+  if (base.empty()) return {};
+  std::vector<int64_t> position(static_cast<size_t>(base_->size()), -1);  // base index -> subset index
+  for (size_t i = 0; i < indices_.size(); ++i) position[static_cast<size_t>(indices_[i])] = static_cast<int64_t>(i);
+  std::vector<int64_t> out;
+  out.reserve(indices_.size());
+  for (int64_t b : base)
+    if (position[static_cast<size_t>(b)] >= 0) out.push_back(position[static_cast<size_t>(b)]);
+  return out;
+}
+
 std::pair<DatasetPtr, DatasetPtr> split_validation(DatasetPtr data, double fraction, uint64_t seed,
                                                    DatasetPtr eval_view) {
   const int64_t n = data->size();
