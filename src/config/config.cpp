@@ -184,6 +184,13 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("rrc_scale '" + c.rrc_scale + "' (expected MIN,MAX with 0 < MIN <= MAX <= 1, e.g. 0.08,1)");
   if (ratio.size() != 2 || !(ratio[0] > 0 && ratio[0] <= ratio[1]))
     problems.push_back("rrc_ratio '" + c.rrc_ratio + "' (expected MIN,MAX with 0 < MIN <= MAX, e.g. 3/4,4/3)");
+  if ((c.remode != defaults.remode || c.recount != defaults.recount) && c.reprob == 0)
+    problems.push_back("--remode and --recount are for random erasing (--reprob is 0)");
+  if ((c.mixup_prob != defaults.mixup_prob || c.mixup_switch_prob != defaults.mixup_switch_prob) && c.mixup == 0 &&
+      c.cutmix == 0)
+    problems.push_back("--mixup_prob and --mixup_switch_prob are for --mixup or --cutmix (both are 0)");
+  if (c.mixup_switch_prob != defaults.mixup_switch_prob && (c.mixup == 0 || c.cutmix == 0))
+    problems.push_back("--mixup_switch_prob chooses between --mixup and --cutmix: set both");
   if ((c.rrc_scale != defaults.rrc_scale || c.rrc_ratio != defaults.rrc_ratio) && !c.random_resized_crop)
     problems.push_back("--rrc_scale and --rrc_ratio are for --random_resized_crop (it is off)");
   if (!c.reduced_decode && !(c.random_resized_crop && encoded_images(c.dataset)))

@@ -51,6 +51,13 @@ struct Config {
   std::string rrc_ratio = "3/4,4/3";  // its range of the box's width / height
   bool reduced_decode = true;  // image_folder crops: JPEGs decoded at a reduced DCT scale, only the crop
   int64_t shuffle_buffer = 1000;  // webdataset: samples the shuffled stream draws from
+  double reprob = 0;             // random erasing: chance per training sample (timm's --reprob)
+  std::string remode = "pixel";  // random erasing fill: const (0), rand (per channel) or pixel (noise)
+  int64_t recount = 1;           // random erasing: boxes per erased sample
+  double mixup = 0;              // MixUp's Beta alpha (0 = off)
+  double cutmix = 0;             // CutMix's Beta alpha (0 = off)
+  double mixup_prob = 1.0;       // chance a batch is mixed
+  double mixup_switch_prob = 0.5;  // with both on: chance of CutMix rather than MixUp
   bool hflip = false;
   std::string color_jitter;  // brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1
   bool log1p = false;        // sign(x) * log(1 + |x|) on inputs (count data)

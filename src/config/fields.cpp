@@ -83,6 +83,18 @@ std::vector<Field> make_fields() {
       {"shuffle_buffer", &C::shuffle_buffer, "data",
        "webdataset: samples the shuffled stream draws from (reads stay this close to the stream)", {}, 1, 1 << 24},
       {"hflip", &C::hflip, "data", "random horizontal flip"},
+      {"reprob", &C::reprob, "data",
+       "random erasing: chance per training image of boxes of 2-33% of its area replaced (timm's --reprob)", {}, 0, 1},
+      {"remode", &C::remode, "data", "random erasing fill: const (zeros), rand (a normal value per channel), pixel "
+       "(normal noise)", {"const", "rand", "pixel"}},
+      {"recount", &C::recount, "data", "random erasing: boxes per erased image", {}, 1, 16},
+      {"mixup", &C::mixup, "data", "MixUp on training batches: Beta(alpha, alpha) weights, e.g. 0.8 (0 = off)", {}, 0,
+       100},
+      {"cutmix", &C::cutmix, "data", "CutMix on training batches: Beta(alpha, alpha) areas, e.g. 1.0 (0 = off)", {}, 0,
+       100},
+      {"mixup_prob", &C::mixup_prob, "data", "MixUp/CutMix: chance that a batch is mixed", {}, 0, 1},
+      {"mixup_switch_prob", &C::mixup_switch_prob, "data",
+       "with --mixup and --cutmix: chance of CutMix rather than MixUp for a batch", {}, 0, 1},
       {"color_jitter", &C::color_jitter, "data", "brightness[,contrast[,saturation[,hue]]], e.g. 0.4,0.4,0.4,0.1"},
       {"log1p", &C::log1p, "data", "sign(x)*log(1+|x|) on inputs (count data)"},
 

@@ -56,7 +56,7 @@ struct Region {
 enum class Outcome { kDone, kError, kNeedsFullDecode };
 
 Outcome decode_region(Decompressor& d, const uint8_t* data, size_t size, int channels, const CropBox& box,
-                      int64_t out_h, int64_t out_w, bool reduce, std::vector<uint8_t>& pixels, Region* r) {
+                      int64_t out_h, int64_t out_w, std::vector<uint8_t>& pixels, Region* r) {
   j_decompress_ptr c = &d.cinfo;
   d.err.error[0] = d.err.warning[0] = '\0';
   if (setjmp(d.err.jump)) {
@@ -70,7 +70,7 @@ Outcome decode_region(Decompressor& d, const uint8_t* data, size_t size, int cha
     return Outcome::kNeedsFullDecode;  // the full decoder converts Adobe's inverted CMYK
   }
   r->eighths = 8;
-  while (reduce && r->eighths > 1 && box.width * (r->eighths / 2) >= out_w * 8 &&
+  while (r->eighths > 1 && box.width * (r->eighths / 2) >= out_w * 8 &&
          box.height * (r->eighths / 2) >= out_h * 8)
     r->eighths /= 2;
   c->scale_num = static_cast<unsigned>(r->eighths);
@@ -104,7 +104,7 @@ Image decode_image_box(const uint8_t* data, size_t size, int channels, const std
                        const CropBox& box, int64_t out_h, int64_t out_w, bool reduce, Window* win) {
   *win = {static_cast<double>(box.top), static_cast<double>(box.left), static_cast<double>(box.height),
           static_cast<double>(box.width)};
-  if (!is_jpeg(data, size)) return decode_image(data, size, channels, path, max_pixels);
+  if (!reduce || !is_jpeg(data, size)) return decode_image(data, size, channels, path, max_pixels);
   int64_t h = 0, w = 0;  // decode_image checks the header itself; here it must be checked first
   std::string why;
   if (!read_image_header(data, size, &h, &w, &why, max_pixels))
@@ -112,7 +112,7 @@ Image decode_image_box(const uint8_t* data, size_t size, int channels, const std
   thread_local Decompressor d;
   Image img;
   Region r;
-  switch (decode_region(d, data, size, channels, box, out_h, out_w, reduce, img.pixels, &r)) {
+  switch (decode_region(d, data, size, channels, box, out_h, out_w, img.pixels, &r)) {
     case Outcome::kNeedsFullDecode:
       return decode_image(data, size, channels, path, max_pixels);
     case Outcome::kError:

@@ -15,8 +15,8 @@ namespace gputrain {
 
 class StagingPool {
  public:
-  StagingPool(std::vector<int64_t> x_dims, std::vector<int64_t> y_dims, bool regression, bool pin)
-      : x_dims_(std::move(x_dims)), y_dims_(std::move(y_dims)), regression_(regression), pin_(pin) {}
+  StagingPool(std::vector<int64_t> x_dims, std::vector<int64_t> y_dims, bool float_targets, bool pin)
+      : x_dims_(std::move(x_dims)), y_dims_(std::move(y_dims)), float_targets_(float_targets), pin_(pin) {}
 
   struct Slot {
     torch::Tensor x, y;
@@ -32,7 +32,7 @@ class StagingPool {
       if (free_.empty()) {
         auto opts = torch::TensorOptions().pinned_memory(pin_);
         slots_.push_back({torch::empty(x_dims_, opts.dtype(torch::kFloat)),
-                          torch::empty(y_dims_, opts.dtype(regression_ ? torch::kFloat : torch::kLong)), nullptr});
+                          torch::empty(y_dims_, opts.dtype(float_targets_ ? torch::kFloat : torch::kLong)), nullptr});
         free_.push_back(static_cast<int>(slots_.size()) - 1);
       }
       id = free_.front();  // the oldest: its copy has most likely finished
@@ -59,7 +59,7 @@ class StagingPool {
 
  private:
   std::vector<int64_t> x_dims_, y_dims_;
-  bool regression_, pin_;
+  bool float_targets_, pin_;
   std::mutex m_;
   std::deque<Slot> slots_;
   std::deque<int> free_;
@@ -83,7 +83,8 @@ Loader::Loader(DatasetPtr dataset, LoaderOptions options)
   std::vector<int64_t> x_dims{opt_.batch_size}, y_dims{opt_.batch_size};
   for (auto d : dataset_->sample_shape()) x_dims.push_back(d);
   if (dataset_->is_regression()) y_dims.push_back(dataset_->target_numel());
-  pool_ = std::make_shared<StagingPool>(x_dims, y_dims, dataset_->is_regression(), opt_.pin_memory);
+  if (opt_.mix.on()) y_dims.push_back(opt_.mix.classes);  // soft targets
+  pool_ = std::make_shared<StagingPool>(x_dims, y_dims, dataset_->is_regression() || opt_.mix.on(), opt_.pin_memory);
 }
 
 Loader::~Loader() { stop_workers(); }
@@ -152,14 +153,26 @@ Loader::Ready Loader::make_batch(const std::vector<int64_t>& order, int64_t b, i
     auto& slot = pool_->slot(r.slot);
     float* x = slot.x.data_ptr<float>();
     const int64_t numel = dataset_->sample_numel(), tnumel = dataset_->target_numel();
-    const bool regression = dataset_->is_regression();
+    const bool regression = dataset_->is_regression(), mix = opt_.mix.on();
+    thread_local std::vector<int64_t> labels;  // before mixing turns them into soft targets
+    labels.resize(static_cast<size_t>(r.count));
     for (int64_t j = 0; j < r.count; ++j) {
       int64_t index = order[static_cast<size_t>(begin + j)];
       uint64_t seed = mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
       if (regression)
         dataset_->get(index, x + j * numel, slot.y.data_ptr<float>() + j * tnumel, seed);
+      else if (mix)
+        labels[static_cast<size_t>(j)] = dataset_->get(index, x + j * numel, nullptr, seed);
       else
         slot.y.data_ptr<int64_t>()[j] = dataset_->get(index, x + j * numel, nullptr, seed);
+    }
+    if (mix) {
+      // One draw per batch, from (seed, epoch, batch, rank): a resume redraws it exactly.
+      Rng rng(mix_seed(mix_seed(opt_.seed, 0x31c, static_cast<uint64_t>(epoch)), static_cast<uint64_t>(b),
+                       static_cast<uint64_t>(opt_.rank)));
+      const auto shape = dataset_->sample_shape();  // C x H x W (the options check)
+      const MixDraw d = draw_mix(opt_.mix, shape[1], shape[2], rng);
+      apply_mix(opt_.mix, d, x, r.count, shape[0], shape[1], shape[2], labels.data(), slot.y.data_ptr<float>());
     }
   } catch (...) {
     r.error = std::current_exception();

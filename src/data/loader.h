@@ -14,6 +14,7 @@
 
 #include "data/dataset.h"
 #include "data/device_copy.h"
+#include "data/mixing.h"
 
 namespace gputrain {
 
@@ -36,6 +37,8 @@ struct LoaderOptions {
   // Evaluation: rank r takes samples r, r + world_size, ... with no padding, so that sums over
   // the ranks count every sample once (the ranks' batch counts may differ by one).
   bool each_sample_once = false;
+  // Training: MixUp / CutMix on each batch, which then carries soft targets [B, classes].
+  MixOptions mix;
 };
 
 // Batches in one epoch of `samples` samples under `options` (this rank's share, drop_last).

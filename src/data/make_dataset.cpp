@@ -189,6 +189,9 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
   std::vector<std::string> asked;
   if (c.random_crop > 0) asked.push_back("--random_crop");
   if (c.random_resized_crop) asked.push_back("--random_resized_crop");
+  if (c.reprob > 0) asked.push_back("--reprob");
+  if (c.mixup > 0) asked.push_back("--mixup");
+  if (c.cutmix > 0) asked.push_back("--cutmix");
   if (c.hflip) asked.push_back("--hflip");
   if (!c.color_jitter.empty()) asked.push_back("--color_jitter");
   if (!c.image_size.empty() && !encoded_images(c.dataset)) asked.push_back("--image_size");
@@ -287,6 +290,8 @@ DataSplits make_datasets(const Config& c) {
     train_t.push_back(norm);
     test_t.push_back(norm);
   }
+  // After normalization, as timm: the noise fill is normal in the normalized space.
+  if (c.reprob > 0) train_t.push_back(std::make_shared<RandomErasing>(c.reprob, c.remode, c.recount));
   s.train = train_t.empty() ? train : std::make_shared<TransformedDataset>(train, train_t);
   s.test = test_t.empty() ? test : std::make_shared<TransformedDataset>(test, test_t);
 

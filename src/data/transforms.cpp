@@ -80,6 +80,32 @@ void RandomResizedCrop::apply(float* x, const std::vector<int64_t>& shape, Rng& 
            H, W, x);
 }
 
+void RandomErasing::apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const {
+  if (rng.uniform() >= prob_) return;
+  const int64_t C = shape[0], H = shape[1], W = shape[2];
+  const double area = static_cast<double>(H * W), log_lo = std::log(0.3), log_hi = std::log(1 / 0.3);
+  const auto normal = [&] {  // Box-Muller
+    const double u1 = 1.0 - static_cast<double>(rng.uniform()), u2 = rng.uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  };
+  for (int64_t n = 0; n < count_; ++n)
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double target = (0.02 + (1.0 / 3.0 - 0.02) * rng.uniform()) * area / static_cast<double>(count_);
+      const double aspect = std::exp(log_lo + (log_hi - log_lo) * rng.uniform());
+      const auto h = static_cast<int64_t>(std::nearbyint(std::sqrt(target * aspect)));
+      const auto w = static_cast<int64_t>(std::nearbyint(std::sqrt(target / aspect)));
+      if (w >= W || h >= H) continue;
+      const auto top = static_cast<int64_t>(rng.below(static_cast<uint64_t>(H - h + 1)));
+      const auto left = static_cast<int64_t>(rng.below(static_cast<uint64_t>(W - w + 1)));
+      for (int64_t c = 0; c < C; ++c) {
+        const float channel_value = mode_ == "rand" ? normal() : 0.0f;
+        for (int64_t y = top; y < top + h; ++y)
+          for (int64_t k = left; k < left + w; ++k) x[(c * H + y) * W + k] = mode_ == "pixel" ? normal() : channel_value;
+      }
+      break;
+    }
+}
+
 void RandomCrop::apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const {
   const int64_t C = shape[0], H = shape[1], W = shape[2], pad = padding_;
   // Offset of the crop window inside the padded image, in [-pad, pad] relative to the original.

@@ -2,6 +2,7 @@
 // wrapper datasets that apply them.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "data/crop_box.h"
@@ -58,6 +59,20 @@ class RandomResizedCrop : public Transform {
 
  private:
   RrcRange range_;
+};
+
+// timm's RandomErasing: with probability `prob`, `count` boxes of 2% to 1/3 of the area (split
+// between them) and aspect 0.3 to 3.3 (log-uniform), 10 tries each, filled with zeros (const),
+// one normal value per channel (rand) or normal noise (pixel).
+class RandomErasing : public Transform {
+ public:
+  RandomErasing(double prob, std::string mode, int64_t count) : prob_(prob), mode_(std::move(mode)), count_(count) {}
+  void apply(float* x, const std::vector<int64_t>& shape, Rng& rng) const override;
+
+ private:
+  double prob_;
+  std::string mode_;
+  int64_t count_;
 };
 
 // Mirrors the image left-right with probability 1/2.

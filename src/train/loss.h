@@ -1,4 +1,5 @@
-// The task's loss: cross-entropy for class labels (int64); MSE, L1 or Huber for float targets.
+// The task's loss: cross-entropy for class labels (int64) or mixed class distributions; MSE, L1
+// or Huber for float targets.
 #pragma once
 #include <string>
 
@@ -10,6 +11,9 @@ struct LossSpec {
   std::string kind = "auto";  // auto (cross_entropy or mse by the targets) | mse | l1 | huber
   double label_smoothing = 0;
   double huber_delta = 1.0;
+  // Classification trained on float targets [B, classes] (MixUp, CutMix): the cross-entropy
+  // against those distributions, any label smoothing being folded into them already.
+  bool soft_targets = false;
 };
 
 // `out` is the model output in any dtype (autocast); the loss is computed in float32. The mean
@@ -18,6 +22,10 @@ inline torch::Tensor task_loss(const torch::Tensor& out, const torch::Tensor& y,
                                bool sum = false) {
   namespace F = torch::nn::functional;
   auto o = out.to(torch::kFloat);
+  if (spec.soft_targets && y.is_floating_point()) {
+    auto per_sample = -(y * torch::log_softmax(o, -1)).sum(-1);
+    return sum ? per_sample.sum() : per_sample.mean();
+  }
   if (y.scalar_type() == torch::kLong) {
     auto opt = F::CrossEntropyFuncOptions().label_smoothing(spec.label_smoothing);
     if (sum) opt = opt.reduction(torch::kSum);

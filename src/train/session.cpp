@@ -43,6 +43,8 @@ std::string check_task_options(const Config& c, const Dataset& train) {
     problems.push_back(fmt::format("--num_classes {} is for classification; this data is regression", c.num_classes));
   if (regression && c.label_smoothing > 0)
     problems.push_back("--label_smoothing is for classification; this data is regression");
+  if (regression && (c.mixup > 0 || c.cutmix > 0))
+    problems.push_back("--mixup and --cutmix mix class labels; this data is regression");
   if (!problems.empty()) throw Error(problems, "see --task to change how the targets are read", kExitUsage);
   return metric;
 }
@@ -67,7 +69,8 @@ void Session::build_trainer() {
   auto optimizer = make_optimizer(c, *model, recipe_.fused_optimizer, lr_scale(c, f, *model), &scales);
   trainer_ = std::make_unique<Trainer>(
       model, std::move(optimizer), recipe_,
-      TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta}, c.ema_decay});
+      TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta, c.mixup > 0 || c.cutmix > 0},
+                     c.ema_decay});
   trainer_->set_lr_scales(std::move(scales));
 }
 
@@ -252,6 +255,7 @@ LoaderOptions Session::train_loader_options() const {
   o.device = recipe_.device;
   o.non_blocking = recipe_.non_blocking;
   o.channels_last = recipe_.channels_last;
+  o.mix = {c.mixup, c.cutmix, c.mixup_prob, c.mixup_switch_prob, c.label_smoothing, data_->train->num_classes()};
   parallel_.shard(o);
   return o;
 }
@@ -260,6 +264,7 @@ LoaderOptions Session::eval_loader_options(int64_t batch_size, bool sharded) con
   LoaderOptions o = train_loader_options();
   o.batch_size = batch_size;
   o.shuffle = o.drop_last = false;
+  o.mix = {};  // evaluation reads the labels as they are
   o.rank_batch_sizes.clear();
   o.each_sample_once = sharded;
   if (!sharded) {
