@@ -222,3 +222,22 @@ open("{0}/shards/cut-000001.tar", "wb").write(data[:len(data) // 2])
     CHECK_THAT(skipped.out, Catch::Contains("bad samples skipped"));
   }
 }
+
+TEST_CASE("imagenet_like: the preset trains from an image folder and from its shards, tiny", "[data][cli][python]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  write_folder(dir / "images", 12);
+  make_shards(dir / "images/train", dir / "shards/train", "--samples_per_shard 10");
+  make_shards(dir / "images/val", dir / "shards/val", "--samples_per_shard 10");
+  // The preset's recipe at toy sizes: 16-pixel crops, width 4, two epochs of batch 6.
+  const std::string tiny = "train --preset imagenet_like --image_size 16 --width 4 --batch_size 6 --epochs 2 "
+                           "--warmup_steps 2 --device cpu ";
+  auto folder = run_ok(tiny + "--data_dir " + (dir / "images") + " --output_dir " + (dir / "folder"));
+  CHECK_THAT(folder.out, Catch::Contains("image folder"));
+  auto shards = run_ok(tiny + "--dataset webdataset --data_dir '" + (dir / "shards/train-*.tar") + "' --test_file '" +
+                       (dir / "shards/val-*.tar") + "' --output_dir " + (dir / "shards_run"));
+  CHECK_THAT(shards.out, Catch::Contains("webdataset"));
+  const std::string config = test::read_file(dir / "shards_run/config.json");
+  CHECK_THAT(config, Catch::Contains("\"aa\": \"trivialaugmentwide\"") &&
+                         Catch::Contains("\"random_resized_crop\": true") && Catch::Contains("\"crop_pct\": 0.875"));
+}

@@ -22,8 +22,8 @@ grows with the file size.
 The machine is shared and noisy: the sides alternate for --rounds rounds and the best of each is
 kept (as timeit does).
 
-Usage: .venv/bin/python tools/bench_images.py [--sets 500x375,1600x1200] [--count 1000]
-                                             [--rounds 3] [--batches 12] [--json OUT]
+Usage: .venv/bin/python tools/bench_images.py [--sets 500x375,1600x1200] [--count 1000] [--grain 6]
+                                             [--rounds 3] [--batches 12] [--json OUT] [--make_only]
 """
 import argparse
 import json
@@ -150,6 +150,8 @@ def main():
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "gputrain-bench-images"))
     ap.add_argument("--gputrain", default=os.path.join(ROOT, "build", "gputrain"))
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--make_only", action="store_true",
+                    help="generate the sets under --dir (DIR/WxH-COUNT-grainG/train/{a,b}) and stop")
     args = ap.parse_args()
     torch.set_num_threads(1)  # workers decode; the main process only collates
 
@@ -158,6 +160,9 @@ def main():
         w, h = (int(v) for v in spec.split("x"))
         folder = os.path.join(args.dir, f"{w}x{h}-{args.count}-grain{args.grain:g}")
         make_set(folder, w, h, args.count, args.grain)
+        if args.make_only:
+            print(folder)
+            continue
         kib = sum(os.path.getsize(p) for p in files_of(folder)) / len(files_of(folder)) / 1024
         best = {"gputrain": 0.0, "gputrain_whole_decode": 0.0, "torchvision": 0.0, "pil_decode_only": 0.0}
         for r in range(args.rounds):
@@ -171,6 +176,8 @@ def main():
                   file=sys.stderr)
         rows.append({"set": spec, "mean_file_kib": kib, **best})
 
+    if args.make_only:
+        return
     print(f"image loader alone | RandomResizedCrop {SIZE} + hflip + normalize, batch {BATCH}, {WORKERS} threads or "
           f"workers | {os.cpu_count()} CPUs | torch {torch.__version__} | best of {args.rounds} rounds, images/s")
     print(f"{'set':>10} | {'KiB':>4} | {'gputrain':>8} | {'whole decode':>12} | {'torchvision':>11} | "

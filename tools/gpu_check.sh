@@ -101,6 +101,8 @@ if [ "$quick" = 1 ]; then
   resnet=(--input_shape 3x64x64 --batch_size 4 --steps 2 --warmup_steps 1)
   mlp_steps=(--steps 10 --warmup_steps 2)
   compare=(--precisions fp32 --rounds 1 --steps 10 --warmup 2 --no-compile)
+  imagenet=(--image_size 64 --width 8 --batch_size 8 --steps 2 --warmup_steps 1)
+  imagenet_count=40
 else
   # torchvision's ResNet-50 (width 64; the default preset's width 16 gave 1.5 M parameters on the
   # first GPU run), its loader threads measured at start (the preset's 2 left the GPU waiting
@@ -108,6 +110,9 @@ else
   resnet=(--input_shape 3x224x224 --width 64 --num_workers auto --batch_size 64 --steps 30 --warmup_steps 10)
   mlp_steps=(--steps 500 --warmup_steps 50)
   compare=(--precisions "fp32,bf16,fp16" --rounds 3 --steps 300 --warmup 30)
+  # The preset as it is (224, width 64, batch 128), its loader threads measured at start.
+  imagenet=(--num_workers auto --steps 20 --warmup_steps 5)
+  imagenet_count=800
 fi
 wanted_variants=${GPU_CHECK_VARIANTS:-baseline,amp_fp16,amp_bf16,tf32,cudnn_benchmark,channels_last,fused_optimizer,cuda_graphs,all,all_cuda_graphs}
 
@@ -355,6 +360,19 @@ section bench_resnet50 150 "$gt" benchmark --dataset synthetic --model resnet50 
 # The MLP: small enough that per-operator overhead, not arithmetic, is its cost.
 section bench_mlp 60 "$gt" benchmark --dataset synthetic --input_shape 64 --model mlp --width 256 \
   --batch_size 64 --clip_max_norm 1 "${mlp_steps[@]}" --variants "$variants" --markdown "$work/bench_mlp.table.md"
+
+# The imagenet_like preset on JPEGs: RandomResizedCrop decoded at a reduced scale,
+# TrivialAugmentWide and the loader threads feeding a ResNet-50 (generated photos: pillow needed).
+if "$py" -c "import numpy, PIL" 2>/dev/null ||
+   PYTHONPATH="$PWD/.pydeps" "$py" -c "import numpy, PIL" 2>/dev/null; then
+  images=$(PYTHONPATH="$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}" "$py" tools/bench_images.py --make_only \
+             --sets 500x375 --count "${imagenet_count}" --dir "$work/images" | tail -1)
+  section bench_imagenet_like 150 "$gt" benchmark --preset imagenet_like --data_dir "$images/train" --val_split 0.1 \
+    "${imagenet[@]}" --variants "baseline,all" --markdown "$work/bench_imagenet_like.table.md"
+else
+  echo "gpu_check: bench_imagenet_like skipped: $py has no numpy and pillow to generate the pictures"
+  printf 'bench_imagenet_like: skipped (%s has no numpy and pillow to generate the pictures)\n\n' "$py" >> "$work/body.md"
+fi
 
 # --- against PyTorch eager and torch.compile -------------------------------------------------
 # The mlp workload only: the cnn one reads Fashion-MNIST from /usr/share/datasets, absent there.

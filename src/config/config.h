@@ -51,6 +51,7 @@ struct Config {
   std::string rrc_ratio = "3/4,4/3";  // its range of the box's width / height
   bool reduced_decode = true;  // image_folder crops: JPEGs decoded at a reduced DCT scale, only the crop
   int64_t shuffle_buffer = 1000;  // webdataset: samples the shuffled stream draws from
+  std::string aa;                // auto-augment policy: rand-m9-n2 (RandAugment) or trivialaugmentwide; "" = off
   double reprob = 0;             // random erasing: chance per training sample (timm's --reprob)
   std::string remode = "pixel";  // random erasing fill: const (0), rand (per channel) or pixel (noise)
   int64_t recount = 1;           // random erasing: boxes per erased sample

@@ -49,8 +49,9 @@ std::vector<Field> make_fields() {
       {"horizon", &C::horizon, "data", "csv: predict the target this many rows after a window", {}, 0, 1e9},
       {"image_size", &C::image_size, "data", "image size HxW or N (image_folder/webdataset decode size; resizes others)"},
       {"crop_pct", &C::crop_pct, "data",
-       "image_folder val/ or test/ folder, webdataset --test_file: resize the short side to image_size / crop_pct, then center-crop "
-       "image_size, as timm's --crop-pct (0.875 is the ImageNet recipe's; 0 = resize the whole image)",
+       "image_folder/webdataset evaluation images (val/ folder, --test_file or a held-out part): resize the short "
+       "side to image_size / crop_pct, then center-crop image_size, as timm's --crop-pct (0.875 is the ImageNet "
+       "recipe's; 0 = resize the whole image)",
        {}, 0, 1},
       {"image_channels", &C::image_channels, "data", "image_folder/webdataset: 3 (RGB) or 1 (grayscale)", {}, 1, 3},
       {"val_split",
@@ -83,6 +84,9 @@ std::vector<Field> make_fields() {
       {"shuffle_buffer", &C::shuffle_buffer, "data",
        "webdataset: samples the shuffled stream draws from (reads stay this close to the stream)", {}, 1, 1 << 24},
       {"hflip", &C::hflip, "data", "random horizontal flip"},
+      {"aa", &C::aa, "data",
+       "train images: torchvision's RandAugment as rand-mM-nN (N operations at magnitude bin M of 31, e.g. "
+       "rand-m9-n2) or TrivialAugmentWide as trivialaugmentwide (empty = off)"},
       {"reprob", &C::reprob, "data",
        "random erasing: chance per training image of boxes of 2-33% of its area replaced (timm's --reprob)", {}, 0, 1},
       {"remode", &C::remode, "data", "random erasing fill: const (zeros), rand (a normal value per channel), pixel "

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/install_dirs.h"
 #include "core/text.h"
+#include "data/augment.h"
 #include "data/cache.h"
 #include "data/cifar.h"
 #include "data/csv_dataset.h"
@@ -41,7 +42,7 @@ std::vector<float> to_floats(const std::vector<double>& v) { return {v.begin(), 
 struct Raw {
   DatasetPtr train, test;  // test may be null: then a part of train is held out
   std::string what;
-  DatasetPtr train_eval;  // set when train's samples are augmented at decode: the view a held-out part uses
+  DatasetPtr train_eval;  // image files cropped or center-cropped: the view a held-out part is evaluated in
 };
 
 RrcRange rrc_range(const Config& c) {
@@ -91,10 +92,8 @@ Raw load_image_folders(const Config& c) {
     train = load_image_folder(dir, o);
   }
   r.train = train;
-  if (c.random_resized_crop) r.train_eval = train->view(eval_view);
-  if (c.crop_pct > 0 && !r.test)
-    throw usage_error(fmt::format("--crop_pct is for the val/ or test/ folder, and '{}' has none", dir),
-                      "lay the data out as DIR/train and DIR/val, or drop --crop_pct");
+  // A part held out of the training folder is evaluated as a val/ folder would be.
+  if (c.random_resized_crop || c.crop_pct > 0) r.train_eval = train->view(eval_view);
   r.what = fmt::format("image folder {} at {}x{}", dir, o.height, o.width);
   return r;
 }
@@ -117,7 +116,7 @@ Raw load_webdataset(const Config& c) {
     r.test = std::make_shared<WebDataset>(expand_shards(c.test_file), t);
     r.what += " + " + c.test_file;
   }
-  if (c.random_resized_crop) r.train_eval = train->view(eval_view);
+  if (c.random_resized_crop || c.crop_pct > 0) r.train_eval = train->view(eval_view);
   return r;
 }
 
@@ -189,6 +188,7 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
   std::vector<std::string> asked;
   if (c.random_crop > 0) asked.push_back("--random_crop");
   if (c.random_resized_crop) asked.push_back("--random_resized_crop");
+  if (!c.aa.empty()) asked.push_back("--aa");
   if (c.reprob > 0) asked.push_back("--reprob");
   if (c.mixup > 0) asked.push_back("--mixup");
   if (c.cutmix > 0) asked.push_back("--cutmix");
@@ -212,11 +212,14 @@ std::string dataset_dir(const Config& c) {
 }
 
 DataSplits make_datasets(const Config& c) {
+  if (!c.aa.empty() && !AutoAugment::valid(c.aa))  // before a long scan of the data
+    throw usage_error("aa '" + c.aa + "' is not a policy",
+                      "use rand-mM-nN (RandAugment, M 0..30, N 1..10, e.g. rand-m9-n2) or trivialaugmentwide");
   Raw raw = load_raw(c);
   require_images(c, raw.train->sample_shape());
   DataSplits s;
   DatasetPtr train = raw.train, test = raw.test;
-  if (c.cache && raw.train_eval)
+  if (c.cache && c.random_resized_crop && raw.train_eval)
     throw usage_error("--cache with --random_resized_crop on image files would keep each image's first crop",
                       "drop --cache: the crop is drawn anew every epoch, and only its region is decoded");
   if (c.cache) train = std::make_shared<CachedDataset>(train);  // below the split: both halves share it
@@ -264,6 +267,7 @@ DataSplits make_datasets(const Config& c) {
     j.resize(4, 0.0);
     train_t.push_back(std::make_shared<ColorJitter>(j[0], j[1], j[2], j[3]));
   }
+  if (!c.aa.empty()) train_t.push_back(std::make_shared<AutoAugment>(c.aa));  // on [0, 1] pixels, before normalization
   if (c.normalize) {
     ChannelStats st;
     if (!c.normalize_mean.empty()) {
