@@ -69,9 +69,11 @@ TEST_CASE("augment: a policy draws its operations from the sample's seed, and --
   CHECK(AutoAugment::valid("rand"));
   CHECK_FALSE(AutoAugment::valid("rand-m31"));
   CHECK_FALSE(AutoAugment::valid("augmix"));
-  auto r = test::run_gputrain("train --dataset synthetic --input_shape 3x8x8 --aa rand-m40");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("aa 'rand-m40' is not a policy"));
+  for (const std::string bad : {"rand-m40", "rand-m99999999999"}) {
+    auto r = test::run_gputrain("train --dataset synthetic --input_shape 3x8x8 --aa " + bad);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("aa '" + bad + "' is not a policy"));
+  }
   test::TempDir dir;
   auto ok = test::run_gputrain(
       "train --dataset synthetic --input_shape 3x8x8 --synthetic_train_size 64 --synthetic_test_size 16 --model cnn "

@@ -84,6 +84,12 @@ TEST_CASE("random_resized_crop: boxes equal torchvision's for the same draws, fa
       }
   cases.close();
   CHECK(fallbacks > 40);  // the thin images take the center-crop fallback
+  // A ratio range far from a 1-pixel-wide image's own: the fallback keeps a side of at least 1.
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    Rng rng(seed);
+    const CropBox b = random_resized_crop_box(300, 1, RrcRange{0.08, 1.0, 2.0, 3.0}, rng);
+    CHECK((b.width == 1 && b.height >= 1 && b.top + b.height <= 300));
+  }
   std::string log;
   const int rc = test::python("rrc_check.py boxes " + (dir / "cases"), log);
   INFO(log);

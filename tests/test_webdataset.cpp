@@ -103,6 +103,9 @@ for name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("gnu", tarfile.GNU_FORMAT), 
         for n, data in (("a/1.jpg", b"12345"), ("a/1.cls", b"7"), (long if fmt != tarfile.USTAR_FORMAT else "b.png", b"z" * 700)):
             i = tarfile.TarInfo(n); i.size = len(data); t.addfile(i, io.BytesIO(data))
         d = tarfile.TarInfo("dir"); d.type = tarfile.DIRTYPE; t.addfile(d)
+with tarfile.open("{0}/hugepax.tar", "w", format=tarfile.PAX_FORMAT) as t:
+    i = tarfile.TarInfo("a.jpg"); i.size = 3; i.pax_headers = {{"comment": "x" * 2_000_000}}
+    t.addfile(i, io.BytesIO(b"abc"))
 data = open("{0}/ustar.tar", "rb").read()
 open("{0}/cut.tar", "wb").write(data[:2048 + 512 + 200])  # inside b.png's data
 open("{0}/cut_header.tar", "wb").write(data[:2048 + 100])  # inside b.png's header
@@ -119,6 +122,7 @@ open("{0}/cut_header.tar", "wb").write(data[:2048 + 100])  # inside b.png's head
     CHECK(t.members[2].name == (std::string(name) == "ustar" ? "b.png" : "d/" + std::string(150, 'x') + ".jpg"));
     CHECK(test::read_file(dir / (std::string(name) + ".tar")).substr(t.members[1].offset, 1) == "7");
   }
+  CHECK_THAT(index_tar(dir / "hugepax.tar").damage, Catch::Contains("-byte extended header"));
   const TarIndex cut = index_tar(dir / "cut.tar");
   CHECK(cut.members.size() == 2);
   CHECK_THAT(cut.damage, Catch::Contains("truncated tar: member 'b.png' needs 700 bytes at offset 2560"));
@@ -202,6 +206,13 @@ with tarfile.open(src) as t, tarfile.open("{0}/shards/nolabel-000001.tar", "w") 
     for m in t.getmembers():
         if m.name != "000000015.cls":
             out.addfile(m, t.extractfile(m))
+with tarfile.open(src) as t, tarfile.open("{0}/shards/hugelabel-000001.tar", "w") as out:
+    for m in t.getmembers():
+        data = t.extractfile(m).read()
+        if m.name == "000000015.cls":
+            data = b"1000000000000"
+            m.size = len(data)
+        out.addfile(m, io.BytesIO(data))
 data = open(src, "rb").read()
 open("{0}/shards/cut-000001.tar", "wb").write(data[:len(data) // 2])
 )", dir.path.string()));
@@ -209,7 +220,8 @@ open("{0}/shards/cut-000001.tar", "wb").write(data[:len(data) // 2])
                            "--device cpu --data_dir '" + (dir / "shards/");
   for (const auto& [shard, expected] : std::vector<std::pair<std::string, std::string>>{
            {"nolabel", "nolabel-000001.tar: sample '000000015' has no .cls label (its members: 000000015."},
-           {"cut", "cut-000001.tar: truncated tar: member '"}}) {
+           {"cut", "cut-000001.tar: truncated tar: member '"},
+           {"hugelabel", "hugelabel-000001.tar: member '000000015.cls' holds '1000000000000', not a class index"}}) {
     auto r = test::run_gputrain(base + "{train-000000," + shard + "-000001}.tar'");
     INFO(r.out << r.err);
     CHECK(r.exit_code == 2);

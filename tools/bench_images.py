@@ -5,7 +5,8 @@ Workload: RandomResizedCrop to 224 + horizontal flip + ImageNet normalization, b
 loader threads or workers, shuffled, whole batches only. No model runs: each side pulls batches.
 
 - gputrain: `build/gputrain benchmark --stage data --variants workers` (2 loader threads), with
-  its default reduced-scale region decode, and again with `--no-reduced_decode` (whole decode,
+  its default reduced-scale region decode, again from the same pictures as WebDataset shards of
+  250 (tools/make_shards.py, shuffle buffer 1000), and with `--no-reduced_decode` (whole decode,
   then the same crop).
 - torchvision: ImageFolder + DataLoader(num_workers=2, persistent, prefetch 2), each sample
   decoded by PIL and transformed by torchvision.transforms.v2 (RandomResizedCrop(224,
@@ -80,11 +81,23 @@ def files_of(folder):
     return out
 
 
-def gputrain_round(binary, folder, batches, reduced):
+def make_shards(folder):
+    """The set as WebDataset shards of 250 pictures (tools/make_shards.py), once."""
+    shards = os.path.join(folder, "shards")
+    if not os.path.exists(os.path.join(shards, "complete")):
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_shards.py"), os.path.join(folder, "train"),
+                        os.path.join(shards, "train"), "--samples_per_shard", "250"], check=True,
+                       stdout=subprocess.DEVNULL)
+        open(os.path.join(shards, "complete"), "w").close()
+    return os.path.join(shards, "train-*.tar")
+
+
+def gputrain_round(binary, folder, batches, reduced, shards=None):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "bench.json")
-        cmd = [binary, "benchmark", "--dataset", "image_folder", "--data_dir", os.path.join(folder, "train"),
-               "--image_size", str(SIZE), "--random_resized_crop", "--hflip", "--normalize_mean", "imagenet",
+        data = ["--dataset", "webdataset", "--data_dir", shards] if shards else \
+            ["--dataset", "image_folder", "--data_dir", os.path.join(folder, "train")]
+        cmd = [binary, "benchmark", *data, "--image_size", str(SIZE), "--random_resized_crop", "--hflip", "--normalize_mean", "imagenet",
                "--normalize_std", "imagenet", "--batch_size", str(BATCH), "--num_workers", str(WORKERS),
                "--stage", "data", "--variants", "workers", "--warmup_steps", "2", "--steps", str(batches),
                "--model", "resnet18", "--json", report]
@@ -164,9 +177,12 @@ def main():
             print(folder)
             continue
         kib = sum(os.path.getsize(p) for p in files_of(folder)) / len(files_of(folder)) / 1024
-        best = {"gputrain": 0.0, "gputrain_whole_decode": 0.0, "torchvision": 0.0, "pil_decode_only": 0.0}
+        shards = make_shards(folder)
+        best = {"gputrain": 0.0, "gputrain_shards": 0.0, "gputrain_whole_decode": 0.0, "torchvision": 0.0,
+                "pil_decode_only": 0.0}
         for r in range(args.rounds):
             got = {"gputrain": gputrain_round(args.gputrain, folder, args.batches, True),
+                   "gputrain_shards": gputrain_round(args.gputrain, folder, args.batches, True, shards),
                    "gputrain_whole_decode": gputrain_round(args.gputrain, folder, args.batches, False),
                    "torchvision": torchvision_round(folder, args.batches),
                    "pil_decode_only": pil_round(folder)}
@@ -180,10 +196,11 @@ def main():
         return
     print(f"image loader alone | RandomResizedCrop {SIZE} + hflip + normalize, batch {BATCH}, {WORKERS} threads or "
           f"workers | {os.cpu_count()} CPUs | torch {torch.__version__} | best of {args.rounds} rounds, images/s")
-    print(f"{'set':>10} | {'KiB':>4} | {'gputrain':>8} | {'whole decode':>12} | {'torchvision':>11} | "
+    print(f"{'set':>10} | {'KiB':>4} | {'gputrain':>8} | {'shards':>6} | {'whole decode':>12} | {'torchvision':>11} | "
           f"{'PIL decode only':>15} | {'vs torchvision':>14} | {'vs PIL':>6}")
     for r in rows:
-        print(f"{r['set']:>10} | {r['mean_file_kib']:>4.0f} | {r['gputrain']:>8.0f} | {r['gputrain_whole_decode']:>12.0f} | "
+        print(f"{r['set']:>10} | {r['mean_file_kib']:>4.0f} | {r['gputrain']:>8.0f} | {r['gputrain_shards']:>6.0f} | "
+              f"{r['gputrain_whole_decode']:>12.0f} | "
               f"{r['torchvision']:>11.0f} | {r['pil_decode_only']:>15.0f} | "
               f"{r['gputrain'] / r['torchvision']:>13.2f}x | {r['gputrain'] / r['pil_decode_only']:>5.2f}x")
     if args.json:

@@ -48,7 +48,7 @@ std::vector<double> parse_numbers(const std::string& text) {
     std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
     char* stop = nullptr;
     double x = std::strtod(item.c_str(), &stop);
-    if (!item.empty() && *stop == '/') {  // a fraction: torchvision writes the ratio range as 3/4, 4/3
+    if (!item.empty() && stop != item.c_str() && *stop == '/') {  // a fraction: torchvision writes the ratio range as 3/4, 4/3
       const char* den = stop + 1;
       x /= std::strtod(den, &stop);
       if (stop == den) return {};

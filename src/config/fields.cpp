@@ -91,7 +91,7 @@ std::vector<Field> make_fields() {
        "random erasing: chance per training image of boxes of 2-33% of its area replaced (timm's --reprob)", {}, 0, 1},
       {"remode", &C::remode, "data", "random erasing fill: const (zeros), rand (a normal value per channel), pixel "
        "(normal noise)", {"const", "rand", "pixel"}},
-      {"recount", &C::recount, "data", "random erasing: boxes per erased image", {}, 1, 16},
+      {"recount", &C::recount, "data", "random erasing: 1 to this many boxes per erased image, as timm", {}, 1, 16},
       {"mixup", &C::mixup, "data", "MixUp on training batches: Beta(alpha, alpha) weights, e.g. 0.8 (0 = off)", {}, 0,
        100},
       {"cutmix", &C::cutmix, "data", "CutMix on training batches: Beta(alpha, alpha) areas, e.g. 1.0 (0 = off)", {}, 0,

@@ -14,6 +14,7 @@ constexpr int64_t kBins = 31;  // num_magnitude_bins of both policies
 
 // torch.linspace(lo, hi, steps)[i] in float32: the first half from lo, the second from hi.
 double linspace(double lo, double hi, int64_t steps, int64_t i) {
+  if (steps <= 1) return static_cast<float>(lo);  // torch.linspace(lo, hi, 1) == [lo]
   const float step = static_cast<float>((hi - lo) / static_cast<double>(steps - 1));
   const float v = i < steps / 2 ? static_cast<float>(lo) + step * static_cast<float>(i)
                                 : static_cast<float>(hi) - step * static_cast<float>(steps - 1 - i);
@@ -200,7 +201,7 @@ void apply_augment_op(AugmentOp op, double m, float* x, int64_t channels, int64_
 }
 
 bool AutoAugment::valid(const std::string& policy) {
-  static const std::regex rand("rand(-m([0-9]+))?(-n([0-9]+))?");
+  static const std::regex rand("rand(-m([0-9]{1,2}))?(-n([0-9]{1,2}))?");
   std::smatch mt;
   if (policy == "trivialaugmentwide") return true;
   if (!std::regex_match(policy, mt, rand)) return false;
@@ -210,7 +211,7 @@ bool AutoAugment::valid(const std::string& policy) {
 AutoAugment::AutoAugment(const std::string& policy) {
   trivial_ = policy == "trivialaugmentwide";
   std::smatch mt;
-  if (!trivial_ && std::regex_match(policy, mt, std::regex("rand(-m([0-9]+))?(-n([0-9]+))?"))) {
+  if (!trivial_ && std::regex_match(policy, mt, std::regex("rand(-m([0-9]{1,2}))?(-n([0-9]{1,2}))?"))) {
     if (mt[2].matched) magnitude_bin_ = std::stoi(mt[2]);
     if (mt[4].matched) num_ops_ = std::stoi(mt[4]);
   }

@@ -39,6 +39,9 @@ CropBox random_resized_crop_box(int64_t h, int64_t w, const RrcRange& r, Rng& rn
     ch = static_cast<int64_t>(std::nearbyint(static_cast<double>(cw) / std::min(r.ratio_lo, r.ratio_hi)));
   else if (in_ratio > std::max(r.ratio_lo, r.ratio_hi))
     cw = static_cast<int64_t>(std::nearbyint(static_cast<double>(ch) * std::max(r.ratio_lo, r.ratio_hi)));
+  // A ratio range far from the image's own can round a side to 0 or past the image.
+  ch = std::clamp<int64_t>(ch, 1, h);
+  cw = std::clamp<int64_t>(cw, 1, w);
   return {(h - ch) / 2, (w - cw) / 2, ch, cw};
 }
 

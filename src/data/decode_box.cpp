@@ -55,8 +55,8 @@ struct Region {
 
 enum class Outcome { kDone, kError, kNeedsFullDecode };
 
-Outcome decode_region(Decompressor& d, const uint8_t* data, size_t size, int channels, const CropBox& box,
-                      int64_t out_h, int64_t out_w, std::vector<uint8_t>& pixels, Region* r) {
+Outcome decode_region(Decompressor& d, const uint8_t* data, size_t size, int channels, int64_t h, int64_t w,
+                      const CropBox& box, int64_t out_h, int64_t out_w, std::vector<uint8_t>& pixels, Region* r) {
   j_decompress_ptr c = &d.cinfo;
   d.err.error[0] = d.err.warning[0] = '\0';
   if (setjmp(d.err.jump)) {
@@ -65,6 +65,13 @@ Outcome decode_region(Decompressor& d, const uint8_t* data, size_t size, int cha
   }
   jpeg_mem_src(c, data, static_cast<unsigned long>(size));
   jpeg_read_header(c, TRUE);
+  if (static_cast<int64_t>(c->image_height) != h || static_cast<int64_t>(c->image_width) != w) {
+    // The box was drawn for the size our header walk read; a crafted file can show libjpeg another.
+    std::snprintf(d.err.error, sizeof d.err.error, "its frame header says %ux%u, its first header said %ldx%ld",
+                  c->image_width, c->image_height, static_cast<long>(w), static_cast<long>(h));
+    jpeg_abort_decompress(c);
+    return Outcome::kError;
+  }
   if (c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK) {
     jpeg_abort_decompress(c);
     return Outcome::kNeedsFullDecode;  // the full decoder converts Adobe's inverted CMYK
@@ -84,6 +91,11 @@ Outcome decode_region(Decompressor& d, const uint8_t* data, size_t size, int cha
   if (width < c->output_width) jpeg_crop_scanline(c, &x0, &width);  // widened to whole iMCUs
   const auto y0 = static_cast<JDIMENSION>(std::floor(static_cast<double>(box.top) * s));
   const auto y1 = std::min<JDIMENSION>(c->output_height, static_cast<JDIMENSION>(std::ceil(static_cast<double>(box.top + box.height) * s)));
+  if (width == 0 || y1 <= y0) {  // cannot happen for a box inside the image; refused, not read past
+    std::snprintf(d.err.error, sizeof d.err.error, "an empty crop region");
+    jpeg_abort_decompress(c);
+    return Outcome::kError;
+  }
   if (y0 > 0) jpeg_skip_scanlines(c, y0);
   const size_t stride = static_cast<size_t>(c->output_width) * static_cast<size_t>(c->output_components);
   pixels.resize(stride * (y1 - y0));
@@ -110,9 +122,15 @@ Image decode_image_box(const uint8_t* data, size_t size, int channels, const std
   if (!read_image_header(data, size, &h, &w, &why, max_pixels))
     throw usage_error(path + ": " + (why == "header not within the bytes read" ? "truncated JPEG header" : why));
   thread_local Decompressor d;
+  // An exception out of decode_region (an allocation) must not leave the thread's decompressor
+  // mid-image: every later JPEG on the thread would fail. (libjpeg's own errors longjmp inside.)
+  struct Reset {
+    j_decompress_ptr c;
+    ~Reset() { jpeg_abort_decompress(c); }
+  } reset{&d.cinfo};
   Image img;
   Region r;
-  switch (decode_region(d, data, size, channels, box, out_h, out_w, img.pixels, &r)) {
+  switch (decode_region(d, data, size, channels, h, w, box, out_h, out_w, img.pixels, &r)) {
     case Outcome::kNeedsFullDecode:
       return decode_image(data, size, channels, path, max_pixels);
     case Outcome::kError:

@@ -61,6 +61,7 @@ bool jpeg_size(const uint8_t* d, size_t n, int64_t* h, int64_t* w, std::string* 
     while (pos < n && d[pos] == 0xFF) ++pos;  // fill bytes
     if (pos >= n) return *why = "header not within the bytes read", false;
     const uint8_t m = d[pos++];
+    if (m == 0x00) continue;  // a stuffed 0xFF byte, not a marker (as libjpeg reads it)
     if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) continue;  // markers without a length
     if (m == 0xD9 || m == 0xDA) return *why = "corrupt JPEG header (no frame header before the image data)", false;
     if (pos + 2 > n) return *why = "header not within the bytes read", false;

@@ -185,6 +185,8 @@ std::string ImageFolderDataset::try_load(int64_t index, float* out, uint64_t see
     decode_sample(buf.data(), buf.size(), p, v, seed, out);
   } catch (const Error& e) {
     return e.problems.empty() ? p + ": cannot decode" : e.problems[0];
+  } catch (const std::exception& e) {  // an allocation a hostile header asked for
+    return p + ": cannot decode (" + e.what() + ")";
   }
   return "";
 }

@@ -113,6 +113,7 @@ Raw load_webdataset(const Config& c) {
     WebDatasetOptions t = o;
     static_cast<ImageSampleOptions&>(t) = eval_view;
     t.num_classes = train->num_classes();  // the test labels index the training classes
+    t.classes_from = "the training shards";
     r.test = std::make_shared<WebDataset>(expand_shards(c.test_file), t);
     r.what += " + " + c.test_file;
   }

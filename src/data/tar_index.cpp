@@ -68,19 +68,22 @@ bool checksum_ok(const char* h) {
 
 std::string field(const char* f, size_t n) { return std::string(f, strnlen(f, n)); }
 
-// pax records: "<length> <key>=<value>\n"; sets path and size when present.
+// pax records: "<length> <key>=<value>\n"; sets path and size when present (size -2 when negative).
 void parse_pax(const std::string& data, std::string* path, int64_t* size) {
   size_t pos = 0;
   while (pos < data.size()) {
     const size_t space = data.find(' ', pos);
     if (space == std::string::npos) return;
     const long len = std::strtol(data.c_str() + pos, nullptr, 10);
-    if (len <= 0 || pos + static_cast<size_t>(len) > data.size()) return;
+    if (len <= 0 || pos + static_cast<size_t>(len) > data.size() || space + 2 > pos + static_cast<size_t>(len)) return;
     const std::string rec = data.substr(space + 1, pos + static_cast<size_t>(len) - space - 2);  // without "\n"
     const size_t eq = rec.find('=');
     if (eq != std::string::npos) {
       if (rec.compare(0, eq, "path") == 0) *path = rec.substr(eq + 1);
-      if (rec.compare(0, eq, "size") == 0) *size = std::strtoll(rec.c_str() + eq + 1, nullptr, 10);
+      if (rec.compare(0, eq, "size") == 0) {
+        const long long v = std::strtoll(rec.c_str() + eq + 1, nullptr, 10);
+        *size = v < 0 ? -2 : v;  // -2: a negative size, which the caller reports
+      }
     }
     pos += static_cast<size_t>(len);
   }
@@ -129,14 +132,24 @@ TarIndex index_tar(const std::string& path) {
                                usize, data, file_size);
       break;
     }
-    if (type == 'L' || type == 'x') {
+    if (type == 'L' || type == 'K' || type == 'x') {
+      // A name or a few records: a megabyte is far beyond any real one, and a hostile size
+      // must not become an allocation.
+      if (usize > (1u << 20)) {
+        out.damage = fmt::format("corrupt tar header at offset {}: a {}-byte extended header", pos, usize);
+        break;
+      }
       std::string text(usize, '\0');
       if (read_at(f.fd, data, text.data(), usize) != usize) throw usage_error("shard '" + path + "': cannot read it");
       if (type == 'L') {
         long_name = text.substr(0, strnlen(text.c_str(), text.size()));
-      } else {
+      } else if (type == 'x') {
         parse_pax(text, &long_name, &pax_size);
-      }
+        if (pax_size == -2) {
+          out.damage = fmt::format("corrupt tar header at offset {}: a negative size in its pax record", pos);
+          break;
+        }
+      }  // 'K' (a long link target) names nothing we read
     } else {
       if (type == '0' || type == '\0' || type == '7') out.members.push_back({name, data, usize});
       if (type != 'g') {  // a global pax header sets nothing for the next member alone

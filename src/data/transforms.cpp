@@ -88,9 +88,11 @@ void RandomErasing::apply(float* x, const std::vector<int64_t>& shape, Rng& rng)
     const double u1 = 1.0 - static_cast<double>(rng.uniform()), u2 = rng.uniform();
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   };
-  for (int64_t n = 0; n < count_; ++n)
+  // timm: 1 to --recount boxes, sharing the area between them.
+  const int64_t count = count_ == 1 ? 1 : 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(count_)));
+  for (int64_t n = 0; n < count; ++n)
     for (int attempt = 0; attempt < 10; ++attempt) {
-      const double target = (0.02 + (1.0 / 3.0 - 0.02) * rng.uniform()) * area / static_cast<double>(count_);
+      const double target = (0.02 + (1.0 / 3.0 - 0.02) * rng.uniform()) * area / static_cast<double>(count);
       const double aspect = std::exp(log_lo + (log_hi - log_lo) * rng.uniform());
       const auto h = static_cast<int64_t>(std::nearbyint(std::sqrt(target * aspect)));
       const auto w = static_cast<int64_t>(std::nearbyint(std::sqrt(target / aspect)));

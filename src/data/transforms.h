@@ -61,7 +61,7 @@ class RandomResizedCrop : public Transform {
   RrcRange range_;
 };
 
-// timm's RandomErasing: with probability `prob`, `count` boxes of 2% to 1/3 of the area (split
+// timm's RandomErasing: with probability `prob`, 1 to `count` boxes of 2% to 1/3 of the area (split
 // between them) and aspect 0.3 to 3.3 (log-uniform), 10 tries each, filled with zeros (const),
 // one normal value per channel (rand) or normal noise (pixel).
 class RandomErasing : public Transform {

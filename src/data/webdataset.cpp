@@ -106,7 +106,8 @@ ShardScan scan_shard(const std::string& shard) {
     errno = 0;
     const long long label = std::strtoll(text, &end, 10);
     while (end && *end && std::isspace(static_cast<unsigned char>(*end))) ++end;
-    if (cls->size >= sizeof text || end == text || (end && *end) || errno || label < 0) {
+    // A class index is at most 2^24 (a head of 16.7 M outputs); larger is a corrupt label.
+    if (cls->size >= sizeof text || end == text || (end && *end) || errno || label < 0 || label > (1 << 24)) {
       out.problems.push_back(fmt::format("{}: member '{}' holds '{}', not a class index (0, 1, ...)", shard,
                                          cls->name, std::string(text, n)));
       continue;
@@ -145,6 +146,7 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
     if (e) std::rethrow_exception(e);
 
   int64_t largest = -1;
+  std::string largest_at;  // "<shard>: member '<name>'" of the largest label, for messages
   for (size_t s = 0; s < scans.size(); ++s) {
     auto& scan = scans[s];
     if (!scan.problems.empty() && !opt_.skip_bad) {
@@ -155,7 +157,10 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
     scan_bad_ += static_cast<int64_t>(scan.problems.size());
     shard_first_.push_back(static_cast<int64_t>(samples_.size()));
     for (auto& f : scan.samples) {
-      largest = std::max(largest, f.label);
+      if (f.label > largest) {
+        largest = f.label;
+        largest_at = fmt::format("{}: member '{}'", shards_[s], f.member);
+      }
       samples_.push_back({static_cast<uint32_t>(s), f.offset, f.size, f.label, std::move(f.member)});
     }
   }
@@ -165,11 +170,14 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
                                   shards_.size(), shards_.front()),
                       "write shards with tools/make_shards.py");
   if (opt_.num_classes > 0 && largest >= opt_.num_classes)
-    throw usage_error(fmt::format("the shards hold label {}, and --num_classes is {}", largest, opt_.num_classes),
-                      fmt::format("pass --num_classes {} or more, or leave it out", largest + 1));
+    throw usage_error(fmt::format("{}'s sample has label {}, beyond the {} classes of {}", largest_at, largest,
+                                  opt_.num_classes, opt_.classes_from),
+                      opt_.classes_from == "--num_classes" ? fmt::format("pass --num_classes {} or more", largest + 1)
+                                                           : "evaluate on shards of the same classes");
   classes_ = opt_.num_classes > 0 ? opt_.num_classes : largest + 1;
   if (classes_ < 2)
-    throw usage_error(fmt::format("the shards hold only label {}: nothing to classify", largest),
+    throw usage_error(fmt::format("the shards from '{}' hold only label {} ({}): nothing to classify", shards_.front(),
+                                  largest, largest_at),
                       "a classifier needs two classes or more (pass --num_classes if some have no samples here)");
 }
 
@@ -190,6 +198,8 @@ std::string WebDataset::try_load(int64_t index, float* out, uint64_t seed, const
     decode_sample(buf.data(), buf.size(), where(index), view, seed, out);
   } catch (const Error& e) {
     return e.problems.empty() ? where(index) + ": cannot decode" : e.problems[0];
+  } catch (const std::exception& e) {  // an allocation a hostile header asked for
+    return where(index) + ": cannot decode (" + e.what() + ")";
   }
   return "";
 }

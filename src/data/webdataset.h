@@ -17,6 +17,7 @@ struct WebDatasetOptions : ImageSampleOptions {
   // instead of stopping with an error.
   bool skip_bad = false;
   int64_t num_classes = 0;       // --num_classes: at least the labels' largest + 1 (0 = that)
+  std::string classes_from = "--num_classes";  // where num_classes came from, for messages
   int64_t shuffle_buffer = 1000;  // samples the shuffled stream draws from (see stream_order)
   int scan_threads = 0;           // shards indexed at once (0 = up to 8, by the machine's cores)
 };
