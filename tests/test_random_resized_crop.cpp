@@ -231,6 +231,20 @@ TEST_CASE("random_resized_crop: an image folder crops each epoch anew, and its h
   s.train->get(0, b.data(), nullptr, 2);
   CHECK(a != b);
 
+  // Normalization folded into the decode: the values of a normalizing pass after it.
+  Config n = c;
+  n.normalize = true;
+  n.normalize_mean = n.normalize_std = "imagenet";
+  const DataSplits fused = make_datasets(n);
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+  for (const auto& [plain_data, fused_data] : {std::pair{s.train, fused.train}, std::pair{s.test, fused.test}}) {
+    plain_data->get(1, a.data(), nullptr, 7);
+    fused_data->get(1, b.data(), nullptr, 7);
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max<double>(worst, std::abs((a[i] - mean[i / 1024]) / sd[i / 1024] - b[i]));
+    CHECK(worst < 1e-5);
+  }
+
   const std::string base = "train --dataset image_folder --data_dir " + (dir / "train") +
                            " --image_size 32 --model cnn --width 4 --batch_size 4 --epochs 1 --device cpu ";
   auto r = test::run_gputrain(base + "--random_resized_crop --rrc_scale 0.25,1 --hflip --output_dir " + (dir / "run"));

@@ -20,7 +20,7 @@ void decode_sample(const uint8_t* data, size_t size, const std::string& name, co
     Window win;
     const Image img = decode_image_box(data, size, o.channels, name, o.max_pixels, box, o.height, o.width,
                                        o.reduced_decode, &win);
-    resample(img, win, o.height, o.width, out);
+    resample(img, win, o.height, o.width, out, o.mean, o.std);
     return;
   }
   const Image img = decode_image(data, size, o.channels, name, o.max_pixels);
@@ -28,6 +28,13 @@ void decode_sample(const uint8_t* data, size_t size, const std::string& name, co
     resize_center_crop(img, o.height, o.width, o.crop_pct, out);
   else
     resize_to_chw_float(img, o.height, o.width, out);
+  if (o.mean.empty()) return;
+  const int64_t plane = o.height * o.width;
+  for (int64_t c = 0; c < o.channels; ++c) {
+    const size_t i = o.mean.size() == 1 ? 0 : static_cast<size_t>(c);
+    const float m = o.mean[i], inv = 1.0f / o.std[i];
+    for (float* p = out + c * plane; p < out + (c + 1) * plane; ++p) *p = (*p - m) * inv;
+  }
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/crop_box.h"
 #include "data/dataset.h"
@@ -28,9 +29,12 @@ struct ImageSampleOptions {
   // With a crop: JPEGs decoded at a reduced DCT scale and only in the crop's region
   // (decode_box.h); false decodes them whole, for torchvision's pixels.
   bool reduced_decode = true;
+  // Set (one value, or one per channel): the sample is normalized, (v - mean) / std, as it is
+  // written, instead of by a pass of its own (make_datasets decides when nothing comes between).
+  std::vector<float> mean, std;
 };
 
-// Decodes `data` into `out` (CHW floats in [0, 1]) as `o` says; `seed` draws the crop. Throws
+// Decodes `data` into `out` (CHW floats in [0, 1], or normalized) as `o` says; `seed` draws the crop. Throws
 // usage_error("<name>: <reason>") for a file that does not decode.
 void decode_sample(const uint8_t* data, size_t size, const std::string& name, const ImageSampleOptions& o,
                    uint64_t seed, float* out);

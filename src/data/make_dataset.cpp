@@ -43,7 +43,23 @@ struct Raw {
   DatasetPtr train, test;  // test may be null: then a part of train is held out
   std::string what;
   DatasetPtr train_eval;  // image files cropped or center-cropped: the view a held-out part is evaluated in
+  // Image files: the sources and views behind train, test and train_eval, to view them again
+  // with the normalization folded into the decode.
+  std::shared_ptr<const ImageSource> train_source, test_source;
+  ImageSampleOptions train_view, eval_view;
 };
+
+// The same files, normalized as they are decoded (see make_datasets).
+Raw normalized_in_decode(Raw raw, const std::vector<float>& mean, const std::vector<float>& std) {
+  for (auto* v : {&raw.train_view, &raw.eval_view}) {
+    v->mean = mean;
+    v->std = std;
+  }
+  raw.train = raw.train_source->view(raw.train_view);
+  if (raw.train_eval) raw.train_eval = raw.train_source->view(raw.eval_view);
+  if (raw.test_source) raw.test = raw.test_source->view(raw.eval_view);
+  return raw;
+}
 
 RrcRange rrc_range(const Config& c) {
   const auto scale = parse_numbers(c.rrc_scale), ratio = parse_numbers(c.rrc_ratio);
@@ -78,6 +94,8 @@ Raw load_image_folders(const Config& c) {
   static_cast<ImageSampleOptions&>(eval) = eval_view;
   // DIR/train + DIR/val (or DIR/test), as ImageNet-style folders are laid out; else DIR alone.
   Raw r;
+  r.train_view = train_view;
+  r.eval_view = eval_view;
   std::shared_ptr<ImageFolderDataset> train;
   if (fs::is_directory(fs::path(dir) / "train")) {
     train = load_image_folder((fs::path(dir) / "train").string(), o);
@@ -85,13 +103,14 @@ Raw load_image_folders(const Config& c) {
       if (fs::is_directory(fs::path(dir) / name)) {
         eval.classes = train->class_names();
         eval.num_classes = train->num_classes();
-        r.test = load_image_folder((fs::path(dir) / name).string(), eval);
+        auto test = load_image_folder((fs::path(dir) / name).string(), eval);
+        r.test = r.test_source = test;
         break;
       }
   } else {
     train = load_image_folder(dir, o);
   }
-  r.train = train;
+  r.train = r.train_source = train;
   // A part held out of the training folder is evaluated as a val/ folder would be.
   if (c.random_resized_crop || c.crop_pct > 0) r.train_eval = train->view(eval_view);
   r.what = fmt::format("image folder {} at {}x{}", dir, o.height, o.width);
@@ -106,15 +125,17 @@ Raw load_webdataset(const Config& c) {
   o.num_classes = c.num_classes;
   o.shuffle_buffer = c.shuffle_buffer;
   Raw r;
+  r.train_view = train_view;
+  r.eval_view = eval_view;
   auto train = std::make_shared<WebDataset>(expand_shards(c.data_dir), o);
-  r.train = train;
+  r.train = r.train_source = train;
   r.what = fmt::format("webdataset {} ({} shards) at {}x{}", c.data_dir, train->shards().size(), o.height, o.width);
   if (!c.test_file.empty()) {
     WebDatasetOptions t = o;
     static_cast<ImageSampleOptions&>(t) = eval_view;
     t.num_classes = train->num_classes();  // the test labels index the training classes
     t.classes_from = "the training shards";
-    r.test = std::make_shared<WebDataset>(expand_shards(c.test_file), t);
+    r.test = r.test_source = std::make_shared<WebDataset>(expand_shards(c.test_file), t);
     r.what += " + " + c.test_file;
   }
   if (c.random_resized_crop || c.crop_pct > 0) r.train_eval = train->view(eval_view);
@@ -202,6 +223,47 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
       "drop the image transforms for tables and sequences");
 }
 
+// The deterministic part of the pipelines: caching, the held-out split, resizing, log scaling.
+struct Pipelines {
+  DatasetPtr train, test;
+  std::string eval_name = "test";
+};
+
+Pipelines assemble(const Config& c, const Raw& raw) {
+  Pipelines p{raw.train, raw.test};
+  if (c.cache) p.train = std::make_shared<CachedDataset>(p.train);  // below the split: both halves share it
+  if (c.cache && p.test) p.test = std::make_shared<CachedDataset>(p.test);
+  if (c.val_split > 0 || !p.test) {
+    const double fraction = c.val_split > 0 ? c.val_split : 0.1;
+    std::tie(p.train, p.test) = split_validation(p.train, fraction, static_cast<uint64_t>(c.seed), raw.train_eval);
+    p.eval_name = fmt::format("validation ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
+                              c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default");
+  }
+  const Dataset &train = *p.train, &test = *p.test;
+  if (train.is_regression() != test.is_regression())
+    throw usage_error("the train and test data disagree on the task (" +
+                          std::string(train.is_regression() ? "regression" : "classification") + " vs " +
+                          (test.is_regression() ? "regression" : "classification") + ")",
+                      "pass --task, or targets of the same kind in both files");
+  if (train.is_regression() && train.target_shape() != test.target_shape())
+    throw usage_error("the train and test targets have different shapes", "check --train_targets and --test_targets");
+  if (train.sample_shape() != test.sample_shape())
+    throw usage_error("the train and test samples have different shapes", "check --train_file and --test_file");
+  if (train.num_classes() != test.num_classes())  // every loader numbers the test split's classes as train's
+    throw std::logic_error("make_datasets: the splits disagree on the class count");
+  if (!c.image_size.empty() && !encoded_images(c.dataset)) {
+    auto size = parse_image_size(c.image_size);
+    p.train = std::make_shared<ResizedDataset>(p.train, size[0], size[1]);
+    p.test = std::make_shared<ResizedDataset>(p.test, size[0], size[1]);
+  }
+  if (c.log1p) {
+    auto log = std::make_shared<Log1p>();
+    p.train = std::make_shared<TransformedDataset>(p.train, std::vector<std::shared_ptr<const Transform>>{log});
+    p.test = std::make_shared<TransformedDataset>(p.test, std::vector<std::shared_ptr<const Transform>>{log});
+  }
+  return p;
+}
+
 }  // namespace
 
 std::string dataset_dir(const Config& c) {
@@ -219,45 +281,11 @@ DataSplits make_datasets(const Config& c) {
   Raw raw = load_raw(c);
   require_images(c, raw.train->sample_shape());
   DataSplits s;
-  DatasetPtr train = raw.train, test = raw.test;
   if (c.cache && c.random_resized_crop && raw.train_eval)
     throw usage_error("--cache with --random_resized_crop on image files would keep each image's first crop",
                       "drop --cache: the crop is drawn anew every epoch, and only its region is decoded");
-  if (c.cache) train = std::make_shared<CachedDataset>(train);  // below the split: both halves share it
-  if (c.cache && test) test = std::make_shared<CachedDataset>(test);
-
-  std::string eval_name = "test";
-  if (c.val_split > 0 || !test) {
-    const double fraction = c.val_split > 0 ? c.val_split : 0.1;
-    std::tie(train, test) = split_validation(train, fraction, static_cast<uint64_t>(c.seed), raw.train_eval);
-    eval_name = fmt::format("validation ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
-                            c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default");
-  }
-  if (train->is_regression() != test->is_regression())
-    throw usage_error("the train and test data disagree on the task (" +
-                          std::string(train->is_regression() ? "regression" : "classification") + " vs " +
-                          (test->is_regression() ? "regression" : "classification") + ")",
-                      "pass --task, or targets of the same kind in both files");
-  if (train->is_regression() && train->target_shape() != test->target_shape())
-    throw usage_error("the train and test targets have different shapes", "check --train_targets and --test_targets");
-  if (train->sample_shape() != test->sample_shape())
-    throw usage_error("the train and test samples have different shapes", "check --train_file and --test_file");
-  if (train->num_classes() != test->num_classes())  // every loader numbers the test split's classes as train's
-    throw std::logic_error("make_datasets: the splits disagree on the class count");
-
-  // The deterministic part of the pipeline: resizing and log scaling.
-  if (!c.image_size.empty() && !encoded_images(c.dataset)) {
-    auto size = parse_image_size(c.image_size);
-    train = std::make_shared<ResizedDataset>(train, size[0], size[1]);
-    test = std::make_shared<ResizedDataset>(test, size[0], size[1]);
-  }
+  Pipelines p = assemble(c, raw);
   std::vector<std::shared_ptr<const Transform>> train_t, test_t;
-  if (c.log1p) {
-    auto log = std::make_shared<Log1p>();
-    train = std::make_shared<TransformedDataset>(train, std::vector<std::shared_ptr<const Transform>>{log});
-    test = std::make_shared<TransformedDataset>(test, std::vector<std::shared_ptr<const Transform>>{log});
-  }
-
   // Random augmentation (training only), then normalization by statistics of the training data.
   if (c.random_crop > 0) train_t.push_back(std::make_shared<RandomCrop>(c.random_crop));
   if (c.random_resized_crop && !encoded_images(c.dataset))  // image files are cropped while decoding
@@ -273,14 +301,14 @@ DataSplits make_datasets(const Config& c) {
     ChannelStats st;
     if (!c.normalize_mean.empty()) {
       st = {to_floats(normalize_numbers(c.normalize_mean, true)), to_floats(normalize_numbers(c.normalize_std, false))};
-      const size_t channels = static_cast<size_t>(ChannelLayout(train->sample_shape()).channels);
+      const size_t channels = static_cast<size_t>(ChannelLayout(p.train->sample_shape()).channels);
       for (const auto* v : {&st.mean, &st.std})
         if (v->size() != 1 && v->size() != channels)
           throw usage_error(
               fmt::format("normalize_mean/normalize_std have {} values, the data has {} channels", v->size(), channels),
               "give one value per channel, or one for all");
     } else {
-      st = compute_channel_stats(*train);
+      st = compute_channel_stats(*p.train);
     }
     for (const auto* v : {&st.mean, &st.std})
       for (float f : *v)
@@ -291,18 +319,28 @@ DataSplits make_datasets(const Config& c) {
                             "--normalize_std");
     s.normalize_mean = numbers_text(st.mean);
     s.normalize_std = numbers_text(st.std);
-    auto norm = std::make_shared<Normalize>(st.mean, st.std);
-    train_t.push_back(norm);
-    test_t.push_back(norm);
+    // Image files whose training transforms before normalization are at most a flip (which
+    // commutes with it) are normalized as they are resampled: one pass over the pixels less,
+    // about 5% of the loader's time on 500x375 JPEGs.
+    const bool fuse = raw.train_source && c.random_crop == 0 && c.color_jitter.empty() && c.aa.empty() && !c.log1p;
+    if (fuse) {
+      raw = normalized_in_decode(std::move(raw), st.mean, st.std);
+      p = assemble(c, raw);
+    } else {
+      auto norm = std::make_shared<Normalize>(st.mean, st.std);
+      train_t.push_back(norm);
+      test_t.push_back(norm);
+    }
   }
   // After normalization, as timm: the noise fill is normal in the normalized space.
   if (c.reprob > 0) train_t.push_back(std::make_shared<RandomErasing>(c.reprob, c.remode, c.recount));
-  s.train = train_t.empty() ? train : std::make_shared<TransformedDataset>(train, train_t);
-  s.test = test_t.empty() ? test : std::make_shared<TransformedDataset>(test, test_t);
+  s.train = train_t.empty() ? p.train : std::make_shared<TransformedDataset>(p.train, train_t);
+  s.test = test_t.empty() ? p.test : std::make_shared<TransformedDataset>(p.test, test_t);
 
-  std::string task = train->is_regression() ? fmt::format("regression, {} target(s)", train->target_numel())
-                                            : fmt::format("{} classes", train->num_classes());
-  s.description = fmt::format("{}: {}, {} train, {} {}", raw.what, task, s.train->size(), s.test->size(), eval_name);
+  std::string task = p.train->is_regression() ? fmt::format("regression, {} target(s)", p.train->target_numel())
+                                              : fmt::format("{} classes", p.train->num_classes());
+  s.description =
+      fmt::format("{}: {}, {} train, {} {}", raw.what, task, s.train->size(), s.test->size(), p.eval_name);
   return s;
 }
 

@@ -60,9 +60,10 @@ class AxisTaps {
 // `channels` CHW planes of out_h x out_w. Vertical pass first, over each output row's whole span
 // of source columns (contiguous, so it vectorizes), then the horizontal pass on that one row:
 // the costly per-tap work runs on out_h rows instead of every source row.
+// Each output channel c is written as value * k[c] + b[c] (the 1/255 scale and a normalization).
 template <typename T>
 void resample_planes(const T* src, int64_t row_stride, int64_t channels, const AxisTaps& tx, const AxisTaps& ty,
-                     int64_t out_h, int64_t out_w, float k, float* out) {
+                     int64_t out_h, int64_t out_w, const float* k, const float* b, float* out) {
   const int64_t x_lo = tx.lowest(), span = (tx.highest() - x_lo) * channels, plane = out_h * out_w;
   thread_local std::vector<float> acc;  // per loader thread: no allocation once warm
   acc.resize(static_cast<size_t>(span));
@@ -86,14 +87,14 @@ void resample_planes(const T* src, int64_t row_stride, int64_t channels, const A
           v1 += t.w[j] * p[j * 3 + 1];
           v2 += t.w[j] * p[j * 3 + 2];
         }
-        o[x] = v0 * k;
-        o[plane + x] = v1 * k;
-        o[2 * plane + x] = v2 * k;
+        o[x] = v0 * k[0] + b[0];
+        o[plane + x] = v1 * k[1] + b[1];
+        o[2 * plane + x] = v2 * k[2] + b[2];
       } else {
         for (int64_t c = 0; c < channels; ++c) {
           float v = 0;
           for (int64_t j = 0; j < t.count; ++j) v += t.w[j] * p[j * channels + c];
-          o[c * plane + x] = v * k;
+          o[c * plane + x] = v * k[c] + b[c];
         }
       }
     }
@@ -102,16 +103,25 @@ void resample_planes(const T* src, int64_t row_stride, int64_t channels, const A
 
 }  // namespace
 
-void resample(const Image& img, const Window& win, int64_t out_h, int64_t out_w, float* out) {
+void resample(const Image& img, const Window& win, int64_t out_h, int64_t out_w, float* out,
+              const std::vector<float>& mean, const std::vector<float>& std) {
   const AxisTaps tx(win.left, win.width, img.width, out_w), ty(win.top, win.height, img.height, out_h);
-  resample_planes(img.pixels.data(), img.width * img.channels, img.channels, tx, ty, out_h, out_w, 1.0f / 255.0f, out);
+  std::vector<float> k(static_cast<size_t>(img.channels), 1.0f / 255.0f), b(static_cast<size_t>(img.channels), 0.0f);
+  for (size_t c = 0; c < k.size() && !mean.empty(); ++c) {
+    const size_t i = mean.size() == 1 ? 0 : c;  // (v / 255 - mean) / std, in one multiply-add
+    k[c] = 1.0f / (255.0f * std[i]);
+    b[c] = -mean[i] / std[i];
+  }
+  resample_planes(img.pixels.data(), img.width * img.channels, img.channels, tx, ty, out_h, out_w, k.data(), b.data(),
+                  out);
 }
 
 void resample(const float* chw, int64_t channels, int64_t h, int64_t w, const Window& win, int64_t out_h,
               int64_t out_w, float* out) {
   const AxisTaps tx(win.left, win.width, w, out_w), ty(win.top, win.height, h, out_h);
+  const float one = 1.0f, zero = 0.0f;
   for (int64_t c = 0; c < channels; ++c)
-    resample_planes(chw + c * h * w, w, int64_t{1}, tx, ty, out_h, out_w, 1.0f, out + c * out_h * out_w);
+    resample_planes(chw + c * h * w, w, int64_t{1}, tx, ty, out_h, out_w, &one, &zero, out + c * out_h * out_w);
 }
 
 }  // namespace gputrain
