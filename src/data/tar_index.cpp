@@ -18,25 +18,6 @@ namespace {
 
 constexpr uint64_t kBlock = 512;
 
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// Reads exactly n bytes at offset, or returns how many it could (fewer at the end of the file).
-size_t read_at(int fd, uint64_t offset, char* buf, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
-  }
-  return got;
-}
-
 // An octal field (NUL or space terminated), or GNU's base-256 for large sizes; -1 if malformed.
 int64_t number(const char* f, size_t n) {
   if (static_cast<unsigned char>(f[0]) & 0x80) {
@@ -91,8 +72,25 @@ void parse_pax(const std::string& data, std::string* path, int64_t* size) {
 
 }  // namespace
 
+ShardFile::ShardFile(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+
+ShardFile::~ShardFile() {
+  if (fd >= 0) ::close(fd);
+}
+
+size_t ShardFile::read_at(uint64_t offset, void* buf, size_t n) const {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, static_cast<char*>(buf) + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
 TarIndex index_tar(const std::string& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  const ShardFile f(path);
   if (f.fd < 0) throw usage_error(fmt::format("shard '{}': cannot open it ({})", path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw usage_error(fmt::format("shard '{}': cannot read it", path));
@@ -105,7 +103,7 @@ TarIndex index_tar(const std::string& path) {
   };
   char h[kBlock];
   for (uint64_t pos = 0;;) {
-    const size_t got = read_at(f.fd, pos, h, kBlock);
+    const size_t got = f.read_at(pos, h, kBlock);
     if (got == 0 && pos == file_size) break;  // no end-of-archive blocks: tolerated, as Python does
     if (got < kBlock) {
       out.damage = fmt::format("truncated tar: the header after {} is cut at offset {}", last(), pos);
@@ -140,7 +138,7 @@ TarIndex index_tar(const std::string& path) {
         break;
       }
       std::string text(usize, '\0');
-      if (read_at(f.fd, data, text.data(), usize) != usize) throw usage_error("shard '" + path + "': cannot read it");
+      if (f.read_at(data, text.data(), usize) != usize) throw usage_error("shard '" + path + "': cannot read it");
       if (type == 'L') {
         long_name = text.substr(0, strnlen(text.c_str(), text.size()));
       } else if (type == 'x') {

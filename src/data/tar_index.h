@@ -1,5 +1,6 @@
 // The members of a tar archive, found by reading its headers only: WebDataset shards.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +17,17 @@ struct TarIndex {
   // Empty, or why the archive stops early (truncated or corrupt, naming the member and offset):
   // the members before it are complete.
   std::string damage;
+};
+
+// A shard opened for reading by offset (closed with it); fd < 0 when it cannot be opened.
+struct ShardFile {
+  int fd;
+  explicit ShardFile(const std::string& path);
+  ~ShardFile();
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+  // Reads up to n bytes at offset (pread, retried); returns how many (fewer at the end of the file).
+  size_t read_at(uint64_t offset, void* buf, size_t n) const;
 };
 
 // Indexes the regular files of a tar as Python's tarfile and GNU tar write it (ustar, GNU long

@@ -1,9 +1,6 @@
 // WebDataset shards: indexed at start (headers and labels), images read by offset on demand.
 #include "data/webdataset.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -23,25 +20,6 @@ namespace {
 const char* kBadHint =
     "rewrite the shard (tools/make_shards.py writes them from an image folder), or pass --skip_bad_samples to "
     "skip such samples";
-
-struct Fd {
-  int fd;
-  explicit Fd(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-bool read_exact(int fd, uint64_t offset, uint8_t* buf, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    got += static_cast<size_t>(r);
-  }
-  return true;
-}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -72,7 +50,7 @@ struct ShardScan {
 ShardScan scan_shard(const std::string& shard) {
   ShardScan out;
   const TarIndex index = index_tar(shard);
-  Fd f(shard);
+  const ShardFile f(shard);
   if (f.fd < 0) throw usage_error(fmt::format("shard '{}': cannot open it ({})", shard, std::strerror(errno)));
   // Members sharing a key are consecutive in a shard: a sample ends where the key changes.
   for (size_t i = 0; i < index.members.size();) {
@@ -100,7 +78,7 @@ ShardScan scan_shard(const std::string& shard) {
     }
     char text[32] = {};
     const size_t n = static_cast<size_t>(std::min<uint64_t>(cls->size, sizeof text - 1));
-    if (!read_exact(f.fd, cls->offset, reinterpret_cast<uint8_t*>(text), n))
+    if (f.read_at(cls->offset, text, n) != n)
       throw usage_error(fmt::format("shard '{}': cannot read member '{}'", shard, cls->name));
     char* end = nullptr;
     errno = 0;
@@ -190,10 +168,10 @@ std::string WebDataset::try_load(int64_t index, float* out, uint64_t seed, const
   const Sample& s = samples_[static_cast<size_t>(index)];
   // One open file per shard per thread would be many; a shard is opened per read, which the
   // kernel's page cache and the sequential stream order make cheap next to a decode.
-  Fd f(shards_[s.shard]);
+  const ShardFile f(shards_[s.shard]);
   thread_local std::vector<uint8_t> buf;  // per loader thread: no allocation once warm
   buf.resize(static_cast<size_t>(s.size));
-  if (f.fd < 0 || !read_exact(f.fd, s.offset, buf.data(), buf.size())) return where(index) + ": cannot read it";
+  if (f.fd < 0 || f.read_at(s.offset, buf.data(), buf.size()) != buf.size()) return where(index) + ": cannot read it";
   try {
     decode_sample(buf.data(), buf.size(), where(index), view, seed, out);
   } catch (const Error& e) {
