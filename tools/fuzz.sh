@@ -28,13 +28,16 @@ build() {  # name sources... -- other compiler and linker arguments...
     clang++ "${flags[@]}" "${srcs[@]}" -o "$out/$name" "${args[@]}"
   fi
 }
-targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy fuzz_image)
+targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy fuzz_image fuzz_tar)
 build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
 build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/config/json_text.cpp \
   src/core/text.cpp
 build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp src/data/labels.cpp src/core/text.cpp
 build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp src/core/mapped_file.cpp src/core/zip.cpp -- -lz
-build fuzz_image tests/fuzz/fuzz_image.cpp src/data/image_decode.cpp -- -lpng -lturbojpeg -lz
+image_srcs=(src/data/image_decode.cpp src/data/crop_box.cpp src/data/decode_box.cpp src/data/resample.cpp)
+build fuzz_image tests/fuzz/fuzz_image.cpp "${image_srcs[@]}" -- -lpng -lturbojpeg -ljpeg -lz
+build fuzz_tar tests/fuzz/fuzz_tar.cpp src/data/tar_index.cpp src/data/webdataset.cpp src/data/image_sample.cpp \
+  "${image_srcs[@]}" src/core/text.cpp -- -lpng -lturbojpeg -ljpeg -lz
 
 # Checkpoints are read by LibTorch: the checkpoint code is compiled here (instrumented, so the
 # fuzzer sees its branches; FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION skips the CRC comparison
@@ -99,6 +102,25 @@ fi
 # Small PNGs (RGB, gray, RGBA) and JPEGs (4:4:4, 4:2:0, gray), written by the target itself.
 mkdir -p "$out/seeds_image"
 export GPUTRAIN_FUZZ_IMAGE_SEEDS=seeds_image
+# A shard of two samples (a tiny PNG and its .cls each), in the three tar formats.
+mkdir -p "$out/seeds_tar"
+if [ -x .venv/bin/python ]; then
+  .venv/bin/python - "$out/seeds_tar" <<'PY'
+import io, os, sys, tarfile, zlib, struct
+def png(v):
+    raw = b"".join(b"\x00" + bytes([v, v, v]) * 2 for _ in range(2))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)) + \
+        chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+for name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("gnu", tarfile.GNU_FORMAT), ("pax", tarfile.PAX_FORMAT)):
+    with tarfile.open(os.path.join(sys.argv[1], name + ".tar"), "w", format=fmt) as t:
+        for i, (data, label) in enumerate(((png(10), b"0"), (png(200), b"1"))):
+            for ext, body in (("png", data), ("cls", label)):
+                info = tarfile.TarInfo(f"{i:06d}.{ext}")
+                info.size = len(body)
+                t.addfile(info, io.BytesIO(body))
+PY
+fi
 # A real checkpoint (cnn, AdamW, grad scaler, EMA), written by the target itself.
 mkdir -p "$out/seeds_checkpoint"
 export GPUTRAIN_FUZZ_SEED=seeds_checkpoint/trained.pt
@@ -150,6 +172,7 @@ for target in "${targets[@]}"; do
   [ "$target" = fuzz_config ] && max_len=262144  # deep nesting needs long inputs
   [ "$target" = fuzz_weights ] && max_len=16384  # a torch.save zip aligns its members to 64 bytes
   [ "$target" = fuzz_pt2 ] && max_len=65536  # the program's JSON alone is ~20 KB for a small net
+  [ "$target" = fuzz_tar ] && max_len=16384  # four 512-byte headers, their data and the end blocks
   echo "fuzz: $target for ${seconds}s"
   if ! (cd "$out" && ./"$target" -max_total_time="$seconds" -timeout=$timeout -rss_limit_mb=$rss -max_len=$max_len \
         -print_final_stats=1 \

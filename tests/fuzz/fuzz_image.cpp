@@ -1,5 +1,7 @@
-// libFuzzer target: JPEG and PNG headers and decoding on arbitrary bytes. Errors for people are
-// expected; crashes, hangs, leaks and allocations beyond what the size limits allow are bugs.
+// libFuzzer target: JPEG and PNG headers and decoding on arbitrary bytes, whole and through the
+// RandomResizedCrop path (a box from the header, the region decode at a reduced scale, the
+// antialiased resample). Errors for people are expected; crashes, hangs, leaks and allocations
+// beyond what the size limits allow are bugs.
 // LLVMFuzzerInitialize writes small real images as seeds into GPUTRAIN_FUZZ_IMAGE_SEEDS.
 #include <png.h>
 #include <turbojpeg.h>
@@ -11,7 +13,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/crop_box.h"
+#include "data/decode_box.h"
 #include "data/image_decode.h"
+#include "data/resample.h"
 
 namespace {
 
@@ -72,6 +77,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       gputrain::resize_to_chw_float(img, 4, 4, out.data());
     } catch (const gputrain::Error&) {
     }
+  }
+  // The crop path: a box drawn for the header's size (an extreme ratio range included), decoded
+  // to outputs small enough that the reduced scales are chosen.
+  if (gputrain::read_image_header(data, size, &h, &w, &why, kMaxPixels, size)) {
+    gputrain::Rng rng(size);
+    for (const gputrain::RrcRange& range : {gputrain::RrcRange{}, gputrain::RrcRange{0.01, 1.0, 0.1, 10.0}})
+      for (int64_t out_size : {2, 7}) {
+        try {
+          const auto box = gputrain::random_resized_crop_box(h, w, range, rng);
+          gputrain::Window win;
+          const auto img = gputrain::decode_image_box(data, size, 3, "fuzz", kMaxPixels, box, out_size, out_size,
+                                                      true, &win);
+          if (win.top < 0 || win.left < 0 || win.top + win.height > static_cast<double>(img.height) + 1e-6 ||
+              win.left + win.width > static_cast<double>(img.width) + 1e-6)
+            __builtin_trap();
+          std::vector<float> out(static_cast<size_t>(3 * out_size * out_size));
+          gputrain::resample(img, win, out_size, out_size, out.data(), {0.5f}, {0.25f});
+        } catch (const gputrain::Error&) {
+        }
+      }
   }
   return 0;
 }
