@@ -42,12 +42,17 @@ void warp(const std::array<double, 6>& m, float* x, int64_t channels, int64_t h,
                       static_cast<float>(m[3]) / (0.5f * static_cast<float>(h)),
                       static_cast<float>(m[4]) / (0.5f * static_cast<float>(h)),
                       static_cast<float>(m[5]) / (0.5f * static_cast<float>(h))};
-  thread_local std::vector<float> src;
+  thread_local std::vector<float> src, base_x;
   src.assign(x, x + channels * h * w);
+  // The base grid's column coordinates, computed once rather than for every row.
+  base_x.resize(static_cast<size_t>(w));
+  for (int64_t ox = 0; ox < w; ++ox)
+    base_x[static_cast<size_t>(ox)] = static_cast<float>(
+        linspace((1.0 - static_cast<double>(w)) * 0.5, (static_cast<double>(w) - 1.0) * 0.5, w, ox));
   for (int64_t oy = 0; oy < h; ++oy) {
     const auto by = static_cast<float>(linspace((1.0 - static_cast<double>(h)) * 0.5, (static_cast<double>(h) - 1.0) * 0.5, h, oy));
     for (int64_t ox = 0; ox < w; ++ox) {
-      const auto bx = static_cast<float>(linspace((1.0 - static_cast<double>(w)) * 0.5, (static_cast<double>(w) - 1.0) * 0.5, w, ox));
+      const float bx = base_x[static_cast<size_t>(ox)];
       const float gx = bx * t[0] + by * t[1] + t[2], gy = bx * t[3] + by * t[4] + t[5];
       const float ix = ((gx + 1.0f) * static_cast<float>(w) - 1.0f) / 2.0f;
       const float iy = ((gy + 1.0f) * static_cast<float>(h) - 1.0f) / 2.0f;
