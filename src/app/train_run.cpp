@@ -13,6 +13,7 @@
 #include "core/device_cuda.h"
 #include "core/device_probe.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/host_info.h"
 #include "core/signals.h"
 #include "parallel/rank_env.h"
@@ -233,8 +234,12 @@ int run_training(const std::vector<FlagArg>& flags) {
     return f.name == "resume" && f.value && !f.value->empty() && *f.value != "auto";
   });
   GpuProbe probe;
-  if (!resume_path) probe = [] { return probe_machine().gpus; };
-  Continued run{resolve_config(flags, probe), nullptr, "", "", 1, 0};
+  FingerprintProbe fingerprint;  // auto prefers a recipe measured on this machine
+  if (!resume_path) {
+    probe = [] { return probe_machine().gpus; };
+    fingerprint = machine_fingerprint;
+  }
+  Continued run{resolve_config(flags, probe, fingerprint), nullptr, "", "", 1, 0};
   // A job started again by its scheduler (torchrun --max_restarts, a Slurm requeue) continues
   // its run: the same command line must not refuse the folder it wrote the first time.
   if (ranks.restart_count > 0 && run.requested.output_dir.empty() && run.requested.resume.empty())

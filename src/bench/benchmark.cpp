@@ -11,9 +11,11 @@
 #include "bench/data_parallel.h"
 #include "bench/report.h"
 #include "bench/runner.h"
+#include "bench/save_recipe.h"
 #include "bench/variants.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/signals.h"
 #include "parallel/rank_env.h"
 #include "train/export.h"
@@ -46,6 +48,17 @@ std::string bottleneck(const std::vector<Variant>& variants, std::shared_ptr<con
                      compute, loader);
 }
 
+// --until: the variant that reached the target first (median over seeds), or why none did.
+std::string target_verdict(const std::vector<VariantResult>& results, const BenchSettings& s) {
+  const VariantResult* best = nullptr;
+  for (const auto& r : results)
+    if (r.target && r.target->reached && (!best || r.target->seconds < best->target->seconds)) best = &r;
+  const std::string seeds = s.seeds > 1 ? fmt::format("median of {} seeds", s.seeds) : "1 seed";
+  if (!best) return fmt::format("no variant reached {} ({})", s.until->text(), seeds);
+  return fmt::format("fastest to {}: {}, {:.1f} s of training ({}; evaluation excluded)", s.until->text(), best->name,
+                     best->target->seconds, seeds);
+}
+
 }  // namespace
 
 int run_benchmark(const BenchRequest& q) {
@@ -55,6 +68,8 @@ int run_benchmark(const BenchRequest& q) {
     if (*p) check_writable(**p, "benchmark output");
   const BenchSettings& s = q.settings;
   Config workload = q.workload;
+  // Where the winner goes, refused now if it cannot be a preset name.
+  const std::string recipe_file = q.save_recipe ? recipe_path(*q.save_recipe, workload.device_preset) : "";
   const MachineInfo machine = probe_machine(workload.device != "cpu");
   // Several ranks (gputrain launch, torchrun, srun): every rank measures the data-parallel job
   // with rank 0, then rank 0 alone measures the variants and writes the outputs.
@@ -81,12 +96,13 @@ int run_benchmark(const BenchRequest& q) {
     data = first.shared_data();
     recipe = first.recipe();
   }
+  if (s.until) check_target_applies(*s.until, *data->train);
   const bool tty = isatty(STDERR_FILENO);
   if (root) {
     fmt::print("benchmark: {} on {}\n", q.workload.model, q.workload.dataset);
     for (const auto& [what, state] : recipe.report)
       if (what == "device" || what == "memory" || what == "compute capability" || what == "CUDA / cuDNN" ||
-          what == "intra-op threads")
+          what == "intra-op threads" || what == "device preset")
         fmt::print("  {:<21} {}\n", what, state);
     fmt::print("  {:<21} {}\n  {:<21} batch {} x {} accumulation\n", "data", data->description, "workload",
                q.workload.batch_size, q.workload.accumulation_steps);
@@ -94,6 +110,8 @@ int run_benchmark(const BenchRequest& q) {
   }
 
   std::optional<DataParallelResult> data_parallel;
+  if (comm && s.until)
+    throw usage_error("benchmark --until runs on one process", "run it without gputrain launch, torchrun or srun");
   if (comm) {
     // The full recipe where it runs (as bottleneck() picks), else the first variant that runs.
     const Variant* pick = nullptr;
@@ -121,9 +139,17 @@ int run_benchmark(const BenchRequest& q) {
     const auto& v = variants[i];
     const std::string label = fmt::format("benchmark: variant {}/{} {}", i + 1, variants.size(), v.name);
     if (!tty) fmt::print(stderr, "{}\n", label);
-    auto result = run_variant(v, data, s, [&](int64_t step, int64_t total) {
-      if (tty) fmt::print(stderr, "\r\033[K{}: step {}/{}", label, step, total);
-    });
+    auto result = s.until ? run_to_target(v, data, *s.until, s.seeds,
+                                          [&](int64_t run, int64_t runs) {
+                                            if (runs == 1) return;
+                                            if (tty)
+                                              fmt::print(stderr, "\r\033[K{}: seed {}/{}", label, run, runs);
+                                            else
+                                              fmt::print(stderr, "{}: seed {}/{}\n", label, run, runs);
+                                          })
+                          : run_variant(v, data, s, [&](int64_t step, int64_t total) {
+                              if (tty) fmt::print(stderr, "\r\033[K{}: step {}/{}", label, step, total);
+                            });
     if (result.interrupted) break;
     report.results.push_back(std::move(result));
     if (!report.results.back().session.empty())
@@ -136,11 +162,18 @@ int run_benchmark(const BenchRequest& q) {
   if (const int sig = stop_signal()) {
     report.verdict = fmt::format("partial: {} of {} variants measured (stopped by {})", report.results.size(),
                                  variants.size(), sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  } else if (s.until) {
+    report.verdict = target_verdict(report.results, s);
   } else {
     report.verdict = s.stage == "full" ? bottleneck(variants, data, s) : "";
   }
   fmt::print("\n{}", format_table(report));
   write_outputs();
+  if (q.save_recipe && stop_signal())
+    fmt::print("--save_recipe: nothing saved (stopped before every variant was measured)\n");
+  else if (q.save_recipe)
+    fmt::print("{}\n", save_recipe(report, recipe_file, machine_fingerprint(recipe.cuda ? machine.gpus : std::vector<GpuInfo>{}),
+                                   workload.device_preset));
   return stop_signal() ? exit_code_for_signal(stop_signal()) : 0;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "train/fit_target.h"
 
 namespace gputrain {
 
@@ -15,6 +16,10 @@ struct BenchSettings {
   int64_t steps = 30;
   int64_t repeats = 1;
   std::string stage = "full";  // full | data | compute
+  // --until: each variant trained to this target by the real fit loop, once per seed, instead
+  // of timed steps at a constant learning rate.
+  std::optional<FitTarget> until;
+  int64_t seeds = 1;
 };
 
 struct BenchRequest {
@@ -22,6 +27,7 @@ struct BenchRequest {
   std::vector<std::string> variants;  // empty = all
   BenchSettings settings;
   std::optional<std::string> json_path, csv_path, markdown_path;
+  std::optional<std::string> save_recipe;  // --save_recipe [NAME]: "" for the default name
 };
 
 // Returns the process exit code.

@@ -14,12 +14,39 @@ namespace {
 const std::vector<std::string> kHeader = {"Optimization", "samples/s",     "Speedup",   "Median ms", "p90 ms",
                                           "Peak memory",  "Memory saving", "Data wait", "Loss"};
 
+// --until: the time to the target first; the figures are medians over the seeds.
+const std::vector<std::string> kTargetHeader = {"Optimization", "To target", "Speedup", "Worst seed", "Steps",
+                                                "Epochs",       "Reached",   "Final",   "Eval s",     "samples/s"};
+
+const std::vector<std::string>& header(const BenchReport& r) { return r.settings.until ? kTargetHeader : kHeader; }
+
+std::string seconds_or_never(double s) { return std::isfinite(s) ? fmt::format("{:.1f} s", s) : "not reached"; }
+
+std::vector<std::string> target_cells(const VariantResult& v) {
+  const TargetResult& t = *v.target;
+  const int64_t n = static_cast<int64_t>(t.runs.size());
+  return {v.name,
+          seconds_or_never(t.seconds),
+          t.speedup > 0 ? fmt::format("{:.2f}x", t.speedup) : "-",
+          seconds_or_never(t.worst_seconds),
+          std::isfinite(t.steps) ? fmt::format("{:.0f}", t.steps) : "-",
+          std::isfinite(t.epochs) ? fmt::format("{:.2f}", t.epochs) : "-",
+          fmt::format("{}/{}", t.reached_count, n),
+          fmt::format("{:.4f}", t.metric),
+          fmt::format("{:.1f}", t.eval_seconds),
+          fmt::format("{:.0f}", t.samples_per_sec)};
+}
+
 // One row of cells per variant; a skipped variant says why in the second cell.
 std::vector<std::vector<std::string>> cells(const BenchReport& r) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& v : r.results) {
     if (!v.skipped.empty()) {
       rows.push_back({v.name, "skipped: " + v.skipped});
+      continue;
+    }
+    if (v.target) {
+      rows.push_back(target_cells(v));
       continue;
     }
     std::string loss = std::isfinite(v.loss) ? fmt::format("{:.4f}", v.loss) : "-";
@@ -52,12 +79,13 @@ std::string format_pipeline(const BenchReport& r) {
 }  // namespace
 
 std::string format_table(const BenchReport& r) {
+  const auto& columns = header(r);
   auto rows = cells(r);
   std::vector<size_t> width;
-  for (const auto& h : kHeader) width.push_back(h.size());
+  for (const auto& h : columns) width.push_back(h.size());
   for (const auto& row : rows) {
     width[0] = std::max(width[0], row[0].size());
-    if (row.size() == kHeader.size())
+    if (row.size() == columns.size())
       for (size_t i = 1; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
   }
   auto line = [&](const std::vector<std::string>& row) {
@@ -74,13 +102,18 @@ std::string format_table(const BenchReport& r) {
     }
     return s + "\n";
   };
-  std::string out = line(kHeader);
+  std::string out = line(columns);
   size_t total = 0;
   for (size_t w : width) total += w + 3;
   out += std::string(total - 3, '-') + "\n";
   for (const auto& row : rows) out += line(row);
-  out += fmt::format("memory: {}; timed {} x {} steps after {} warm-up steps; stage {}\n", r.memory_kind,
-                     r.settings.repeats, r.settings.steps, r.settings.warmup_steps, r.settings.stage);
+  if (r.settings.until)
+    out += fmt::format("time to {}: training time from the first step to the evaluation that reached it, evaluations "
+                       "excluded (Eval s); median over {} seed(s); Final: the metric at the last evaluation\n",
+                       r.settings.until->text(), r.settings.seeds);
+  else
+    out += fmt::format("memory: {}; timed {} x {} steps after {} warm-up steps; stage {}\n", r.memory_kind,
+                       r.settings.repeats, r.settings.steps, r.settings.warmup_steps, r.settings.stage);
   if (!r.verdict.empty()) out += r.verdict + "\n";
   if (r.data_parallel) out += format_data_parallel(*r.data_parallel);
   out += format_pipeline(r);
@@ -88,11 +121,12 @@ std::string format_table(const BenchReport& r) {
 }
 
 std::string format_markdown(const BenchReport& r) {
-  std::string out = "| " + join(kHeader, " | ") + " |\n|";
-  for (size_t i = 0; i < kHeader.size(); ++i) out += i == 0 ? "---|" : "---:|";
+  const auto& columns = header(r);
+  std::string out = "| " + join(columns, " | ") + " |\n|";
+  for (size_t i = 0; i < columns.size(); ++i) out += i == 0 ? "---|" : "---:|";
   out += "\n";
   for (auto row : cells(r)) {
-    row.resize(kHeader.size());
+    row.resize(columns.size());
     out += "| " + join(row, " | ") + " |\n";
   }
   if (!r.verdict.empty()) out += "\n" + r.verdict + "\n";
@@ -102,6 +136,22 @@ std::string format_markdown(const BenchReport& r) {
 }
 
 std::string format_csv(const BenchReport& r) {
+  if (r.settings.until) {
+    // One line per run (variant x seed): the medians are the table's, the spread is here.
+    std::string out = "variant,status,reason,seed,reached,seconds_to_target,steps,epochs,final_metric,eval_seconds,"
+                      "samples_per_sec,stopped\n";
+    for (const auto& v : r.results) {
+      if (!v.skipped.empty()) {
+        out += v.name + ",skipped,\"" + v.skipped + "\",,,,,,,,,\n";
+        continue;
+      }
+      for (const auto& run : v.target->runs)
+        out += fmt::format("{},ok,,{},{},{:.3f},{},{:.4f},{:.6f},{:.3f},{:.3f},\"{}\"\n", v.name, run.seed,
+                           run.reached ? "true" : "false", run.seconds, run.steps, run.epochs, run.metric,
+                           run.eval_seconds, run.samples_per_sec, run.stopped);
+    }
+    return out;
+  }
   std::string out =
       "variant,status,reason,samples_per_sec,speedup,median_ms,p90_ms,peak_memory_bytes,memory_saving,"
       "data_wait_fraction,loss,loss_drift\n";
@@ -126,6 +176,8 @@ nlohmann::json to_json(const BenchReport& r) {
                    {"steps", r.settings.steps},
                    {"repeats", r.settings.repeats},
                    {"stage", r.settings.stage}};
+  if (r.settings.until) j["settings"].update({{"until", r.settings.until->text()}, {"seeds", r.settings.seeds},
+                                              {"eval_every", r.settings.until->eval_every}});
   j["memory_kind"] = r.memory_kind;
   j["variants"] = nlohmann::json::array();
   for (const auto& v : r.results) {
@@ -159,6 +211,26 @@ nlohmann::json to_json(const BenchReport& r) {
       o["loss"] = std::isfinite(v.loss) ? nlohmann::json(v.loss) : nlohmann::json(nullptr);
       o["loss_drift"] = v.loss_drift;
       o["step_ms"] = v.step_ms;
+      if (v.target) {
+        const TargetResult& t = *v.target;
+        auto finite_or_null = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+        nlohmann::json runs = nlohmann::json::array();
+        for (const auto& run : t.runs)
+          runs.push_back({{"seed", run.seed}, {"reached", run.reached}, {"seconds", run.seconds},
+                          {"eval_seconds", run.eval_seconds}, {"steps", run.steps}, {"epochs", run.epochs},
+                          {"final_metric", run.metric}, {"samples_per_sec", run.samples_per_sec},
+                          {"stopped", run.stopped}});
+        o["target"] = {{"reached", t.reached},
+                       {"reached_count", t.reached_count},
+                       {"seconds", finite_or_null(t.seconds)},
+                       {"worst_seconds", finite_or_null(t.worst_seconds)},
+                       {"steps", finite_or_null(t.steps)},
+                       {"epochs", finite_or_null(t.epochs)},
+                       {"final_metric", t.metric},
+                       {"eval_seconds", t.eval_seconds},
+                       {"speedup", t.speedup},
+                       {"runs", runs}};
+      }
       if (v.pipeline)
         o["pipeline"] = {{"stages", v.pipeline->stages},         {"micro_batches", v.pipeline->micro_batches},
                          {"schedule", v.pipeline->schedule},     {"bubble", v.pipeline->bubble},

@@ -12,6 +12,7 @@
 #include "core/signals.h"
 #include "core/stats.h"
 #include "data/loader.h"
+#include "train/fit.h"
 #include "train/optim.h"
 #include "train/session.h"
 
@@ -48,15 +49,21 @@ class BatchSource {
   std::vector<Batch> cache_;
 };
 
-}  // namespace
-
-VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
-                          const StepCallback& on_step, std::shared_ptr<Comm> comm) {
+// What a result says before anything runs: all that a skipped variant has.
+VariantResult named(const Variant& v) {
   VariantResult r;
   r.name = v.name;
   r.description = v.description;
   r.skipped = v.skipped;
   r.config = v.resolved;
+  return r;
+}
+
+}  // namespace
+
+VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
+                          const StepCallback& on_step, std::shared_ptr<Comm> comm) {
+  VariantResult r = named(v);
   if (!r.skipped.empty()) return r;
 
   // The same Session as `train` builds: this variant's global switches, the seed, the model.
@@ -160,11 +167,61 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   return r;
 }
 
+VariantResult run_to_target(const Variant& v, std::shared_ptr<const DataSplits> data, const FitTarget& target,
+                            int64_t seeds, const StepCallback& on_run) {
+  VariantResult r = named(v);
+  if (!r.skipped.empty()) return r;
+  std::vector<TargetRun> runs;
+  for (int64_t i = 0; i < seeds; ++i) {
+    on_run(i + 1, seeds);
+    Config config = v.config;
+    config.seed = v.config.seed + i;
+    // The Session `train` builds (its data shared), then `train`'s own fit loop: schedule,
+    // evaluations, the time limit; no run folder, so nothing is written.
+    SessionOptions options;
+    options.data = data;
+    options.search_batch_size = false;
+    options.init_weights = true;
+    Session session(config, options);
+    check_steps_fit(session);
+    if (i == 0) {
+      r.config = session.config();
+      r.session = session.describe_line();
+    }
+    CheckpointMeta start{.best_score = -1e300};
+    const FitResult f = fit(session, nullptr, start, session.config_record(), std::chrono::steady_clock::now(), {target});
+    if (stop_signal()) {
+      r.interrupted = true;
+      return r;
+    }
+    const Config& c = session.config();
+    const int64_t steps_per_epoch =
+        std::max<int64_t>(1, batches_per_epoch(session.data().train->size(), session.train_loader_options()) /
+                                 c.accumulation_steps);
+    const double samples =
+        static_cast<double>((f.step - f.first_step) * session.global_batch_size() * c.accumulation_steps);
+    runs.push_back({.seed = config.seed,
+                    .reached = f.target_reached,
+                    .seconds = f.target_reached ? f.target_train_seconds : f.train_seconds,
+                    .eval_seconds = f.eval_seconds,
+                    .steps = f.step,
+                    .epochs = static_cast<double>(f.step) / static_cast<double>(steps_per_epoch),
+                    .metric = f.target_metric,
+                    .samples_per_sec = f.train_seconds > 0 ? samples / f.train_seconds : 0,
+                    .stopped = f.stop_reason});
+  }
+  r.target = summarize(std::move(runs));
+  r.samples_per_sec = r.target->samples_per_sec;
+  return r;
+}
+
 void compare_with_baseline(std::vector<VariantResult>& results) {
   if (results.empty() || !results[0].skipped.empty()) return;
   const VariantResult& base = results[0];
   for (auto& r : results) {
     if (!r.skipped.empty()) continue;
+    if (r.target && base.target)
+      r.target->speedup = r.target->reached && base.target->reached ? base.target->seconds / r.target->seconds : 0;
     r.speedup = base.samples_per_sec > 0 ? r.samples_per_sec / base.samples_per_sec : 0;
     r.memory_saving = base.peak_memory_bytes > 0
                           ? 1.0 - static_cast<double>(r.peak_memory_bytes) / static_cast<double>(base.peak_memory_bytes)

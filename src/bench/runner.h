@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/benchmark.h"
+#include "bench/time_to_target.h"
 #include "bench/variants.h"
 #include "data/make_dataset.h"
 
@@ -38,6 +39,7 @@ struct VariantResult {
   bool interrupted = false;       // a SIGINT/SIGTERM stopped it: no figures
   double comm_ms = 0;             // data parallel: per step, the wait for the gradients' all-reduce
   std::optional<PipelineResult> pipeline;
+  std::optional<TargetResult> target;  // --until: the runs to the target, one per seed
 };
 
 // Called with (step, total steps) while a variant runs, for the progress line.
@@ -48,7 +50,14 @@ using StepCallback = std::function<void(int64_t, int64_t)>;
 VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> data, const BenchSettings& s,
                           const StepCallback& on_step, std::shared_ptr<Comm> comm = nullptr);
 
-// Fills speedup, memory_saving and loss_drift from the baseline row (the first one).
+// --until: `seeds` runs of the real fit loop (schedule, evaluations) from the variant's seed, the
+// seed + 1, ..., each until `target` is reached or the run ends. A stop signal ends it,
+// `interrupted`; `on_run` is called before each run with (run, seeds).
+VariantResult run_to_target(const Variant& v, std::shared_ptr<const DataSplits> data, const FitTarget& target,
+                            int64_t seeds, const StepCallback& on_run);
+
+// Fills speedup, memory_saving and loss_drift from the baseline row (the first one); with
+// targets, the speedup in time to the target too.
 void compare_with_baseline(std::vector<VariantResult>& results);
 
 }  // namespace gputrain

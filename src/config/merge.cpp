@@ -1,6 +1,7 @@
 // Merges a Config: built-in defaults < --preset < --config file < command-line flags.
 #include "config/merge.h"
 
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -60,7 +61,7 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
 
 }  // namespace
 
-Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) {
+Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe, const FingerprintProbe& fingerprint) {
   std::vector<std::string> problems;
   Config c;
 
@@ -89,7 +90,7 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
   };
   auto apply = [&](const nlohmann::json& preset) {
     if (preset.is_null()) return;
-    apply_json(c, preset["values"], preset["path"], problems, {"description", "kind"});
+    apply_json(c, preset["values"], preset["path"], problems, {"description", "kind", "measured"});
   };
   auto is_device = [](const nlohmann::json& preset) { return !preset.is_null() && is_device_recipe(preset["values"]); };
   nlohmann::json config_file;
@@ -107,6 +108,7 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
     problems.push_back("--preset auto picks the device preset itself: drop --device_preset '" + c.device_preset + "'");
   nlohmann::json workload = load(preset_auto ? Config{}.preset : c.preset);
   nlohmann::json recipe;
+  bool sealed_checked = false;  // a measured recipe picked by auto was checked while picking
   if (is_device(workload)) {
     // --preset t4: the T4's recipe, the built-in workload.
     if (device_preset_given && c.device_preset != "auto" && c.device_preset != c.preset)
@@ -125,10 +127,22 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
     }
     if (device.empty()) device = c.device;
     const bool ask = probe && device != "cpu";
-    const DevicePresetChoice choice = choose_device_preset(ask ? probe() : std::vector<GpuInfo>{}, device);
-    recipe = load(choice.name);
-    c.device_preset = choice.name;
-    c.device_preset_why = choice.why;
+    const std::vector<GpuInfo> gpus = ask ? probe() : std::vector<GpuInfo>{};
+    const DevicePresetChoice choice = choose_device_preset(gpus, device);
+    // A recipe measured on this machine (the same GPUs, driver, CPU and cores) over the built-in one.
+    std::optional<MeasuredPick> measured;
+    std::string note;
+    if (fingerprint) measured = pick_measured(fingerprint(choice.name == "cpu" ? std::vector<GpuInfo>{} : gpus), note, problems);
+    if (measured) {
+      recipe = {{"path", measured->path}, {"values", measured->values}};
+      c.device_preset = measured->name;
+      c.device_preset_why = measured->why;
+      sealed_checked = true;
+    } else {
+      recipe = load(choice.name);
+      c.device_preset = choice.name;
+      c.device_preset_why = note.empty() ? choice.why : choice.why + "; " + note;
+    }
   } else if (c.device_preset != "none") {
     recipe = load(c.device_preset);
     if (!recipe.is_null() && !is_device(recipe)) {
@@ -139,11 +153,25 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe) 
                          join(names, ", ") + ")");
     }
   }
+  // A measured preset named outright is checked as one chosen by auto is.
+  if (!recipe.is_null() && is_measured(recipe["values"]) && !sealed_checked)
+    check_sealed(recipe["values"], recipe["path"], problems);
   apply(recipe);
   // The CPU's recipe named outright (--preset cpu, --device_preset cpu) means training on the
   // CPU, also on a machine with GPUs; chosen by auto it is where no GPU can be used anyway.
   if (c.device_preset == "cpu" && c.device_preset_why.empty()) c.device = "cpu";
   apply(workload);
+  // On the workload it was measured on, a measured recipe is what ran: its switches win over the
+  // workload's own (quickstart sets loader threads), and its batch size applies; a --config file
+  // and flags still win over both.
+  if (!recipe.is_null() && is_measured(recipe["values"])) {
+    const auto& m = recipe["values"]["measured"];
+    const auto w = m.value("workload", nlohmann::json::object());
+    if (w.value("model", "") == c.model && w.value("dataset", "") == c.dataset) {
+      apply(recipe);
+      if (m.contains("batch_size") && m["batch_size"].is_number_integer()) c.batch_size = m["batch_size"];
+    }
+  }
   if (!config_file.is_null()) {
     try {
       apply_json(c, config_file, c.config, problems, {});

@@ -10,12 +10,15 @@
 #include "config/config.h"
 #include "config/device_presets.h"
 #include "config/flag_arg.h"
+#include "config/measured_preset.h"
 
 namespace gputrain {
 
 // Throws gputrain::Error listing every problem found (unknown flags, types, ranges) at once.
 // `probe` is asked only for --device_preset auto; none means a machine without GPUs (tests).
-Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe = nullptr);
+// `fingerprint` too: with it, auto prefers a measured preset of this machine (measured_preset.h).
+Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe = nullptr,
+                      const FingerprintProbe& fingerprint = nullptr);
 
 // For --resume: the saved run's configuration (from its checkpoint) < flags. A --preset,
 // --config or --device_preset flag must name the run's own (the original command line may be

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/json_text.h"
+#include "config/measured_preset.h"
 #include "core/error.h"
 #include "core/install_dirs.h"
 #include "core/text.h"
@@ -22,6 +23,8 @@ namespace gputrain {
 std::vector<std::string> preset_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("GPUTRAIN_PRESETS_DIR")) dirs.push_back(env);
+  // The user's own, where benchmark --save_recipe writes the recipes measured on this machine.
+  if (const std::string mine = user_presets_dir(); !mine.empty()) dirs.push_back(mine);
   // An install's share folder, then the source tree's (a binary in build/ beside presets/).
   if (const std::string exe = exe_dir(); !exe.empty()) {
     dirs.push_back(installed_share_dir() + "/presets");

@@ -14,7 +14,8 @@ struct PresetInfo {
   bool device = false;  // "kind": "device": a speed recipe (--device_preset), not a workload
 };
 
-// Folders searched for presets, in order ($GPUTRAIN_PRESETS_DIR first).
+// Folders searched for presets, in order: $GPUTRAIN_PRESETS_DIR, the user's folder
+// ($XDG_CONFIG_HOME/gputrain/presets), the install's, the source tree's.
 std::vector<std::string> preset_dirs();
 
 // Every preset found, by name (the first folder wins when two hold the same name).

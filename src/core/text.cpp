@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <ctime>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -123,6 +124,15 @@ std::optional<int64_t> parse_integer(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return v;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
 }
 
 }  // namespace gputrain

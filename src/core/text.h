@@ -43,4 +43,7 @@ std::string format_bytes(double bytes);
 // "1m 23s", "2h 05m", "4.2s".
 std::string format_duration(double seconds);
 
+// The time now in UTC, ISO 8601: "2026-11-26T10:42:07Z".
+std::string utc_now();
+
 }  // namespace gputrain

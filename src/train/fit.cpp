@@ -40,8 +40,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 class Fit {
  public:
   Fit(Session& s, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& record,
-      Clock::time_point run_start)
+      Clock::time_point run_start, const FitOptions& options)
       : s_(s),
+        target_(options.target),
         c_(s.config()),
         trainer_(s.trainer()),
         folder_(folder),
@@ -79,6 +80,7 @@ class Fit {
   }
 
   FitResult run() {
+    fit_start_ = Clock::now();
     if (auto layout = parallel_.layout_record(trainer_, c_.pipeline_schedule); !layout.is_null()) {
       layout["step"] = r_.step;
       write(layout);
@@ -87,7 +89,8 @@ class Fit {
     auto has_work = [&](int64_t epoch) {
       return r_.step < total_steps_ || (epoch == first_epoch_ && first_batch_ > 0 && !first_evaluated_);
     };
-    for (int64_t epoch = first_epoch_; epoch < c_.epochs && has_work(epoch) && !r_.early_stopped; ++epoch) {
+    for (int64_t epoch = first_epoch_; epoch < c_.epochs && has_work(epoch) && !r_.early_stopped && !r_.target_reached;
+         ++epoch) {
       r_.last_epoch = epoch;
       if (!run_epoch(epoch)) break;
     }
@@ -110,6 +113,9 @@ class Fit {
 
  private:
   Session& s_;
+  std::optional<FitTarget> target_;
+  Clock::time_point fit_start_;
+  double epoch_eval_seconds_ = 0;  // evaluations inside the current epoch (--eval_every)
   const Config& c_;
   Trainer& trainer_;
   RunFolder* folder_;  // null in the processes of a job that do not own the run folder
@@ -244,6 +250,44 @@ class Fit {
                   kExitNonFinite);
   }
 
+  // Whether `judged` (the EMA's evaluation when one is kept) reaches the target; the training time
+  // to it is the time since the fit began, evaluations excluded.
+  void check_target(const EvalResult& judged, double train_seconds) {
+    if (!target_) return;
+    const double v = judged.metric(target_->metric);
+    r_.target_metric = v;
+    if (target_->higher_is_better() ? v >= target_->value : v <= target_->value) {
+      r_.target_reached = true;
+      r_.target_train_seconds = train_seconds;
+      progress_.line(fmt::format("target {} reached at step {}", target_->text(), r_.step));
+    }
+  }
+
+  // --eval_every: an evaluation inside the epoch, for the target alone (no checkpoint, no "best").
+  // Returns whether the target was reached.
+  bool evaluate_for_target(int64_t epoch) {
+    auto must_stop = [&] { return !parallel_.mesh().data_parallel() && !stop_now(0).empty(); };
+    const auto eval_start = Clock::now();
+    EvalResult raw = evaluate(trainer_, test_loader_, must_stop, parallel_.comm()), averaged;
+    if (trainer_.ema() && !raw.interrupted) {
+      trainer_.ema()->swap(trainer_.model());
+      averaged = evaluate(trainer_, test_loader_, must_stop, parallel_.comm());
+      trainer_.ema()->swap(trainer_.model());
+    }
+    if (raw.interrupted || averaged.interrupted) {
+      r_.stop_reason = stop_now(0);
+      return false;
+    }
+    r_.eval_seconds += seconds_since(eval_start);
+    const EvalResult& judged = trainer_.ema() ? averaged : raw;
+    nlohmann::json rec = {{"event", "eval"}, {"step", r_.step}, {"epoch", epoch}, {"samples", raw.samples}};
+    raw.add_to(rec, "test_");
+    if (trainer_.ema()) averaged.add_to(rec, "test_ema_");
+    write(rec);
+    check_target(judged, seconds_since(fit_start_) - r_.eval_seconds);
+    return r_.target_reached;
+  }
+
   // One epoch: its steps, then (unless stopped inside it) its evaluation and checkpoints.
   // Returns false when the run stops after it.
   bool run_epoch(int64_t epoch) {
@@ -253,9 +297,10 @@ class Fit {
     train_loader_.start_epoch(epoch, consumed);
     reset_memory_peaks(s_.recipe());
     const int64_t first_step = r_.step;
+    epoch_eval_seconds_ = 0;
     train_steps(epoch, consumed);
     r_.wait_seconds += train_loader_.take_wait_seconds();
-    const double train_seconds = seconds_since(epoch_start);
+    const double train_seconds = seconds_since(epoch_start) - epoch_eval_seconds_;
     r_.train_seconds += train_seconds;
     // The epoch's training (not its evaluation): throughput, MFU, memory peaks.
     const double sps =
@@ -266,6 +311,7 @@ class Fit {
     epoch_stats_["train_samples_per_sec"] = sps;
     if (const double mfu = training_mfu(trainer_.model().flops_per_sample, sps, peak_); mfu > 0) epoch_stats_["mfu"] = mfu;
     check_bad_steps();
+    if (r_.target_reached) return false;  // by an evaluation inside the epoch: nothing more to run
     // Stopped inside an epoch: save the position in it. At its very end, finish it normally
     // (evaluation and epoch checkpoint) and stop after.
     const bool epoch_done = consumed + c_.accumulation_steps > micro_per_epoch_ || r_.step >= total_steps_;
@@ -275,7 +321,7 @@ class Fit {
       return false;
     }
     if (!evaluate_epoch(epoch, consumed, epoch_start)) return false;
-    return r_.stop_reason.empty() && !r_.early_stopped;
+    return r_.stop_reason.empty() && !r_.early_stopped && !r_.target_reached;
   }
 
   void train_steps(int64_t epoch, int64_t& consumed) {
@@ -374,6 +420,13 @@ class Fit {
           stop_every_ = every;
         }
         if (!r_.stop_reason.empty()) break;
+        if (target_ && target_->eval_every > 0 && r_.step % target_->eval_every == 0 && r_.step < total_steps_ &&
+            consumed + c_.accumulation_steps <= micro_per_epoch_) {
+          const auto eval_start = Clock::now();
+          const bool reached = evaluate_for_target(epoch);
+          epoch_eval_seconds_ += seconds_since(eval_start);
+          if (reached || !r_.stop_reason.empty()) break;
+        }
       } catch (const CollectiveFailed&) {
         // A rank stopped or gone: keep the last step every rank completed (this one when
         // its update ran: the step counter moved).
@@ -406,8 +459,10 @@ class Fit {
       return false;
     }
     last_eval_seconds_ = seconds_since(eval_start);
+    r_.eval_seconds += last_eval_seconds_;
     const std::string& monitored = s_.monitored();
     const EvalResult& judged = trainer_.ema() ? r_.last_ema_eval : r_.last_eval;
+    check_target(judged, seconds_since(fit_start_) - r_.eval_seconds);
     // Scores are signed so that higher is better, whatever the metric.
     const double score = judged.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
     const bool improved = score > r_.best_score;
@@ -459,8 +514,8 @@ void check_steps_fit(const Session& s) {
 }
 
 FitResult fit(Session& session, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& config_record,
-              Clock::time_point run_start) {
-  return Fit(session, folder, start, config_record, run_start).run();
+              Clock::time_point run_start, const FitOptions& options) {
+  return Fit(session, folder, start, config_record, run_start, options).run();
 }
 
 }  // namespace gputrain

@@ -3,14 +3,21 @@
 // stays non-finite.
 #pragma once
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/fit_target.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 
 namespace gputrain {
+
+// How a fit ends besides its epochs: at a target (benchmark --until).
+struct FitOptions {
+  std::optional<FitTarget> target;
+};
 
 struct FitResult {
   std::string stop_reason;  // "SIGTERM", "SIGINT", "time limit ...", or "" when the run finished
@@ -20,6 +27,11 @@ struct FitResult {
   double train_seconds = 0, wait_seconds = 0;
   double best_score = 0;  // the monitored metric's best, signed so that higher is better
   EvalResult last_eval, last_ema_eval;
+  // With a target: whether it was reached, at which step, after how much training time
+  // (evaluation excluded, as MLPerf counts it), and the evaluations' own time.
+  bool target_reached = false;
+  double target_metric = 0;  // the target metric at the last evaluation
+  double target_train_seconds = 0, eval_seconds = 0;
 };
 
 // Throws a usage error when one optimizer step needs more samples than the training split
@@ -31,6 +43,6 @@ void check_steps_fit(const Session& session);
 // (the time limit counts from it). `folder` is null on the ranks other than 0. A stopped run has written its "stopped" record and said how
 // to resume.
 FitResult fit(Session& session, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& config_record,
-              std::chrono::steady_clock::time_point run_start);
+              std::chrono::steady_clock::time_point run_start, const FitOptions& options = {});
 
 }  // namespace gputrain

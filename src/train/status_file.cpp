@@ -7,21 +7,9 @@
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
+#include "core/text.h"
 
 namespace gputrain {
-namespace {
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
-
-}  // namespace
-
 StatusFile::StatusFile(std::string path, const nlohmann::json& fields) : path_(std::move(path)) {
   status_ = fields;
   status_["state"] = "running";

@@ -1,0 +1,40 @@
+// --until METRIC=VALUE.
+#include "train/fit_target.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace gputrain {
+
+std::string FitTarget::text() const { return fmt::format("test_{}={:g}", metric, value); }
+
+FitTarget parse_target(const std::string& text) {
+  const std::string hint = "write --until METRIC=VALUE, e.g. --until test_accuracy=0.92 or --until test_loss=0.3";
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos) throw usage_error("--until '" + text + "' has no '='", hint);
+  FitTarget t;
+  t.metric = text.substr(0, eq);
+  if (t.metric.rfind("test_", 0) == 0) t.metric = t.metric.substr(5);
+  const std::vector<std::string> known = {"accuracy", "top5", "loss", "mae", "rmse"};
+  if (std::find(known.begin(), known.end(), t.metric) == known.end())
+    throw usage_error("--until names the metric '" + text.substr(0, eq) + "'",
+                      "one of test_accuracy, test_top5, test_loss, test_mae, test_rmse");
+  const std::string value = text.substr(eq + 1);
+  char* end = nullptr;
+  t.value = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(t.value))
+    throw usage_error("--until '" + text + "' has the value '" + value + "' (expected a number)", hint);
+  if (t.higher_is_better() ? t.value <= 0 || t.value > 1 : t.value < 0)
+    throw usage_error(fmt::format("--until {} is out of range ({})", text,
+                                  t.higher_is_better() ? "a fraction in (0, 1]" : "a value >= 0"),
+                      hint);
+  return t;
+}
+
+}  // namespace gputrain
