@@ -2,11 +2,12 @@
 // recipe measured on this machine.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,13 @@
 using namespace gputrain;
 
 namespace {
+
+// The cores this process may run on, as the fingerprint counts them.
+int usable_cores() {
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+  return CPU_COUNT(&set);
+}
 
 int csv_lines(const std::string& path) {
   std::istringstream in(test::read_file(path));
@@ -131,7 +139,7 @@ TEST_CASE("bench --save_recipe: train's --device_preset auto prefers the measure
   for (const char* key : {"variant", "summary", "figures", "batch_size", "workload", "date", "gputrain_version",
                           "fingerprint", "checksum"})
     CHECK(m.contains(key));
-  CHECK(m["fingerprint"]["cpu_cores"] == static_cast<int>(std::thread::hardware_concurrency()));
+  CHECK(m["fingerprint"]["cpu_cores"] == usable_cores());
   CHECK(m["fingerprint"]["gpu_count"] == 0);
   CHECK(m["workload"]["model"] == "cnn");
   const std::string winner = m["variant"];
@@ -149,14 +157,20 @@ TEST_CASE("bench --save_recipe: train's --device_preset auto prefers the measure
   CHECK(config["resolved"]["num_workers"] == p["num_workers"]);
   CHECK(config["resolved"]["use_amp"] == p["use_amp"]);
 
+  // Another workload on this machine: the recipe says nothing of it.
+  r = test::run_gputrain("train --preset smoke --model mlp --epochs 1 --output_dir " + (dir / "run-mlp"), env);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("measured preset 'smoke-cpu' is for cnn on synthetic: the built-in recipe"));
+
   // Another machine (here: fewer usable cores) gets the built-in recipe, with the line.
-  if (std::thread::hardware_concurrency() >= 2) {
+  if (usable_cores() >= 2) {
     r = test::run_gputrain("train --preset smoke --epochs 1 --output_dir " + (dir / "run2"), "taskset -c 0 env " + env);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK_THAT(r.out, Catch::Contains("device preset         cpu (no CUDA device; measured preset 'smoke-cpu' (cpu_cores " +
-                                      std::to_string(std::thread::hardware_concurrency()) +
-                                      " -> 1) is for another machine: the built-in recipe)"));
+    CHECK_THAT(r.out, Catch::Contains("device preset         cpu (no CUDA device; measured preset 'smoke-cpu' is for "
+                                      "another machine (cpu_cores " + std::to_string(usable_cores()) +
+                                      " -> 1): the built-in recipe)"));
     CHECK(nlohmann::json::parse(test::read_file(dir / "run2/config.json"))["resolved"]["batch_size"] == 32);
   }
 
@@ -183,4 +197,27 @@ TEST_CASE("bench --save_recipe: train's --device_preset auto prefers the measure
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--save_recipe 'cpu' would hide the preset"));
   CHECK_THAT(r.out, !Catch::Contains("variant"));
+}
+
+TEST_CASE("bench --until: SIGINT keeps the variants already raced and prints their table", "[bench][cli]") {
+  test::TempDir dir;
+  // An unreachable target and many epochs: the second variant is still training when the first
+  // one's figures are on disk.
+  const std::string json = dir / "b.json";
+  const std::string cmd = "sh -c '" + std::string(test::gputrain_exe()) +
+                          " benchmark --preset smoke --variants baseline,all --until test_loss=0 --epochs 150 "
+                          "--json " + json + " >" + (dir / "out") +
+                          " 2>&1 & pid=$!; for i in $(seq 1800); do [ -e " + json +
+                          " ] && break; sleep 0.1; done; sleep 0.5; kill -INT $pid; wait $pid'";
+  const int status = std::system(cmd.c_str());
+  const std::string out = test::read_file(dir / "out");
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  auto j = nlohmann::json::parse(test::read_file(json));
+  REQUIRE(j["variants"].size() == 1);
+  CHECK(j["variants"][0]["name"] == "baseline");
+  CHECK(j["variants"][0]["target"]["runs"][0]["steps"] == 150 * 16);
+  CHECK_THAT(j["verdict"].get<std::string>(), Catch::EndsWith("(stopped by SIGINT)"));
+  CHECK_THAT(out, Catch::Contains("To target") && Catch::Contains("not reached"));
 }

@@ -50,9 +50,7 @@ std::string bottleneck(const std::vector<Variant>& variants, std::shared_ptr<con
 
 // --until: the variant that reached the target first (median over seeds), or why none did.
 std::string target_verdict(const std::vector<VariantResult>& results, const BenchSettings& s) {
-  const VariantResult* best = nullptr;
-  for (const auto& r : results)
-    if (r.target && r.target->reached && (!best || r.target->seconds < best->target->seconds)) best = &r;
+  const VariantResult* best = fastest(results);
   const std::string seeds = s.seeds > 1 ? fmt::format("median of {} seeds", s.seeds) : "1 seed";
   if (!best) return fmt::format("no variant reached {} ({})", s.until->text(), seeds);
   return fmt::format("fastest to {}: {}, {:.1f} s of training ({}; evaluation excluded)", s.until->text(), best->name,
@@ -86,6 +84,8 @@ int run_benchmark(const BenchRequest& q) {
       workload.device = fmt::format("cuda:{}", ranks.local_rank % static_cast<int>(machine.gpus.size()));
   }
   auto variants = expand_variants(workload, q.variants, machine);
+  // What a saved recipe is for: taken as `train` takes it (the GPUs a run on this device uses).
+  const nlohmann::json fingerprint = machine_fingerprint(workload.device == "cpu" ? std::vector<GpuInfo>{} : machine.gpus);
 
   // The baseline's Session loads the data once for every variant; its report heads the table.
   // Its model goes before the variants run: their peak memory must be their own.
@@ -169,11 +169,17 @@ int run_benchmark(const BenchRequest& q) {
   }
   fmt::print("\n{}", format_table(report));
   write_outputs();
-  if (q.save_recipe && stop_signal())
+  if (q.save_recipe && stop_signal()) {
     fmt::print("--save_recipe: nothing saved (stopped before every variant was measured)\n");
-  else if (q.save_recipe)
-    fmt::print("{}\n", save_recipe(report, recipe_file, machine_fingerprint(recipe.cuda ? machine.gpus : std::vector<GpuInfo>{}),
-                                   workload.device_preset));
+  } else if (q.save_recipe) {
+    const std::string saved = save_recipe(report, recipe_file, fingerprint, workload.device_preset);
+    if (saved.empty()) {
+      fmt::print("--save_recipe: nothing saved: {}\n", s.until ? "no variant reached " + s.until->text()
+                                                                : "every variant's loss drifted");
+      return 1;
+    }
+    fmt::print("{}\n", saved);
+  }
   return stop_signal() ? exit_code_for_signal(stop_signal()) : 0;
 }
 

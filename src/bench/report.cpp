@@ -32,7 +32,7 @@ std::vector<std::string> target_cells(const VariantResult& v) {
           std::isfinite(t.steps) ? fmt::format("{:.0f}", t.steps) : "-",
           std::isfinite(t.epochs) ? fmt::format("{:.2f}", t.epochs) : "-",
           fmt::format("{}/{}", t.reached_count, n),
-          fmt::format("{:.4f}", t.metric),
+          std::isfinite(t.metric) ? fmt::format("{:.4f}", t.metric) : "-",
           fmt::format("{:.1f}", t.eval_seconds),
           fmt::format("{:.0f}", t.samples_per_sec)};
 }
@@ -145,9 +145,11 @@ std::string format_csv(const BenchReport& r) {
         out += v.name + ",skipped,\"" + v.skipped + "\",,,,,,,,,\n";
         continue;
       }
+      // Empty cells: not reached (no time to it), no evaluation (no metric).
       for (const auto& run : v.target->runs)
-        out += fmt::format("{},ok,,{},{},{:.3f},{},{:.4f},{:.6f},{:.3f},{:.3f},\"{}\"\n", v.name, run.seed,
-                           run.reached ? "true" : "false", run.seconds, run.steps, run.epochs, run.metric,
+        out += fmt::format("{},ok,,{},{},{},{},{:.4f},{},{:.3f},{:.3f},\"{}\"\n", v.name, run.seed,
+                           run.reached ? "true" : "false", run.reached ? fmt::format("{:.3f}", run.seconds) : "",
+                           run.steps, run.epochs, std::isfinite(run.metric) ? fmt::format("{:.6f}", run.metric) : "",
                            run.eval_seconds, run.samples_per_sec, run.stopped);
     }
     return out;
@@ -172,12 +174,15 @@ nlohmann::json to_json(const BenchReport& r) {
   j["device"] = nlohmann::json::object();
   for (const auto& [k, v] : r.context.report) j["device"][k] = v;
   j["workload"] = *r.workload;
-  j["settings"] = {{"warmup_steps", r.settings.warmup_steps},
-                   {"steps", r.settings.steps},
-                   {"repeats", r.settings.repeats},
-                   {"stage", r.settings.stage}};
-  if (r.settings.until) j["settings"].update({{"until", r.settings.until->text()}, {"seeds", r.settings.seeds},
-                                              {"eval_every", r.settings.until->eval_every}});
+  if (r.settings.until)
+    j["settings"] = {{"until", r.settings.until->text()},
+                     {"seeds", r.settings.seeds},
+                     {"eval_every", r.settings.until->eval_every}};
+  else
+    j["settings"] = {{"warmup_steps", r.settings.warmup_steps},
+                     {"steps", r.settings.steps},
+                     {"repeats", r.settings.repeats},
+                     {"stage", r.settings.stage}};
   j["memory_kind"] = r.memory_kind;
   j["variants"] = nlohmann::json::array();
   for (const auto& v : r.results) {
@@ -213,12 +218,13 @@ nlohmann::json to_json(const BenchReport& r) {
       o["step_ms"] = v.step_ms;
       if (v.target) {
         const TargetResult& t = *v.target;
+        // Not reached (infinite time) and no evaluation (NaN metric) are nulls.
         auto finite_or_null = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
         nlohmann::json runs = nlohmann::json::array();
         for (const auto& run : t.runs)
           runs.push_back({{"seed", run.seed}, {"reached", run.reached}, {"seconds", run.seconds},
                           {"eval_seconds", run.eval_seconds}, {"steps", run.steps}, {"epochs", run.epochs},
-                          {"final_metric", run.metric}, {"samples_per_sec", run.samples_per_sec},
+                          {"final_metric", finite_or_null(run.metric)}, {"samples_per_sec", run.samples_per_sec},
                           {"stopped", run.stopped}});
         o["target"] = {{"reached", t.reached},
                        {"reached_count", t.reached_count},
@@ -226,7 +232,7 @@ nlohmann::json to_json(const BenchReport& r) {
                        {"worst_seconds", finite_or_null(t.worst_seconds)},
                        {"steps", finite_or_null(t.steps)},
                        {"epochs", finite_or_null(t.epochs)},
-                       {"final_metric", t.metric},
+                       {"final_metric", finite_or_null(t.metric)},
                        {"eval_seconds", t.eval_seconds},
                        {"speedup", t.speedup},
                        {"runs", runs}};

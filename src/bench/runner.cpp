@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/device_cuda.h"
+#include "core/error.h"
 #include "core/host_info.h"
 #include "core/signals.h"
 #include "core/stats.h"
@@ -189,11 +190,19 @@ VariantResult run_to_target(const Variant& v, std::shared_ptr<const DataSplits> 
       r.session = session.describe_line();
     }
     CheckpointMeta start{.best_score = -1e300};
-    const FitResult f = fit(session, nullptr, start, session.config_record(), std::chrono::steady_clock::now(), {target});
+    FitResult f;
+    try {
+      f = fit(session, nullptr, start, session.config_record(), std::chrono::steady_clock::now(), {target});
+    } catch (const Error& e) {
+      if (e.exit_code != kExitNonFinite) throw;
+      // A seed that diverged never reaches the target; the race goes on without it.
+      f.stop_reason = e.what();
+    }
     if (stop_signal()) {
       r.interrupted = true;
       return r;
     }
+    if (f.early_stopped && f.stop_reason.empty()) f.stop_reason = "early stopping";
     const Config& c = session.config();
     const int64_t steps_per_epoch =
         std::max<int64_t>(1, batches_per_epoch(session.data().train->size(), session.train_loader_options()) /
@@ -213,6 +222,19 @@ VariantResult run_to_target(const Variant& v, std::shared_ptr<const DataSplits> 
   r.target = summarize(std::move(runs));
   r.samples_per_sec = r.target->samples_per_sec;
   return r;
+}
+
+const VariantResult* fastest(const std::vector<VariantResult>& results) {
+  const VariantResult* best = nullptr;
+  for (const auto& v : results) {
+    if (!v.skipped.empty()) continue;
+    if (v.target) {
+      if (v.target->reached && (!best || v.target->seconds < best->target->seconds)) best = &v;
+    } else if (!v.loss_drift && (!best || v.samples_per_sec > best->samples_per_sec)) {
+      best = &v;
+    }
+  }
+  return best;
 }
 
 void compare_with_baseline(std::vector<VariantResult>& results) {

@@ -56,6 +56,11 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
 VariantResult run_to_target(const Variant& v, std::shared_ptr<const DataSplits> data, const FitTarget& target,
                             int64_t seeds, const StepCallback& on_run);
 
+// The winner among the variants that ran: by median time to the target when they raced to one
+// (among those that reached it), else by samples/s among those whose loss did not drift.
+// Null when none qualifies.
+const VariantResult* fastest(const std::vector<VariantResult>& results);
+
 // Fills speedup, memory_saving and loss_drift from the baseline row (the first one); with
 // targets, the speedup in time to the target too.
 void compare_with_baseline(std::vector<VariantResult>& results);

@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "train/export.h"
 
 namespace fs = std::filesystem;
 
@@ -22,19 +23,6 @@ const VariantResult* find(const BenchReport& r, const std::string& name) {
   for (const auto& v : r.results)
     if (v.name == name && v.skipped.empty()) return &v;
   return nullptr;
-}
-
-const VariantResult* winner(const BenchReport& r) {
-  const VariantResult* best = nullptr;
-  for (const auto& v : r.results) {
-    if (!v.skipped.empty()) continue;
-    if (r.settings.until) {
-      if (v.target && v.target->reached && (!best || v.target->seconds < best->target->seconds)) best = &v;
-    } else if (!v.loss_drift && (!best || v.samples_per_sec > best->samples_per_sec)) {
-      best = &v;
-    }
-  }
-  return best;
 }
 
 // How many times better `a` is than `b`: in time to the target, or in samples/s.
@@ -55,16 +43,29 @@ std::string recipe_path(const std::string& name, const std::string& builtin) {
   for (const auto& p : list_presets())
     if (p.name == file && fs::path(p.path).parent_path() != fs::path(dir))
       throw usage_error(fmt::format("--save_recipe '{}' would hide the preset {}", file, p.path), "choose another name");
-  return dir + "/" + file + ".json";
+  const std::string path = dir + "/" + file + ".json";
+  // A measured recipe is replaced by a new measurement; a preset of the user's own is not.
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    bool measured = false;
+    try {
+      measured = is_measured(load_json_file(path));
+    } catch (const Error&) {
+    }
+    if (!measured)
+      throw usage_error("--save_recipe: " + path + " exists and is not a measured recipe", "choose another name");
+  }
+  // The folder now, so that a run of many minutes does not end in a folder it cannot write.
+  fs::create_directories(dir, ec);
+  if (ec) throw usage_error(fmt::format("--save_recipe: cannot create {} ({})", dir, ec.message()), "set XDG_CONFIG_HOME to a writable folder");
+  check_writable(path, "--save_recipe");
+  return path;
 }
 
 std::string save_recipe(const BenchReport& r, const std::string& path, const nlohmann::json& fingerprint,
                         const std::string& builtin) {
-  const VariantResult* win = winner(r);
-  if (!win)
-    throw usage_error(r.settings.until ? "--save_recipe: no variant reached " + r.settings.until->text()
-                                       : "--save_recipe: no variant ran without a loss drift",
-                      r.settings.until ? "lower the target or raise --epochs" : "see the table's Loss column");
+  const VariantResult* win = fastest(r.results);
+  if (!win) return "";
   const std::string by = r.settings.until ? "in time to " + r.settings.until->text() : "in samples/s";
   // The built-in recipe is what "all" measures (train's defaults for this machine).
   std::string summary;
@@ -117,9 +118,6 @@ std::string save_recipe(const BenchReport& r, const std::string& path, const nlo
         {"gputrain_version", GPUTRAIN_VERSION},
         {"fingerprint", fingerprint}}}};
   seal(preset);
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  if (ec) throw usage_error(fmt::format("--save_recipe: cannot create {} ({})", fs::path(path).parent_path().string(), ec.message()));
   write_file_atomically(path, preset.dump(2) + "\n");
   return fmt::format("saved the measured recipe '{}' ({}: {}) to {}; gputrain train on this machine prefers it "
                      "(--device_preset auto)",

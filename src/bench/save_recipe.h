@@ -9,13 +9,14 @@
 
 namespace gputrain {
 
-// The file NAME is written to; "" for the default "<built-in recipe>-measured". Throws a usage
-// error for a name that is not a plain file name or that would hide a preset gputrain ships.
+// The file NAME is written to ("" for the default "<built-in recipe>-measured"), its folder made.
+// Throws a usage error for a name that is not a plain file name, that would hide a preset
+// gputrain ships or replace one that is not a measured recipe, or a folder that cannot be written.
 std::string recipe_path(const std::string& name, const std::string& builtin);
 
 // The winner: by median time to the target with --until, else by samples/s among the variants
-// whose loss did not drift. Writes the preset to `path` and returns a line saying what it is.
-// Throws a usage error when no variant qualifies.
+// whose loss did not drift (runner.h's fastest). Writes the preset to `path` and returns a line
+// saying what it is; "" (nothing written) when no variant qualifies.
 std::string save_recipe(const BenchReport& report, const std::string& path, const nlohmann::json& fingerprint,
                         const std::string& builtin);
 

@@ -46,7 +46,7 @@ TargetResult summarize(std::vector<TargetRun> runs) {
     steps.push_back(run.reached ? static_cast<double>(run.steps) : kNever);
     epochs.push_back(run.reached ? run.epochs : kNever);
     evals.push_back(run.eval_seconds);
-    metrics.push_back(run.metric);
+    if (std::isfinite(run.metric)) metrics.push_back(run.metric);  // NaN: no evaluation ran
     speeds.push_back(run.samples_per_sec);
   }
   r.seconds = median(seconds);
@@ -55,7 +55,7 @@ TargetResult summarize(std::vector<TargetRun> runs) {
   r.epochs = median(epochs);
   r.worst_seconds = *std::max_element(seconds.begin(), seconds.end());
   r.eval_seconds = median(evals);
-  r.metric = median(metrics);
+  r.metric = metrics.empty() ? std::nan("") : median(metrics);
   r.samples_per_sec = median(speeds);
   return r;
 }

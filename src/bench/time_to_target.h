@@ -18,13 +18,13 @@ void check_target_applies(const FitTarget& target, const Dataset& train);
 struct TargetRun {
   int64_t seed = 0;
   bool reached = false;
-  double seconds = 0;       // training time to the target (evaluation excluded); to the end when not reached
+  double seconds = 0;       // training time to the target (evaluation excluded); the whole run's when not reached
   double eval_seconds = 0;  // the evaluations' time
   int64_t steps = 0;        // optimizer steps to the target, or run
   double epochs = 0;        // steps / steps per epoch
-  double metric = 0;        // the target metric at the last evaluation
+  double metric = 0;        // the target metric at the last evaluation (NaN when none ran)
   double samples_per_sec = 0;  // training throughput over the run
-  std::string stopped;      // "time limit ..." when --time_limit ended it first
+  std::string stopped;      // what ended it before the target: "time limit ...", "early stopping", a divergence
 };
 
 // A variant's runs, one per seed, and their medians. A run that never reached the target counts

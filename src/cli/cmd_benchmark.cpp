@@ -110,6 +110,8 @@ int cmd_benchmark(const std::vector<std::string>& words) {
       if (name == "seeds" || name == "eval_every") problems.push_back("flag --" + name + " applies to a --until run");
   }
   q.save_recipe = args.take_value("save_recipe");
+  if (q.save_recipe && q.settings.stage != "full")
+    problems.push_back("--save_recipe ranks whole steps: drop --stage " + q.settings.stage);
   if (auto v = args.take_value("variants")) q.variants = split_list(*v, ListItems::kTrimmed);
   const auto names = variant_names();
   for (const auto& name : q.variants)

@@ -69,8 +69,8 @@ void check_sealed(const nlohmann::json& preset, const std::string& path, std::ve
         path, hint));
 }
 
-std::optional<MeasuredPick> pick_measured(const nlohmann::json& fingerprint, std::string& note,
-                                         std::vector<std::string>& problems) {
+std::optional<MeasuredPick> pick_measured(const nlohmann::json& fingerprint, const MeasuredWorkload& workload,
+                                         std::string& note, std::vector<std::string>& problems) {
   const std::string dir = user_presets_dir();
   std::error_code ec;
   if (dir.empty() || !fs::is_directory(dir, ec)) return std::nullopt;
@@ -95,7 +95,13 @@ std::optional<MeasuredPick> pick_measured(const nlohmann::json& fingerprint, std
     const auto& m = values["measured"];
     const std::string name = path.stem().string();
     if (const auto diff = changes(m["fingerprint"], fingerprint); !diff.empty()) {
-      passed_over.push_back(fmt::format("'{}' ({})", name, join(diff, ", ")));
+      passed_over.push_back(fmt::format("'{}' is for another machine ({})", name, join(diff, ", ")));
+      continue;
+    }
+    const auto w = m.value("workload", nlohmann::json::object());
+    const std::string model = w.value("model", ""), dataset = w.value("dataset", "");
+    if (model != workload.model || dataset != workload.dataset) {
+      passed_over.push_back(fmt::format("'{}' is for {} on {}", name, model, dataset));
       continue;
     }
     const std::string date = m["date"];
@@ -105,7 +111,7 @@ std::optional<MeasuredPick> pick_measured(const nlohmann::json& fingerprint, std
                         values};
   }
   if (!best && !passed_over.empty())
-    note = fmt::format("measured preset {} is for another machine: the built-in recipe", join(passed_over, ", "));
+    note = fmt::format("measured preset {}: the built-in recipe", join(passed_over, "; "));
   return best;
 }
 

@@ -37,10 +37,17 @@ struct MeasuredPick {
   nlohmann::json values;
 };
 
-// The newest measured preset in user_presets_dir() whose fingerprint is `fingerprint`. When
-// measured presets exist but none matches, `note` says which was passed over and what changed.
-// A file there that cannot be read, or that fails check_sealed, is a problem naming it.
-std::optional<MeasuredPick> pick_measured(const nlohmann::json& fingerprint, std::string& note,
-                                         std::vector<std::string>& problems);
+// What a recipe was measured on: its batch size and switches belong to that workload.
+struct MeasuredWorkload {
+  std::string model, dataset;
+};
+
+// The newest measured preset in user_presets_dir() whose fingerprint is `fingerprint` and whose
+// workload is `workload` (a recipe measured on another workload, say a tiny MLP whose winner was
+// "batch_x2" on the baseline's switches, says nothing of this one). When measured presets exist
+// but none fits, `note` says which were passed over and why. A file there that cannot be read,
+// or that fails check_sealed, is a problem naming it.
+std::optional<MeasuredPick> pick_measured(const nlohmann::json& fingerprint, const MeasuredWorkload& workload,
+                                         std::string& note, std::vector<std::string>& problems);
 
 }  // namespace gputrain

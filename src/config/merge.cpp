@@ -67,7 +67,6 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe, 
 
   // The sources come first, whatever their position on the command line; --device too, as it
   // names the GPU an automatic device preset is for.
-  std::string device_flag;
   bool device_preset_given = false;
   for (const auto& f : flags) {
     if (f.negated || !f.value || f.value->empty()) continue;
@@ -77,7 +76,6 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe, 
       c.device_preset = *f.value;
       device_preset_given = true;
     }
-    if (f.name == "device") device_flag = *f.value;
   }
   auto load = [&](const std::string& name) -> nlohmann::json {
     try {
@@ -118,21 +116,29 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe, 
     workload = nullptr;
     c.device_preset = c.preset;
   } else if (c.device_preset == "auto") {
-    // The device the run asks for, wherever it is set (flag > --config file > workload); not
-    // probed for the CPU: the GPU query makes a CUDA context on every GPU.
-    std::string device = device_flag;
-    for (const nlohmann::json* values : {&config_file, workload.is_null() ? nullptr : &workload["values"]}) {
-      if (device.empty() && values && values->is_object() && values->contains("device") && (*values)["device"].is_string())
-        device = (*values)["device"];
-    }
-    if (device.empty()) device = c.device;
+    // A string the run will have, wherever it is set (the last flag > --config file > workload >
+    // the default), before any of them is applied.
+    auto planned = [&](const std::string& name, const std::string& fallback) {
+      std::string value;
+      for (const auto& f : flags)
+        if (f.name == name && !f.negated && f.value && !f.value->empty()) value = *f.value;
+      for (const nlohmann::json* values : {&config_file, workload.is_null() ? nullptr : &workload["values"]})
+        if (value.empty() && values && values->is_object() && values->contains(name) && (*values)[name].is_string())
+          value = (*values)[name];
+      return value.empty() ? fallback : value;
+    };
+    // Not probed for the CPU: the GPU query makes a CUDA context on every GPU.
+    const std::string device = planned("device", c.device);
     const bool ask = probe && device != "cpu";
     const std::vector<GpuInfo> gpus = ask ? probe() : std::vector<GpuInfo>{};
     const DevicePresetChoice choice = choose_device_preset(gpus, device);
-    // A recipe measured on this machine (the same GPUs, driver, CPU and cores) over the built-in one.
+    // A recipe measured on this machine (the same GPUs, driver, CPU and cores) for this workload
+    // (its model and data) over the built-in one.
     std::optional<MeasuredPick> measured;
     std::string note;
-    if (fingerprint) measured = pick_measured(fingerprint(choice.name == "cpu" ? std::vector<GpuInfo>{} : gpus), note, problems);
+    if (fingerprint)
+      measured = pick_measured(fingerprint(choice.name == "cpu" ? std::vector<GpuInfo>{} : gpus),
+                               {planned("model", c.model), planned("dataset", c.dataset)}, note, problems);
     if (measured) {
       recipe = {{"path", measured->path}, {"values", measured->values}};
       c.device_preset = measured->name;

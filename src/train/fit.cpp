@@ -266,26 +266,46 @@ class Fit {
   // --eval_every: an evaluation inside the epoch, for the target alone (no checkpoint, no "best").
   // Returns whether the target was reached.
   bool evaluate_for_target(int64_t epoch) {
+    EvalResult raw, averaged;
+    if (!evaluate_both(raw, averaged)) return false;
+    nlohmann::json rec = {{"event", "eval"}, {"step", r_.step}, {"epoch", epoch}, {"samples", raw.samples}};
+    raw.add_to(rec, "test_");
+    if (trainer_.ema()) averaged.add_to(rec, "test_ema_");
+    write(rec);
+    raw.require_finite(fmt::format("step {} test", r_.step), finite_hint());
+    if (trainer_.ema()) averaged.require_finite(fmt::format("step {} test (EMA)", r_.step), finite_hint());
+    check_target(trainer_.ema() ? averaged : raw, seconds_since(fit_start_) - r_.eval_seconds);
+    return r_.target_reached;
+  }
+
+  // The raw weights' evaluation and, when kept, the moving average's. Returns false, both left
+  // empty and the stop's reason set, when a signal or the deadline interrupted them.
+  bool evaluate_both(EvalResult& raw, EvalResult& averaged) {
+    // Polled between evaluation batches. With several ranks an evaluation runs to its end (a
+    // stop there would be one rank's alone); the next log step agrees on the stop.
     auto must_stop = [&] { return !parallel_.mesh().data_parallel() && !stop_now(0).empty(); };
     const auto eval_start = Clock::now();
-    EvalResult raw = evaluate(trainer_, test_loader_, must_stop, parallel_.comm()), averaged;
+    raw = evaluate(trainer_, test_loader_, must_stop, parallel_.comm());
+    averaged = EvalResult{};
     if (trainer_.ema() && !raw.interrupted) {
       trainer_.ema()->swap(trainer_.model());
       averaged = evaluate(trainer_, test_loader_, must_stop, parallel_.comm());
       trainer_.ema()->swap(trainer_.model());
     }
     if (raw.interrupted || averaged.interrupted) {
+      raw = averaged = EvalResult{};
       r_.stop_reason = stop_now(0);
       return false;
     }
-    r_.eval_seconds += seconds_since(eval_start);
-    const EvalResult& judged = trainer_.ema() ? averaged : raw;
-    nlohmann::json rec = {{"event", "eval"}, {"step", r_.step}, {"epoch", epoch}, {"samples", raw.samples}};
-    raw.add_to(rec, "test_");
-    if (trainer_.ema()) averaged.add_to(rec, "test_ema_");
-    write(rec);
-    check_target(judged, seconds_since(fit_start_) - r_.eval_seconds);
-    return r_.target_reached;
+    last_eval_seconds_ = seconds_since(eval_start);
+    r_.eval_seconds += last_eval_seconds_;
+    return true;
+  }
+
+  std::string finite_hint() const {
+    return "an fp16 overflow, diverged weights or test data far outside the training range: try --amp_dtype bf16, "
+           "lower --lr or set --clip_max_norm; " +
+           last_checkpoint_note();
   }
 
   // One epoch: its steps, then (unless stopped inside it) its evaluation and checkpoints.
@@ -422,6 +442,7 @@ class Fit {
         if (!r_.stop_reason.empty()) break;
         if (target_ && target_->eval_every > 0 && r_.step % target_->eval_every == 0 && r_.step < total_steps_ &&
             consumed + c_.accumulation_steps <= micro_per_epoch_) {
+          check_bad_steps();  // a sync: the steps still queued on the device are training time
           const auto eval_start = Clock::now();
           const bool reached = evaluate_for_target(epoch);
           epoch_eval_seconds_ += seconds_since(eval_start);
@@ -439,30 +460,16 @@ class Fit {
   // The epoch's evaluation (raw weights, and the EMA's when kept), then its checkpoints.
   // Returns false when a stop interrupted the evaluation.
   bool evaluate_epoch(int64_t epoch, int64_t consumed, Clock::time_point epoch_start) {
-    // Polled between evaluation batches. With several ranks an evaluation runs to its end (a
-    // stop there would be one rank's alone); the next log step agrees on the stop.
-    auto must_stop = [&] { return !parallel_.mesh().data_parallel() && !stop_now(0).empty(); };
-    const auto eval_start = Clock::now();
-    r_.last_eval = evaluate(trainer_, test_loader_, must_stop, parallel_.comm());
-    // The average is what one deploys: it decides "best" and early stopping.
-    if (trainer_.ema() && !r_.last_eval.interrupted) {
-      trainer_.ema()->swap(trainer_.model());
-      r_.last_ema_eval = evaluate(trainer_, test_loader_, must_stop, parallel_.comm());
-      trainer_.ema()->swap(trainer_.model());
-    }
-    if (r_.last_eval.interrupted || r_.last_ema_eval.interrupted) {
+    if (!evaluate_both(r_.last_eval, r_.last_ema_eval)) {
       // A signal or the deadline during the evaluation: the epoch's steps are saved, its
       // evaluation runs on resume.
-      r_.last_eval = r_.last_ema_eval = EvalResult{};
-      r_.stop_reason = stop_now(0);
       save("last.pt", meta(epoch, consumed));
       return false;
     }
-    last_eval_seconds_ = seconds_since(eval_start);
-    r_.eval_seconds += last_eval_seconds_;
     const std::string& monitored = s_.monitored();
+    // The average is what one deploys: it decides "best", early stopping and the target.
     const EvalResult& judged = trainer_.ema() ? r_.last_ema_eval : r_.last_eval;
-    check_target(judged, seconds_since(fit_start_) - r_.eval_seconds);
+    const double train_seconds_to_now = seconds_since(fit_start_) - r_.eval_seconds;
     // Scores are signed so that higher is better, whatever the metric.
     const double score = judged.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
     const bool improved = score > r_.best_score;
@@ -476,11 +483,9 @@ class Fit {
     r_.last_eval.add_to(rec, "test_");
     if (trainer_.ema()) r_.last_ema_eval.add_to(rec, "test_ema_");
     write(rec);
-    const std::string hint = "an fp16 overflow, diverged weights or test data far outside the training range: try --amp_dtype "
-                             "bf16, lower --lr or set --clip_max_norm; " +
-                             last_checkpoint_note();
-    r_.last_eval.require_finite(fmt::format("epoch {} test", epoch + 1), hint);
-    if (trainer_.ema()) r_.last_ema_eval.require_finite(fmt::format("epoch {} test (EMA)", epoch + 1), hint);
+    r_.last_eval.require_finite(fmt::format("epoch {} test", epoch + 1), finite_hint());
+    if (trainer_.ema()) r_.last_ema_eval.require_finite(fmt::format("epoch {} test (EMA)", epoch + 1), finite_hint());
+    check_target(judged, train_seconds_to_now);
     if (c_.early_stopping > 0 && evals_since_best_ >= c_.early_stopping) {
       r_.early_stopped = true;
       progress_.line(fmt::format("early stopping: no better test {} for {} evaluations", monitored, evals_since_best_));

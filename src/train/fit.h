@@ -3,6 +3,7 @@
 // stays non-finite.
 #pragma once
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -30,7 +31,7 @@ struct FitResult {
   // With a target: whether it was reached, at which step, after how much training time
   // (evaluation excluded, as MLPerf counts it), and the evaluations' own time.
   bool target_reached = false;
-  double target_metric = 0;  // the target metric at the last evaluation
+  double target_metric = std::numeric_limits<double>::quiet_NaN();  // at the last evaluation (NaN: none ran)
   double target_train_seconds = 0, eval_seconds = 0;
 };
 

@@ -12,7 +12,8 @@
 
 namespace gputrain {
 
-std::string FitTarget::text() const { return fmt::format("test_{}={:g}", metric, value); }
+// The value as typed (shortest round-trip form): 0.9999 must not print as 1.
+std::string FitTarget::text() const { return fmt::format("test_{}={}", metric, value); }
 
 FitTarget parse_target(const std::string& text) {
   const std::string hint = "write --until METRIC=VALUE, e.g. --until test_accuracy=0.92 or --until test_loss=0.3";
