@@ -221,3 +221,19 @@ TEST_CASE("bench --until: SIGINT keeps the variants already raced and prints the
   CHECK_THAT(j["verdict"].get<std::string>(), Catch::EndsWith("(stopped by SIGINT)"));
   CHECK_THAT(out, Catch::Contains("To target") && Catch::Contains("not reached"));
 }
+
+TEST_CASE("bench --until: a seed whose loss goes non-finite is recorded as not reached, and the race goes on",
+          "[bench][cli]") {
+  test::TempDir dir;
+  // Every step from step 3 on gets a NaN input: each run stops on the NaN guard.
+  auto r = test::run_gputrain("benchmark --preset smoke --variants baseline,all --until test_accuracy=0.99 --seeds 2 "
+                              "--max_bad_steps 2 --csv " + (dir / "b.csv"),
+                              "GPUTRAIN_FAULT_NAN_STEP=3");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("no variant reached test_accuracy=0.99"));
+  const std::string csv = test::read_file(dir / "b.csv");
+  CHECK(csv_lines(dir / "b.csv") == 1 + 2 * 2);
+  CHECK_THAT(csv, Catch::Contains("baseline,ok,,43,false,") && Catch::Contains("all,ok,,43,false,") &&
+                      Catch::Contains("the loss was not finite"));
+}

@@ -15,10 +15,13 @@ int cmd_presets(const std::vector<std::string>& words) {
     fmt::print(
         "usage: gputrain presets             list presets with a one-line description\n"
         "       gputrain presets show NAME   print one preset as JSON\n\n"
-        "Presets are searched in: $GPUTRAIN_PRESETS_DIR, then the installed and source\n"
-        "presets/ folders. A workload (model, data, epochs) is chosen with --preset, the\n"
+        "Presets are searched in: $GPUTRAIN_PRESETS_DIR, then your own folder\n"
+        "$XDG_CONFIG_HOME/gputrain/presets (~/.config/gputrain/presets), then the installed and\n"
+        "source presets/ folders. A workload (model, data, epochs) is chosen with --preset, the\n"
         "device recipe (AMP, TF32, batch size, loader) with --device_preset, which is picked\n"
-        "from the GPU by default; the workload's values win where both set one.\n");
+        "from the GPU by default; the workload's values win where both set one. A recipe that\n"
+        "gputrain benchmark --save_recipe measured on this machine, for the run's workload,\n"
+        "comes before the built-in one.\n");
     return 0;
   }
   reject_leftover_flags(args, {"help"});
