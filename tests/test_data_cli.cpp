@@ -115,6 +115,10 @@ TEST_CASE("data cli: CSV regression trains, computes and stores normalization", 
   auto mean = config["resolved"]["normalize_mean"].get<std::string>();
   CHECK(mean.find(',') != std::string::npos);  // two features, two means
   CHECK(std::stod(mean) == Approx(50).margin(1.5));
+  // The default preset's label smoothing (Fashion-MNIST's) reads n/a here, with why.
+  CHECK(config["requested"]["label_smoothing"].get<double>() > 0);
+  CHECK(config["resolved"]["label_smoothing"] == "n/a");
+  CHECK_THAT(config["reasons"]["label_smoothing"].get<std::string>(), Catch::Contains("regression"));
 }
 
 TEST_CASE("data cli: CSV windows over a series train a sequence classifier", "[data_cli]") {

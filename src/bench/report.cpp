@@ -20,7 +20,11 @@ const std::vector<std::string> kTargetHeader = {"Optimization", "To target", "Sp
 
 const std::vector<std::string>& header(const BenchReport& r) { return r.settings.until ? kTargetHeader : kHeader; }
 
-std::string seconds_or_never(double s) { return std::isfinite(s) ? fmt::format("{:.1f} s", s) : "not reached"; }
+// Two decimals below 10 s, where a tenth would round short races to 0.0 s.
+std::string seconds_or_never(double s) {
+  if (!std::isfinite(s)) return "not reached";
+  return s < 10 ? fmt::format("{:.2f} s", s) : fmt::format("{:.1f} s", s);
+}
 
 std::vector<std::string> target_cells(const VariantResult& v) {
   const TargetResult& t = *v.target;
