@@ -1,8 +1,6 @@
 // gputrain benchmark: variant expansion and skip reasons, and a short real run on CPU.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <sstream>
 
@@ -166,15 +164,11 @@ TEST_CASE("bench: outputs are rewritten after each variant, and SIGINT keeps the
   test::TempDir dir;
   // SIGINT once the first variant's figures are on disk.
   const std::string json = dir / "b.json";
-  const std::string cmd = "sh -c '" + std::string(test::gputrain_exe()) +
-                          " benchmark --preset smoke --warmup_steps 1 --steps 150 --json " + json + " --markdown " +
-                          (dir / "b.md") + " >" + (dir / "out") + " 2>&1 & pid=$!; for i in $(seq 900); do [ -e " +
-                          json + " ] && break; sleep 0.1; done; kill -INT $pid; wait $pid'";
-  const int status = std::system(cmd.c_str());
-  const std::string out = test::read_file(dir / "out");
+  const auto r = test::interrupt_gputrain_when(
+      "benchmark --preset smoke --warmup_steps 1 --steps 150 --json " + json + " --markdown " + (dir / "b.md"), json);
+  const std::string& out = r.out;
   INFO(out);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(r.exit_code == 130);
   auto j = nlohmann::json::parse(test::read_file(json));
   REQUIRE(j["variants"].size() >= 1);
   CHECK(j["variants"].size() < 13);

@@ -3,8 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
@@ -204,16 +202,11 @@ TEST_CASE("bench --until: SIGINT keeps the variants already raced and prints the
   // An unreachable target and many epochs: the second variant is still training when the first
   // one's figures are on disk.
   const std::string json = dir / "b.json";
-  const std::string cmd = "sh -c '" + std::string(test::gputrain_exe()) +
-                          " benchmark --preset smoke --variants baseline,all --until test_loss=0 --epochs 150 "
-                          "--json " + json + " >" + (dir / "out") +
-                          " 2>&1 & pid=$!; for i in $(seq 1800); do [ -e " + json +
-                          " ] && break; sleep 0.1; done; sleep 0.5; kill -INT $pid; wait $pid'";
-  const int status = std::system(cmd.c_str());
-  const std::string out = test::read_file(dir / "out");
+  const auto r = test::interrupt_gputrain_when(
+      "benchmark --preset smoke --variants baseline,all --until test_loss=0 --epochs 150 --json " + json, json, 0.5);
+  const std::string& out = r.out;
   INFO(out);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(r.exit_code == 130);
   auto j = nlohmann::json::parse(test::read_file(json));
   REQUIRE(j["variants"].size() == 1);
   CHECK(j["variants"][0]["name"] == "baseline");

@@ -160,4 +160,18 @@ inline RunResult run_gputrain(const std::string& args, const std::string& env = 
   return {code, read_file(tmp / "out"), read_file(tmp / "err")};
 }
 
+// Runs the gputrain binary with `args` in the background, sends it SIGINT `delay_s` seconds after
+// `file` appears (or after 180 s), and waits for it: Ctrl-C at a known point of a run. The
+// output is stdout and stderr together.
+inline RunResult interrupt_gputrain_when(const std::string& args, const std::string& file, double delay_s = 0) {
+  TempDir tmp;
+  const std::string cmd = "sh -c '" + std::string(gputrain_exe()) + " " + args + " >" + (tmp / "out") +
+                          " 2>&1 & pid=$!; for i in $(seq 1800); do [ -e " + file +
+                          " ] && break; sleep 0.1; done; sleep " + std::to_string(delay_s) +
+                          "; kill -INT $pid; wait $pid'";
+  const int status = std::system(cmd.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  return {code, read_file(tmp / "out"), ""};
+}
+
 }  // namespace gputrain::test
