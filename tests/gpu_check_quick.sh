@@ -19,7 +19,7 @@ set +e
 rc=$?
 set -e
 bad=0
-for section in environment link cuda_tests info bench_resnet50 bench_mlp bench_imagenet_like compare_pytorch; do
+for section in environment link cuda_tests info bench_resnet50 compare_resnet50 bench_mlp bench_imagenet_like compare_pytorch; do
   want=ok
   # On a machine with a GPU the [cuda] tests run and must pass.
   [ "$section" = cuda_tests ] && ! nvidia-smi -L >/dev/null 2>&1 && want="skipped (no GPU)"

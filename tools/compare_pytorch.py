@@ -26,7 +26,7 @@ built-in family in the same rounds: what running a user's Python model costs aga
 --profile also prints, for one eager PyTorch run, where a step's time goes per operator
 (torch.profiler, self CPU time).
 
-Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn] [--precisions fp32,bf16]
+Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn,resnet50] [--precisions fp32,bf16]
        [--rounds 3] [--markdown out.md] [--no-compile] [--profile] [--imported]
 """
 import argparse
@@ -52,6 +52,11 @@ WORKLOADS = {
     "mlp": (["--dataset", "synthetic", "--input_shape", "64", "--model", "mlp", "--width", "256",
              "--batch_size", "64", "--optimizer", "adamw", "--clip_max_norm", "1"], 2000),
     "cnn": (["--preset", "quickstart"], 468),  # 60000 / 128: one epoch of Fashion-MNIST
+    # torchvision's ResNet-50 (gputrain's resnet50 has its names and shapes) at ImageNet's 224x224,
+    # batch 128 (a common per-GPU batch for it in mixed precision). 2048 samples keep the
+    # in-memory copy at 1.2 GiB; gputrain measures its loader threads at start.
+    "resnet50": (["--dataset", "synthetic", "--input_shape", "3x224x224", "--synthetic_train_size", "2048",
+                  "--model", "resnet50", "--width", "64", "--batch_size", "128", "--num_workers", "auto"], 40),
 }
 
 # The statistics gputrain normalizes with (src/data/make_dataset.cpp).
@@ -121,6 +126,11 @@ def make_model(wl, shape):
     """The built-in family of workload `wl` as a PyTorch module, for samples of `shape`."""
     if wl["model"] == "cnn":
         return Cnn(shape[0], shape[1], shape[2], 10, wl["width"])
+    if wl["model"] == "resnet50":
+        import torchvision  # the twin itself, not a copy: torchvision is on every GPU image
+        if wl["width"] not in (0, 64) or shape[1] <= 64:
+            sys.exit("compare_pytorch: resnet50 is compared at width 64 with torchvision's ImageNet stem (inputs over 64x64)")
+        return torchvision.models.resnet50(num_classes=10)
     return Mlp(int(np.prod(shape)), 10, wl["width"])
 
 

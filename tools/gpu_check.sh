@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds gputrain on a GPU machine against the torch already installed there, then runs the
 # [cuda] tests, `gputrain info`, the benchmark matrix (ResNet-50 and the small MLP) and
-# tools/compare_pytorch.py, and writes every figure into one Markdown report (issue #14).
+# tools/compare_pytorch.py (ResNet-50 and the MLP against PyTorch), and writes every figure into one Markdown report (issue #14).
 #
 # Meant for a machine with a Python that has torch, CMake, ninja and nvcc, but no Debian -dev
 # packages and no network: the headers and libraries the build needs travel as .deb files in
@@ -101,6 +101,9 @@ if [ "$quick" = 1 ]; then
   resnet=(--input_shape 3x64x64 --batch_size 4 --steps 2 --warmup_steps 1)
   mlp_steps=(--steps 10 --warmup_steps 2)
   compare=(--precisions fp32 --rounds 1 --steps 10 --warmup 2 --no-compile)
+  # Over 64 px, so that both sides take the ImageNet stem.
+  compare_resnet=(--precisions fp32 --rounds 1 --steps 2 --warmup 1 --no-compile
+                  --gputrain_flags "--input_shape 3x96x96 --batch_size 4 --synthetic_train_size 16")
   imagenet=(--image_size 64 --width 8 --batch_size 8 --steps 2 --warmup_steps 1)
   imagenet_count=40
 else
@@ -110,6 +113,8 @@ else
   resnet=(--input_shape 3x224x224 --width 64 --num_workers auto --batch_size 64 --steps 30 --warmup_steps 10)
   mlp_steps=(--steps 500 --warmup_steps 50)
   compare=(--precisions "fp32,bf16,fp16" --rounds 3 --steps 300 --warmup 30)
+  # bf16 (the precision people train ResNet-50 in on Hopper), torch.compile included.
+  compare_resnet=(--precisions bf16 --rounds 3 --steps 40 --warmup 10)
   # The preset as it is (224, width 64, batch 128), its loader threads measured at start.
   imagenet=(--num_workers auto --steps 20 --warmup_steps 5)
   imagenet_count=800
@@ -357,6 +362,11 @@ fi
 
 section bench_resnet50 150 "$gt" benchmark --dataset synthetic --model resnet50 "${resnet[@]}" \
   --variants "$variants" --markdown "$work/bench_resnet50.table.md"
+# ResNet-50 against the best PyTorch loop (eager and torch.compile, torchvision's own model): the
+# figure a GPU session is most wanted for, so it comes before the smaller workloads.
+section compare_resnet50 240 env PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}" \
+  "$py" tools/compare_pytorch.py --workloads resnet50 "${compare_resnet[@]}" --gputrain "$gt" \
+  --markdown "$work/compare_resnet50.table.md"
 # The MLP: small enough that per-operator overhead, not arithmetic, is its cost.
 section bench_mlp 60 "$gt" benchmark --dataset synthetic --input_shape 64 --model mlp --width 256 \
   --batch_size 64 --clip_max_norm 1 "${mlp_steps[@]}" --variants "$variants" --markdown "$work/bench_mlp.table.md"
