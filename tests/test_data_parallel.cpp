@@ -302,7 +302,7 @@ TEST_CASE("data parallel: --sync_bn makes 2 ranks x 32 of a BatchNorm CNN train 
 // found_inf. The sums run in another order than one GPU's, so the tolerance is looser.
 TEST_CASE("cuda: 2 GPUs over NCCL train the weights of 1 GPU x 64, --sync_bn and AMP too", "[cuda]") {
   if (torch::cuda::device_count() < 2) {
-    WARN("skipped: NCCL data parallel needs 2 GPUs, this machine has " << torch::cuda::device_count());
+    WARN("skipped: NCCL data parallel needs 2 GPUs, this machine has " << static_cast<int>(torch::cuda::device_count()));
     return;
   }
   test::TempDir dir;

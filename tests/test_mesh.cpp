@@ -114,7 +114,7 @@ TEST_CASE("mesh: --sync_bn with stages on several ranks is refused in one line",
 // gradients summed from both stages' devices equal one GPU's with the global batch.
 TEST_CASE("cuda: 2 ranks x 2 stages on 4 GPUs train the weights of one GPU", "[cuda]") {
   if (torch::cuda::device_count() < 4) {
-    WARN("skipped: 2 ranks x 2 stages need 4 GPUs, this machine has " << torch::cuda::device_count());
+    WARN("skipped: 2 ranks x 2 stages need 4 GPUs, this machine has " << static_cast<int>(torch::cuda::device_count()));
     return;
   }
   test::TempDir dir;

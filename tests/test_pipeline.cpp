@@ -288,7 +288,7 @@ TEST_CASE("pipeline: SIGTERM mid-run saves, exits 143, and the resume ends where
 // sees the gradients of both devices.
 TEST_CASE("cuda: pipeline stages on 2 GPUs train the weights of one GPU, fp16 too", "[cuda]") {
   if (torch::cuda::device_count() < 2) {
-    WARN("skipped: pipeline stages on GPUs need 2, this machine has " << torch::cuda::device_count());
+    WARN("skipped: pipeline stages on GPUs need 2, this machine has " << static_cast<int>(torch::cuda::device_count()));
     return;
   }
   test::TempDir dir;

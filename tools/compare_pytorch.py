@@ -289,22 +289,27 @@ def main():
                 run_flags = flags + ["--model", model_file]  # the last --model given wins
                 sides["built-in"] = []
             compile_note = "off (--no-compile)" if args.no_compile else ""
-            if not args.no_compile:
-                try:
-                    compiled = PyTorchLoop(wl, sw, data, device, compiled=True)
-                    compiled.time(args.warmup, 5)  # compiles forward and backward
-                    sides["compile"] = []
-                except Exception as e:  # torch.compile fails in many ways; say which and go on
-                    compile_note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            for _ in range(args.rounds):
+            compiled = None
+            for r in range(args.rounds):
                 sides["gputrain"].append(gputrain_run(args.gputrain, run_flags, precision, args.warmup, steps)[1]
                                          ["samples_per_sec"])
                 if "built-in" in sides:
                     sides["built-in"].append(gputrain_run(args.gputrain, builtin_flags, precision, args.warmup, steps)[1]
                                              ["samples_per_sec"])
                 sides["eager"].append(PyTorchLoop(wl, sw, data, device, False).time(args.warmup, steps))
+                # Compiled after the first round's eager figures: a run stopped while it compiles
+                # (minutes for a large network) still printed those.
+                if r == 0 and not args.no_compile:
+                    try:
+                        compiled = PyTorchLoop(wl, sw, data, device, compiled=True)
+                        compiled.time(args.warmup, 5)  # compiles forward and backward
+                        sides["compile"] = []
+                    except Exception as e:  # torch.compile fails in many ways; say which and go on
+                        compile_note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
                 if "compile" in sides:
                     sides["compile"].append(compiled.time(args.warmup, steps))
+                print(f"  {name} {precision} round {r + 1}: " +
+                      ", ".join(f"{k} {v[-1]:.0f}" for k, v in sides.items() if v) + " samples/s", flush=True)
             if args.profile:
                 profile_pytorch(PyTorchLoop(wl, sw, data, device, False))
 
