@@ -15,6 +15,7 @@
 
 #include "test_util.h"
 #include "test_weights.h"
+#include "train/checkpoint_file.h"
 #include "train/export.h"
 
 using namespace gputrain;
@@ -232,10 +233,8 @@ TEST_CASE("data parallel: each rank resumes its own random stream: 1 + 1 epochs 
   INFO(first.out << first.err);
   REQUIRE(first.exit_code == 0);
   // The checkpoint holds both ranks' generators, and they differ: the ranks draw different masks.
-  torch::serialize::InputArchive archive;
-  archive.load_from(dir / "split/checkpoints/last.pt");
-  torch::Tensor rows;
-  archive.read("rng.ranks.cpu", rows);
+  const torch::Tensor rows = read_checkpoint_file(dir / "split/checkpoints/last.pt").meta.rank_rng.cpu;
+  REQUIRE(rows.defined());
   REQUIRE(rows.size(0) == 2);
   CHECK_FALSE(torch::equal(rows[0], rows[1]));
   auto second = test::run_gputrain(kDropout + "--epochs 2 --resume auto --output_dir " + (dir / "split") + " --export " +

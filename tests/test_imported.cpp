@@ -3,20 +3,27 @@
 // and under bf16 autocast: a ConvNeXt-style net, a small ViT, a tabular net with embeddings and
 // the quickstart CNN, also as TorchScript modules; tools/export_model.py; and
 // every kind of bad archive is exit 2 with one line naming the file, before anything is written;
-// autocast reaches the graph's operators; data parallel and a resume act on it as on a built-in.
+// a graph whose operators reach outside their tensors is refused before any node runs, and a
+// TorchScript net.pt only loads with --trust_program; autocast reaches the graph's operators;
+// data parallel and a resume act on it as on a built-in.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <nlohmann/json.hpp>
 
 #include <torch/torch.h>
 
 #include "config/config.h"
 #include "core/autocast.h"
 #include "data/loader.h"
+#include "models/op_allowlist.h"
 #include "models/registry.h"
 #include "train/session.h"
 #include "train/trainer.h"
@@ -77,11 +84,12 @@ TEST_CASE("imported: TorchScript modules of the same nets train like PyTorch eag
   auto run = test::run_gputrain("train --model mlp --width 8" + data + (dir / "run"));
   REQUIRE(run.exit_code == 0);
   const std::string checkpoint = dir / "run/checkpoints/last.pt";
-  auto r = test::run_gputrain("train --model " + checkpoint + data + (dir / "again"));
+  // With the trust given, what the file is still decides: a checkpoint or junk is no module.
+  auto r = test::run_gputrain("train --trust_program --model " + checkpoint + data + (dir / "again"));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: " + checkpoint + ": a gputrain checkpoint, not a model"));
   test::write_file(dir / "junk.pt", "not a zip");
-  r = test::run_gputrain("train --model " + (dir / "junk.pt") + data + (dir / "junk"));
+  r = test::run_gputrain("train --trust_program --model " + (dir / "junk.pt") + data + (dir / "junk"));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: " + (dir / "junk.pt") + ": "));
 }
@@ -147,6 +155,132 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
   INFO(ok.out << ok.err);
   CHECK(ok.exit_code == 0);
   CHECK_THAT(ok.out, Catch::Contains("evaluates the training graph in eval mode"));
+}
+
+TEST_CASE("imported: the operator allowlist admits aten's operators whose effects stay in their tensors", "[imported]") {
+  const size_t admitted = admitted_op_count();
+  INFO(admitted << " operators admitted");
+  CHECK(admitted > 1000);  // 3101 with torch 2.15 (tests/python/op_allowlist_check.py counts them)
+  CHECK(admitted < 10000);
+  auto admits = [](const char* name, const char* overload) { return op_admitted(c10::OperatorName(name, overload)); };
+  CHECK_FALSE(admits("aten::from_file", ""));
+  CHECK_FALSE(admits("aten::_print", ""));
+  CHECK_FALSE(admits("aten::record_stream", ""));
+  CHECK_FALSE(admits("aten::set_", "source_Storage"));            // a Storage argument
+  CHECK_FALSE(admits("profiler::_record_function_enter", ""));    // another namespace
+  CHECK(admits("aten::conv2d", ""));
+  CHECK(admits("aten::einsum", ""));  // its int[] `path` is a contraction order, not a file
+  CHECK(admits("aten::_assert_scalar", ""));  // dynamic shapes' checks, str message and all
+  // Every operator of the 17 torchvision and timm architectures that train through .pt2 (train
+  // and eval graphs; op_allowlist_check.py --models exports them and lists these).
+  for (const auto& [name, overload] : std::vector<std::pair<const char*, const char*>>{
+           {"aten::adaptive_avg_pool2d", ""}, {"aten::add", "Tensor"}, {"aten::add_", "Tensor"},
+           {"aten::avg_pool2d", ""}, {"aten::batch_norm", ""}, {"aten::bernoulli_", "float"}, {"aten::cat", ""},
+           {"aten::chunk", ""}, {"aten::contiguous", ""}, {"aten::conv2d", ""}, {"aten::div_", "Tensor"},
+           {"aten::dropout", ""}, {"aten::dropout_", ""}, {"aten::empty", "memory_format"}, {"aten::eq", "Scalar"},
+           {"aten::expand", ""}, {"aten::expand_as", ""}, {"aten::fill_", "Scalar"}, {"aten::flatten", "using_ints"},
+           {"aten::gelu", ""}, {"aten::group_norm", ""}, {"aten::hardsigmoid", ""}, {"aten::hardswish_", ""},
+           {"aten::index", "Tensor"}, {"aten::layer_norm", ""}, {"aten::linear", ""}, {"aten::masked_fill", "Scalar"},
+           {"aten::matmul", ""}, {"aten::max_pool2d", ""}, {"aten::mean", "dim"}, {"aten::mul", "Tensor"},
+           {"aten::ne", "Scalar"}, {"aten::new_zeros", ""}, {"aten::pad", ""}, {"aten::permute", ""},
+           {"aten::relu", ""}, {"aten::relu_", ""}, {"aten::reshape", ""}, {"aten::roll", ""},
+           {"aten::scaled_dot_product_attention", ""}, {"aten::select", "int"}, {"aten::sigmoid", ""},
+           {"aten::silu", ""}, {"aten::silu_", ""}, {"aten::slice", "Tensor"}, {"aten::softmax", "int"},
+           {"aten::split_with_sizes", ""}, {"aten::squeeze", "dim"}, {"aten::sub", "Tensor"},
+           {"aten::sum", "dim_IntList"}, {"aten::sym_size", "int"}, {"aten::transpose", "int"},
+           {"aten::unbind", "int"}, {"aten::unflatten", "int"}, {"aten::unsqueeze", ""}, {"aten::view", ""}}) {
+    INFO(name << "." << overload);
+    CHECK(admits(name, overload));
+  }
+  auto why = [](const char* name, const char* overload) {
+    return op_refusal(c10::Dispatcher::singleton().findSchema({name, overload})->schema());
+  };
+  CHECK_THAT(why("aten::from_file", ""), Catch::Contains("aten::from_file reaches outside its tensors"));
+  CHECK_THAT(why("aten::set_", "source_Storage"), Catch::Contains("takes a Storage ('source')"));
+  CHECK_THAT(why("profiler::_record_function_enter", ""), Catch::Contains("'profiler' namespace"));
+  CHECK(why("aten::conv2d", "").empty());
+}
+
+TEST_CASE("imported: a graph whose operators reach outside their tensors is refused before any node runs",
+          "[imported][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  const std::string train = fixture_data(dir) + "--epochs 1 --batch_size 8 --model ";
+  // The model given, the file the error names, its node and operator, and why.
+  const std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> cases = {
+      {"from_file.pt2", "from_file.pt2", "from_file", "torch.ops.aten.from_file.default",
+       "aten::from_file reaches outside its tensors: it maps a file"},
+      {"print.pt2", "print.pt2", "_print", "torch.ops.aten._print.default", "aten::_print reaches outside its tensors: it writes to stdout"},
+      {"record_function.pt2", "record_function.pt2", "relu", "torch.ops.profiler._record_function_enter.default",
+       "an operator of the 'profiler' namespace"},
+      // The eval program beside a good training program is checked the same way.
+      {"eval_from_file.pt2", "eval_from_file.eval.pt2", "from_file", "torch.ops.aten.from_file.default",
+       "aten::from_file reaches outside its tensors: it maps a file"},
+  };
+  for (const auto& [model, file, node, op, why] : cases) {
+    INFO(model);
+    const std::string run = dir / ("run_" + model);
+    auto r = test::run_gputrain(train + (dir / model) + " --output_dir " + run);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: " + (dir / file) + ": node '" + node + "' (" + op +
+                                        ") from make_pt2_fixtures.py:") &&
+                          Catch::Contains(why) && Catch::Contains("hint: gputrain runs a graph as data"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 2);  // the line and its hint
+    CHECK(!std::filesystem::exists(run));
+    CHECK(!std::filesystem::exists(dir / "from_file_marker"));  // from_file never ran
+    CHECK_THAT(r.out + r.err, !Catch::Contains("print.pt2 ran aten::_print"));  // nor _print
+  }
+}
+
+TEST_CASE("imported: a TorchScript net.pt is a program: loaded only with --trust_program, which a file cannot give",
+          "[imported][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  const std::string script = dir / "script.pt", data = fixture_data(dir) + "--epochs 1 --batch_size 8 --num_workers 0 ";
+  const std::string train = data + "--model " + script;
+  auto r = test::run_gputrain(train + " --output_dir " + (dir / "untrusted"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: " + script + " is a TorchScript program: its code runs when it "
+                                      "is loaded, so --model takes it only with --trust_program\nhint: pass "
+                                      "--trust_program if you trust its author, or export the module with torch.export "
+                                      "to " + script + "2"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 2);
+  CHECK(!std::filesystem::exists(dir / "untrusted"));
+
+  // Trusted on the command line (kebab-case too), it trains, and the run records the flag.
+  auto ok = test::run_gputrain(train + " --trust-program --output_dir " + (dir / "trusted"));
+  INFO(ok.out << ok.err);
+  REQUIRE(ok.exit_code == 0);
+  const auto config = nlohmann::json::parse(test::read_file(dir / "trusted/config.json"));
+  CHECK(config["requested"]["trust_program"] == true);
+  CHECK(config["resolved"]["trust_program"] == true);
+
+  // eval, infer and a resume load the module again: the run's record does not trust it for them.
+  const std::string last = dir / "trusted/checkpoints/last.pt";
+  for (const std::string& command : {"eval --checkpoint " + last, "infer --checkpoint " + last + " --out " + (dir / "p.csv"),
+                                     "train --resume " + last + " --epochs 2"}) {
+    INFO(command);
+    auto refused = test::run_gputrain(command);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("--model takes it only with --trust_program"));
+  }
+  for (const std::string& command : {"eval --checkpoint " + last, "infer --checkpoint " + last + " --out " + (dir / "p.csv"),
+                                     "train --resume " + last + " --epochs 2"}) {
+    auto trusted = test::run_gputrain(command + " --trust_program");
+    INFO(command << "\n" << trusted.out << trusted.err);
+    CHECK(trusted.exit_code == 0);
+  }
+
+  // Neither a --config file nor a preset can give the trust; and the flag is for a .pt model.
+  test::write_file(dir / "trust.json", R"({"trust_program": true})");
+  auto file = test::run_gputrain(train + " --config " + (dir / "trust.json") + " --output_dir " + (dir / "file"));
+  CHECK(file.exit_code == 2);
+  CHECK_THAT(file.err, Catch::Contains("key 'trust_program' only works as a command-line flag"));
+  auto pt2 = test::run_gputrain(data + "--model " + (dir / "good.pt2") + " --trust_program --output_dir " + (dir / "pt2"));
+  CHECK(pt2.exit_code == 2);
+  CHECK_THAT(pt2.err, Catch::Contains("--trust_program is for a TorchScript --model net.pt"));
 }
 
 TEST_CASE("imported: --sync_bn, pipeline stages and --grad_checkpointing are refused for a model from a file", "[imported][cli]") {

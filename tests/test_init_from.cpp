@@ -121,10 +121,15 @@ TEST_CASE("init_from: bad files are exit 2 with one line naming the file, and ch
   std::string log;
   REQUIRE(python("make_weights_fixtures.py " + dir.path.string(), log) == 0);
   // The good ones load, with the report.
-  for (const std::string good : {"good.pth", "good.safetensors", "wrapped.pth", "imagenet_example.pth"}) {
+  for (const std::string good : {"good.pth", "good.safetensors", "wrapped.pth", "imagenet_example.pth", "timm_train.pth"}) {
     auto r = run_ok(kMlp + "--max_steps 1 --init_from " + (dir / good) + " --output_dir " + (dir / ("run_" + good)));
     CHECK_THAT(r.out, Catch::Contains("init_from: " + (dir / good)) && Catch::Contains("loaded   6 tensors"));
   }
+  // timm's train.py checkpoint: its args (an argparse.Namespace) read as data; --init_ema takes
+  // the moving average saved beside the weights.
+  auto timm = run_ok(kMlp + "--max_steps 1 --init_from " + (dir / "timm_train.pth") + " --init_ema --output_dir " +
+                     (dir / "run_timm_ema"));
+  CHECK_THAT(timm.out, Catch::Contains("under 'state_dict_ema'") && Catch::Contains("loaded   6 tensors"));
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"truncated.pth", "not a zip archive"},
       {"not_weights.txt", "not a weights file"},
@@ -145,7 +150,7 @@ TEST_CASE("init_from: bad files are exit 2 with one line naming the file, and ch
       {"overflow.pth", "sizes multiply past 2^50 elements"},
       {"deflated.pth", "zip compression method 8"},
       {"overlap.pth", "overlapping members"},
-      {"code_checkpoint.pt", "holds TorchScript methods, which loading would run"},
+      {"code_checkpoint.pt", "defines __setstate__ or __getstate__, code that loading would run"},
   };
   for (const auto& [file, says] : bad) {
     const std::string run = dir / ("run_" + file);

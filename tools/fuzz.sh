@@ -39,12 +39,10 @@ build fuzz_image tests/fuzz/fuzz_image.cpp "${image_srcs[@]}" -- -lpng -lturbojp
 build fuzz_tar tests/fuzz/fuzz_tar.cpp src/data/tar_index.cpp src/data/webdataset.cpp src/data/image_sample.cpp \
   "${image_srcs[@]}" src/core/text.cpp -- -lpng -lturbojpeg -ljpeg -lz
 
-# Checkpoints are read by LibTorch: the checkpoint code is compiled here (instrumented, so the
-# fuzzer sees its branches; FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION skips the CRC comparison
-# so that mutated records reach torch's reader), the rest comes from gputrain's own build and
-# the LibTorch it was built with. No AddressSanitizer for this one: torch trusts pickle length
-# fields (up to 4 GB for a string) and ASan turns such an allocation into a crash report, where
-# a real run gets the memory or std::bad_alloc, and gputrain's exit code 2.
+# Checkpoints are read by gputrain's own code (the unpickler, the zip reader, the checkpoint
+# walk): compiled here, instrumented whole (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION skips the
+# CRC comparison so that mutated records reach the parsers); the rest comes from gputrain's
+# own build and the LibTorch it was built with.
 cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt" 2>/dev/null || true; }
 torch_cmake=$(cache_value Torch_DIR)
 if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
@@ -65,9 +63,10 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
     # shellcheck disable=SC2054
     [ -d "$dir" ] && dir=$(readlink -f "$dir") && args+=(-Wl,-rpath,"$dir" -Wl,-rpath-link,"$dir")
   done
-  sanitize=fuzzer,undefined deps="$build_dir/libgputrain_core.a $build_dir/libgputrain_config.a" \
-    build fuzz_checkpoint tests/fuzz/fuzz_checkpoint.cpp src/train/checkpoint.cpp src/train/checkpoint_file.cpp src/core/zip.cpp \
-    src/core/mapped_file.cpp -- "${args[@]}"
+  sanitize=fuzzer,address,undefined deps="$build_dir/libgputrain_core.a $build_dir/libgputrain_config.a tests/legacy_checkpoint.h" \
+    build fuzz_checkpoint tests/fuzz/fuzz_checkpoint.cpp src/train/checkpoint.cpp src/train/checkpoint_file.cpp \
+    src/train/optimizer_state.cpp src/weights/unpickler.cpp src/weights/torch_save.cpp src/weights/pickle_writer.cpp \
+    src/weights/torch_save_writer.cpp src/core/zip.cpp src/core/mapped_file.cpp -- -Itests "${args[@]}"
   targets+=(fuzz_checkpoint)
   # --init_from's reader (gputrain's own code, so instrumented whole, AddressSanitizer included).
   sanitize=fuzzer,address,undefined deps="$build_dir/libgputrain_core.a" \
@@ -76,7 +75,7 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
   targets+=(fuzz_weights)
   # --model net.pt2's reader and graph compiler (gputrain's own code, instrumented whole).
   sanitize=fuzzer,address,undefined deps="$build_dir/libgputrain_core.a" \
-    build fuzz_pt2 tests/fuzz/fuzz_pt2.cpp src/weights/pt2_archive.cpp src/models/exported_graph.cpp \
+    build fuzz_pt2 tests/fuzz/fuzz_pt2.cpp src/weights/pt2_archive.cpp src/models/exported_graph.cpp src/models/op_allowlist.cpp \
     src/core/zip.cpp src/core/mapped_file.cpp -- "${args[@]}"
   targets+=(fuzz_pt2)
 else
@@ -121,7 +120,8 @@ for name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("gnu", tarfile.GNU_FORMAT), 
                 t.addfile(info, io.BytesIO(body))
 PY
 fi
-# A real checkpoint (cnn, AdamW, grad scaler, EMA), written by the target itself.
+# Real checkpoints (cnn, AdamW, grad scaler, EMA; format 3 and the old format 2), written by the
+# target itself.
 mkdir -p "$out/seeds_checkpoint"
 export GPUTRAIN_FUZZ_SEED=seeds_checkpoint/trained.pt
 

@@ -209,6 +209,9 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("time_limit '" + c.time_limit + "' (expected a duration like 8h45m, 90m or 3600)");
   if (c.resume == "auto" && c.output_dir.empty())
     problems.push_back("resume 'auto' needs --output_dir (the run folder to continue)");
+  // Trust is for a program to load (with --resume the model is the checkpoint's, not known yet).
+  if (c.trust_program && !is_script_file(c.model) && c.resume.empty())
+    problems.push_back("--trust_program is for a TorchScript --model net.pt (got --model " + c.model + ")");
   // Fine-tuning flags that have nothing to act on without the one they refine.
   if (c.init_ema && c.init_from.empty()) problems.push_back("--init_ema needs --init_from (the checkpoint to take it from)");
   if (!c.init_strict && c.init_from.empty()) problems.push_back("--init_strict needs --init_from (the file to match)");

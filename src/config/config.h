@@ -83,6 +83,7 @@ struct Config {
   int64_t heads = 0;                // transformer attention heads; 0 = default (4)
   double dropout = 0.0;             // transformer layers, between lstm/gru layers
   bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
+  bool trust_program = false;       // load a TorchScript --model net.pt, whose code runs on load (command line only)
 
   // Starting from trained weights, and fine-tuning them
   std::string init_from;         // weights file the model starts from ("" = random weights)

@@ -118,7 +118,8 @@ std::vector<Field> make_fields() {
       {"shuffle", &C::shuffle, "loader", "reshuffle the training set every epoch"},
 
       {"model", &C::model, "model",
-       "model family (gputrain models lists them), or a torch.export program file net.pt2 (tools/export_model.py)",
+       "model family (gputrain models lists them), or a torch.export program file net.pt2 (tools/export_model.py; "
+       "a TorchScript net.pt needs --trust_program)",
        {/* set_model_choices */}},
       {"width", &C::width, "model", "base width (0 = the model's default)", {}, 0, 65536},
       {"depth",
@@ -137,6 +138,10 @@ std::vector<Field> make_fields() {
       {"dropout", &C::dropout, "model", "dropout in transformer layers and between lstm/gru layers", {}, 0, 0.95},
       {"grad_checkpointing", &C::grad_checkpointing, "model",
        "recompute resnet blocks / transformer layers in backward: less activation memory, more compute"},
+      {"trust_program", &C::trust_program, "model",
+       "load a TorchScript --model net.pt: a program whose code runs when it is loaded, so only one whose author you "
+       "trust (a torch.export net.pt2 runs as data and needs no trust); a command-line flag only, for train, eval "
+       "and infer alike"},
 
       {"init_from", &C::init_from, "finetune",
        "start the model from these weights: safetensors, a torch.save state_dict (.pt/.pth/.bin) or a gputrain "
@@ -352,6 +357,8 @@ bool is_model_file(std::string_view model) {
   return ends(".pt2") || ends(".pt");
 }
 
+bool is_script_file(std::string_view model) { return model.size() > 3 && model.substr(model.size() - 3) == ".pt"; }
+
 std::vector<std::string> config_field_names() {
   std::vector<std::string> names;
   for (const auto& f : config_fields()) names.push_back(f.name);
@@ -472,6 +479,13 @@ void apply_json(Config& c, const nlohmann::json& object, const std::string& wher
     }
     if (f->group == "source") {
       problems.push_back(where + ": key '" + key + "' only works as a command-line flag");
+      continue;
+    }
+    // Trust in a program's code is given by whoever runs gputrain: a preset or a --config file
+    // cannot give it (a checkpoint's record of it is skipped by its reader).
+    if (key == "trust_program" && value != false) {
+      problems.push_back(where + ": key 'trust_program' only works as a command-line flag (a file cannot vouch for a "
+                                 "program)");
       continue;
     }
     set_field_json(c, *f, value, where, problems);

@@ -37,6 +37,8 @@ void set_model_choices(std::vector<std::string> names);
 // Whether --model `model` names a model file (a torch.export net.pt2, a TorchScript net.pt)
 // rather than one of the choices.
 bool is_model_file(std::string_view model);
+// Whether it names a TorchScript module (net.pt): a program, loaded only with --trust_program.
+bool is_script_file(std::string_view model);
 std::vector<std::string> config_field_names();
 
 // Finds a field by name; kebab-case is accepted ("batch-size" finds "batch_size").

@@ -54,6 +54,17 @@ Config finish(Config c, const std::vector<FlagArg>& flags, std::vector<std::stri
   // Range and choice checks run even after type errors, so one run reports everything.
   auto more = config_problems(c);
   problems.insert(problems.end(), more.begin(), more.end());
+  // A TorchScript module is a program: loading it runs its code (a __setstate__, say). Only the
+  // flag on this command line lets it in; files never give it (apply_json, and a resumed run's
+  // record is read without it), so eval, infer and --resume of such a run ask again.
+  if (is_script_file(c.model) && !c.trust_program) {
+    const std::string line =
+        c.model + " is a TorchScript program: its code runs when it is loaded, so --model takes it only with --trust_program";
+    if (problems.empty())
+      throw usage_error(line, "pass --trust_program if you trust its author, or export the module with torch.export to " +
+                                  c.model + "2 (tools/export_model.py), which gputrain runs as data");
+    problems.push_back(line);
+  }
   if (!problems.empty())
     throw Error(problems, "gputrain train --help lists every flag; gputrain presets lists presets", kExitUsage);
   return c;
@@ -191,7 +202,8 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe, 
 Config resolve_resumed_config(const nlohmann::json& saved, const std::vector<FlagArg>& flags) {
   std::vector<std::string> problems;
   Config c;
-  apply_json(c, saved, "the checkpoint's configuration", problems, {"preset", "config", "device_preset"});
+  // trust_program: this command's to give, not the record's (finish()).
+  apply_json(c, saved, "the checkpoint's configuration", problems, {"preset", "config", "device_preset", "trust_program"});
   c.preset = saved.value("preset", c.preset);
   c.config = saved.value("config", c.config);
   // A run from before device presets: its recipe is in its values, none to apply.

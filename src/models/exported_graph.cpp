@@ -15,6 +15,7 @@
 #include <torch/types.h>
 
 #include "core/error.h"
+#include "models/op_allowlist.h"
 #include "weights/export_schema.h"
 #include "weights/pt2_archive.h"
 
@@ -135,11 +136,12 @@ struct ExportedGraph::Impl {
     return it->second;
   }
 
-  Error fail(const Node& n, const std::string& why) const {
+  Error fail(const Node& n, const std::string& why,
+             const std::string& hint = "export a model whose forward uses ATen operators only (no custom ops, no "
+                                       "torch.cond or torch.map): tools/export_model.py checks this before it saves") const {
     return usage_error(fmt::format("{}: node '{}' ({}){}: {}", path, n.name, n.target,
                                    n.source.empty() ? "" : " from " + n.source, why),
-                       "export a model whose forward uses ATen operators only (no custom ops, no torch.cond or "
-                       "torch.map): tools/export_model.py checks this before it saves");
+                       hint);
   }
 
   // The shape of a graph value from tensor_values: {"as_int": n} or {"as_expr": ...} (-1).
@@ -288,6 +290,15 @@ struct ExportedGraph::Impl {
       if (!n.op)
         throw fail(n, ns == "aten" ? "this LibTorch has no such operator (export with the torch gputrain was built on)"
                                    : "a custom operator ('" + ns + "' namespace) is not registered in gputrain");
+      // A program is data: an operator that reaches files, the console or the process's state is
+      // refused here, before any node runs (models/op_allowlist.h).
+      if (!op_admitted(n.op->operator_name())) {
+        const std::string why = op_refusal(n.op->schema());
+        throw fail(n, why.empty() ? "registered after gputrain listed the operators it runs" : why,
+                   fmt::format("gputrain runs a graph as data: it calls only the {} aten and prims operators whose "
+                               "effects stay in their tensors; take this call out of the model's forward",
+                               admitted_op_count()));
+      }
       const auto& schema = n.op->schema();
       for (const auto& [name, value] : given)
         if (!schema.argumentIndexWithName(name))

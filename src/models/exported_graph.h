@@ -26,7 +26,8 @@ class ExportedGraph {
   // training-form graph is run as module.eval() would run it: batch_norm on running statistics,
   // dropout off, num_batches_tracked not counted. Throws a usage error naming the node, its
   // operator and its Python source line for what cannot run here (an operator LibTorch lacks, a
-  // higher-order op, a custom op), and for programs that are not exported for training.
+  // higher-order op, a custom op, one off the allowlist of models/op_allowlist.h: files, the
+  // console, process state), and for programs that are not exported for training.
   ExportedGraph(const nlohmann::json& program, const std::string& path, bool eval);
   ~ExportedGraph();
   ExportedGraph(ExportedGraph&&) noexcept;

@@ -1,19 +1,24 @@
-// Opening a checkpoint file that may be damaged, before anything trusts what LibTorch read.
+// Reading a checkpoint as data. Both formats go through the weights-only unpickler (nothing in
+// the file is called; no TorchScript is compiled), and then through walks that are bounded in
+// depth and visit each object once, so that no file can drive recursion or repeated work.
 #include "train/checkpoint_file.h"
 
-#include <atomic>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string_view>
 
-#include <c10/core/CPUAllocator.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "config/resolved.h"
 #include "core/mapped_file.h"
+#include "core/text.h"
 #include "core/zip.h"
+#include "weights/pickle_writer.h"
+#include "weights/torch_save.h"
+#include "weights/torch_save_writer.h"
+#include "weights/unpickler.h"
 
 namespace gputrain {
 
@@ -23,162 +28,388 @@ const char* const kDamagedCheckpointHint =
 
 namespace {
 
-// TorchScript code a loader would compile and run (a __setstate__ runs as the file is read).
-// gputrain's checkpoints declare their classes' attributes and define no method, so a member
-// with a `def` is not one of them: refused before LibTorch reads anything.
-bool defines_methods(const ZipMember& z, const uint8_t* data, uint64_t size) {
-  const std::string& n = z.name;
-  if (n.find("/code/") == std::string::npos || n.size() < 3 || n.compare(n.size() - 3, 3, ".py") != 0) return false;
-  return std::string_view(reinterpret_cast<const char*>(data), size).find("def ") != std::string_view::npos;
-}
+using Kind = PickleValue::Kind;
 
-// LibTorch does not check the CRC-32 its zip records carry: a flipped bit in a weight would load
-// as a silently different model, and one in a pickle's length field can make its reader
-// allocate gigabytes before it fails. So every member is checked here first: tensors and
-// pickles are stored, the TorchScript code files deflated.
-void verify_members(const std::string& path) {
-  const std::string where = "checkpoint '" + path + "'";
-  MappedFile m = map_file(path);
-  for (const auto& z : zip_directory(where, m, kDamagedCheckpointHint)) {
-    const std::string member = where + ": member '" + z.name + "'";
-    const uint64_t start = zip_member_start(member, m, z, kDamagedCheckpointHint);
-    bool code = false;
-    if (z.method == 8) {
-      const auto bytes = zip_inflate(member, m, z, start, kDamagedCheckpointHint);
-      code = defines_methods(z, bytes->data(), bytes->size());
-    } else if (z.method != 0) {
-      throw usage_error(fmt::format("{} uses zip method {}, which LibTorch never writes", member, z.method),
-                        kDamagedCheckpointHint);
-    } else if (z.csize != z.usize) {
-      throw usage_error(member + " has two different sizes", kDamagedCheckpointHint);
-    } else if (!crc_matches(m.data + start, z.csize, z.crc)) {
-      throw usage_error(member + " fails its CRC check", kDamagedCheckpointHint);
-    } else {
-      code = defines_methods(z, m.data + start, z.usize);
+// A checkpoint's tree nests 5 deep (optimizer, state, index, name); module records in old
+// formats one level per submodule. Deeper is not a checkpoint.
+constexpr int kMaxDepth = 64;
+
+// The largest TorchScript code file an old checkpoint may hold, inflated: its classes declare
+// attributes only (a few hundred bytes each).
+constexpr uint64_t kMaxCodeMember = 1 << 20;
+
+// The structure of an unpickled file, for lookups by key. Every container is entered at most
+// once (`enter`), so a structure shared many times over (a "billion laughs" of memo references)
+// costs no more than the file's own objects.
+class Tree {
+ public:
+  Tree(const Unpickled& u, std::string path) : u_(u), path_(std::move(path)), entered_(u.values.size(), false) {}
+
+  const PickleValue& root() const { return u_.at(u_.root); }
+  const PickleValue& at(size_t i) const { return u_.at(i); }
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw usage_error(fmt::format("checkpoint '{}' cannot be loaded: {}", path_, why), kDamagedCheckpointHint);
+  }
+
+  // Marks the container `i` as walked; a second walk of the same one is refused.
+  void enter(size_t i, int depth) {
+    if (depth > kMaxDepth) fail(fmt::format("it nests deeper than {} levels", kMaxDepth));
+    if (entered_[i]) fail("it holds one structure in two places");
+    entered_[i] = true;
+  }
+
+  // The value under string key `key` of dict `dict` (the last one, as in Python), or none.
+  std::optional<size_t> find(const PickleValue& dict, std::string_view key) const {
+    std::optional<size_t> found;
+    if (dict.kind != Kind::Dict) return found;
+    for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
+      const PickleValue& k = at(dict.items[i]);
+      if (k.kind == Kind::String && k.text == key) found = dict.items[i + 1];
     }
-    if (code)
-      throw usage_error(member + " holds TorchScript methods, which loading would run: not a gputrain checkpoint",
+    return found;
+  }
+  const PickleValue& need(const PickleValue& dict, std::string_view key, std::string_view what) const {
+    const auto i = find(dict, key);
+    if (!i) fail(fmt::format("it holds no {} ('{}')", what, key));
+    return at(*i);
+  }
+  const PickleValue& dict(const PickleValue& parent, std::string_view key) const {
+    const PickleValue& v = need(parent, key, "dict");
+    if (v.kind != Kind::Dict) fail(fmt::format("'{}' is not a dict", key));
+    return v;
+  }
+  int64_t integer(const PickleValue& v, std::string_view what) const {
+    if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.integer;
+    // Old formats keep counts such as "param_groups/size" as 0-d int64 tensors.
+    if (v.kind == Kind::Tensor && v.tensor.numel() == 1 && !v.tensor.is_floating_point() && !v.tensor.is_meta())
+      return v.tensor.item<int64_t>();
+    fail(fmt::format("'{}' is not an integer", what));
+  }
+  double number(const PickleValue& v, std::string_view what) const {
+    if (v.kind == Kind::Float) return v.number;
+    if (v.kind == Kind::Int) return static_cast<double>(v.integer);
+    fail(fmt::format("'{}' is not a number", what));
+  }
+  const std::string& text(const PickleValue& v, std::string_view what) const {
+    if (v.kind != Kind::String) fail(fmt::format("'{}' is not a string", what));
+    return v.text;
+  }
+  bool flag(const PickleValue& v, std::string_view what) const {
+    if (v.kind != Kind::Bool) fail(fmt::format("'{}' is not a bool", what));
+    return v.integer != 0;
+  }
+  torch::Tensor tensor(const PickleValue& v, std::string_view what) const {
+    if (v.kind != Kind::Tensor) fail(fmt::format("'{}' is not a tensor", what));
+    return v.tensor;
+  }
+
+  // The tensors under `dict`, named as Module names them: a format-3 dict of dotted names, or
+  // the nested records of an old format (one per submodule) joined with dots.
+  void named_tensors(size_t dict, const std::string& prefix, NamedTensors& out, int depth = 0) {
+    enter(dict, depth);
+    const PickleValue& d = at(dict);
+    if (d.kind != Kind::Dict) fail(fmt::format("'{}' is not a dict of tensors", printable(prefix)));
+    for (size_t i = 0; i + 1 < d.items.size(); i += 2) {
+      const std::string name = prefix + text(at(d.items[i]), "a tensor's name");
+      const PickleValue& v = at(d.items[i + 1]);
+      if (v.kind == Kind::Tensor)
+        out.emplace_back(name, v.tensor);
+      else if (v.kind == Kind::Dict)
+        named_tensors(d.items[i + 1], name + ".", out, depth + 1);
+      else if (v.kind != Kind::None)  // an old format's undefined tensor
+        fail(fmt::format("'{}' is neither a tensor nor a module", printable(name)));
+    }
+  }
+
+ private:
+  const Unpickled& u_;
+  std::string path_;
+  std::vector<bool> entered_;
+};
+
+// Old formats: TorchScript archives. Their classes declare attributes only; a class that
+// defines __setstate__ or __getstate__ would give its pickled state another meaning (and
+// TorchScript would run it on load), so such a file is refused, as is a code file too large to
+// be one of gputrain's.
+void check_torchscript_code(const std::string& path, const MappedFile& m, const std::vector<ZipMember>& members) {
+  uint64_t inflated = 0;
+  for (const auto& z : members) {
+    if (z.name.find("/code/") == std::string::npos || !z.name.ends_with(".py")) continue;
+    const std::string where = "checkpoint '" + path + "': member '" + printable(z.name) + "'";
+    if (z.usize > kMaxCodeMember || (inflated += z.usize) > m.size + kMaxCodeMember)
+      throw usage_error(fmt::format("{} claims {} bytes of code: not a gputrain checkpoint", where, z.usize),
+                        "gputrain checkpoints define no code; pass one written by gputrain");
+    std::string_view code;
+    std::shared_ptr<std::vector<uint8_t>> buffer;
+    if (z.method == 8) {
+      buffer = zip_inflate(where, m, z, zip_member_start(where, m, z, kDamagedCheckpointHint), kDamagedCheckpointHint);
+      code = {reinterpret_cast<const char*>(buffer->data()), buffer->size()};
+    } else {
+      const auto [data, size] = zip_stored_bytes(where, m, z, kDamagedCheckpointHint);
+      code = {reinterpret_cast<const char*>(data), size};
+    }
+    if (code.find("__setstate__") != std::string_view::npos || code.find("__getstate__") != std::string_view::npos)
+      throw usage_error(where + " defines __setstate__ or __getstate__, code that loading would run: not a gputrain "
+                                "checkpoint",
                         "gputrain checkpoints define no code; pass one written by gputrain");
   }
 }
 
-// LibTorch's reader trusts the file twice over: a tensor's sizes, strides and offset are not
-// checked against its storage, and a storage's size comes from the pickle, not from the data
-// record read into it. Either lets a kernel write past the end of a buffer (the fuzz target
-// found a heap corruption from one storage key changed to a smaller record's). So the file is
-// first loaded on the CPU with every allocation's size recorded, and then every tensor must lie
-// inside its storage, and every storage inside the buffer it really got.
-class AllocationSizes final : public c10::Allocator {
- public:
-  // One for the process: storages loaded while recording keep a pointer to it as their
-  // allocator, so it forwards to the real CPU allocator for good.
-  static AllocationSizes& instance() {
-    static auto* sizes = new AllocationSizes();
-    return *sizes;
-  }
-
-  // Between start() and stop(), CPU allocations (from any thread) go through this and are recorded.
-  void start() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (c10::GetCPUAllocator() != this) inner_.store(c10::GetCPUAllocator());
-    sizes_.clear();
-    recording_ = true;
-    c10::SetCPUAllocator(this, kPriority);
-  }
-  void stop() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    recording_ = false;
-    c10::SetCPUAllocator(inner_.load(), kPriority);
-  }
-
-  c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr p = inner_.load()->allocate(n);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (recording_) sizes_[p.get()] = n;
-    return p;
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return inner_.load()->raw_deleter(); }
-  void copy_data(void* dest, const void* src, size_t count) const override {
-    inner_.load()->copy_data(dest, src, count);
-  }
-
-  // The size of the allocation at `data`, if it was made while recording.
-  std::optional<size_t> size_of(const void* data) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = sizes_.find(data);
-    return it == sizes_.end() ? std::nullopt : std::optional<size_t>(it->second);
-  }
-
- private:
-  AllocationSizes() : inner_(c10::GetCPUAllocator()) {}
-  static constexpr uint8_t kPriority = 255;  // SetCPUAllocator ignores lower priorities than the current
-  std::atomic<c10::Allocator*> inner_;       // the real CPU allocator
-  std::mutex mutex_;
-  bool recording_ = false;
-  std::map<const void*, size_t> sizes_;
-};
-
-bool fits_storage(const torch::Tensor& t) {
-  if (t.numel() == 0) return true;
-  int64_t last = t.storage_offset();  // the furthest element any index reaches
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    int64_t reach = 0;
-    if (t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &reach) ||
-        __builtin_add_overflow(last, reach, &last))
-      return false;
-  }
-  int64_t bytes = 0;
-  if (last < 0 || __builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &bytes)) return false;
-  return static_cast<uint64_t>(bytes) <= t.storage().nbytes();
+// The format tag: "gputrain-checkpoint-N".
+int format_version(const Tree& t, const PickleValue& tag) {
+  const std::string prefix = "gputrain-checkpoint-";
+  if (tag.kind != Kind::String || tag.text.rfind(prefix, 0) != 0) t.fail("not written by gputrain (no gputrain format tag)");
+  const auto version = parse_integer(tag.text.substr(prefix.size()));
+  if (!version || *version < 1) t.fail("its format tag is damaged");
+  return static_cast<int>(*version);
 }
 
-void check_tensors(const c10::IValue& value, const std::string& name, AllocationSizes& allocations) {
-  if (value.isTensor()) {
-    const auto& t = value.toTensor();
-    const auto buffer = allocations.size_of(t.storage().data());
-    if (!fits_storage(t) || (buffer && *buffer < t.storage().nbytes()))
-      throw std::runtime_error("tensor '" + name + "' reaches past its data");
-  } else if (value.isList()) {
-    for (const auto& v : value.toListRef()) check_tensors(v, name, allocations);
-  } else if (value.isTuple()) {
-    for (const auto& v : value.toTupleRef().elements()) check_tensors(v, name, allocations);
-  } else if (value.isGenericDict()) {
-    for (const auto& kv : value.toGenericDict()) check_tensors(kv.value(), name, allocations);
+CheckpointMeta read_meta(Tree& t, const PickleValue& root, int version, const std::string& path) {
+  // Format 3 keeps the position in a "meta" dict; the old ones as "meta.<name>" attributes.
+  const PickleValue& m = version >= 3 ? t.dict(root, "meta") : root;
+  const std::string p = version >= 3 ? "" : "meta.";
+  CheckpointMeta meta;
+  meta.epoch = t.integer(t.need(m, p + "epoch", "epoch"), "epoch");
+  meta.step = t.integer(t.need(m, p + "step", "step"), "step");
+  meta.best_score = t.number(t.need(m, p + (version >= 3 ? "best_score" : "best_accuracy"), "best score"), "best score");
+  meta.config_json = t.text(t.need(m, p + "config", "configuration record"), "config");
+  if (version == 1) {
+    const int64_t batches = t.integer(t.need(m, "meta.batch", "position"), "meta.batch");
+    const int64_t global = record_global_batch(nlohmann::json::parse(meta.config_json, nullptr, false));
+    if (batches < 0 || global < 0 || (global > 0 && batches > std::numeric_limits<int64_t>::max() / global) ||
+        (batches > 0 && global == 0))
+      t.fail("its position is out of range");
+    meta.samples = batches * global;
+  } else {
+    meta.samples = t.integer(t.need(m, p + "samples", "position"), "samples");
+    if (auto e = t.find(m, p + "evaluated")) meta.evaluated = t.flag(t.at(*e), "evaluated");
+  }
+  if (meta.epoch < 0 || meta.step < 0 || meta.samples < 0) t.fail("its position is out of range");
+  // Absent in checkpoints written before --early_stopping existed.
+  if (auto e = t.find(m, p + "evals_since_best")) meta.evals_since_best = t.integer(t.at(*e), "evals_since_best");
+  (void)path;
+  return meta;
+}
+
+// An optimizer group's options: numbers, flags and betas, whatever the format (format 3 has
+// PyTorch's names; the old ones LibTorch's, which are the same).
+void read_group_options(Tree& t, const PickleValue& o, OptimizerState::Group& g) {
+  for (size_t i = 0; i + 1 < o.items.size(); i += 2) {
+    const std::string& name = t.text(t.at(o.items[i]), "an option's name");
+    const PickleValue& v = t.at(o.items[i + 1]);
+    if (name == "params") continue;
+    if (name == "betas") {
+      if (v.kind != Kind::Tuple || v.items.size() != 2) t.fail("the optimizer's 'betas' is not a pair");
+      g.betas = {t.number(t.at(v.items[0]), "betas"), t.number(t.at(v.items[1]), "betas")};
+    } else if (v.kind == Kind::Bool) {
+      g.flags[name] = v.integer != 0;
+    } else if (v.kind == Kind::Float || v.kind == Kind::Int) {
+      g.numbers[name] = t.number(v, name);
+    }  // others (PyTorch's foreach, maximize, ...) are not gputrain's
   }
 }
 
-void check_tensors(torch::serialize::InputArchive& archive, const std::string& prefix, AllocationSizes& allocations) {
-  for (const auto& key : archive.keys()) {
-    torch::serialize::InputArchive child;
-    c10::IValue value;
-    if (archive.try_read(key, child))
-      check_tensors(child, prefix + key + ".", allocations);
-    else if (archive.try_read(key, value))
-      check_tensors(value, prefix + key, allocations);
+std::map<std::string, torch::Tensor> read_param_state(Tree& t, size_t i, int depth) {
+  t.enter(i, depth);
+  const PickleValue& s = t.at(i);
+  if (s.kind != Kind::Dict) t.fail("a parameter's optimizer state is not a dict");
+  std::map<std::string, torch::Tensor> out;
+  for (size_t k = 0; k + 1 < s.items.size(); k += 2) {
+    const std::string& name = t.text(t.at(s.items[k]), "an optimizer state's name");
+    const PickleValue& v = t.at(s.items[k + 1]);
+    if (v.kind == Kind::Tensor)
+      out[name] = v.tensor;
+    else if (v.kind == Kind::Int)  // old formats: the step as an integer
+      out[name] = torch::full({}, static_cast<double>(v.integer), torch::kDouble);
+    else if (v.kind != Kind::None)
+      t.fail(fmt::format("the optimizer state '{}' is neither a tensor nor a count", printable(name)));
   }
+  return out;
+}
+
+// Format 3: PyTorch's optimizer.state_dict() layout.
+OptimizerState read_optimizer(Tree& t, size_t i) {
+  t.enter(i, 1);
+  const PickleValue& o = t.at(i);
+  OptimizerState out;
+  const PickleValue& groups = t.need(o, "param_groups", "optimizer's parameter groups");
+  if (groups.kind != Kind::List) t.fail("the optimizer's 'param_groups' is not a list");
+  for (size_t gi : groups.items) {
+    t.enter(gi, 2);
+    const PickleValue& g = t.at(gi);
+    if (g.kind != Kind::Dict) t.fail("an optimizer's parameter group is not a dict");
+    OptimizerState::Group group;
+    read_group_options(t, g, group);
+    const PickleValue& params = t.need(g, "params", "parameter list");
+    if (params.kind != Kind::List) t.fail("a parameter group's 'params' is not a list");
+    for (size_t p : params.items) group.params.push_back(t.integer(t.at(p), "a parameter index"));
+    out.groups.push_back(std::move(group));
+  }
+  const PickleValue& state = t.dict(o, "state");
+  for (size_t k = 0; k + 1 < state.items.size(); k += 2) {
+    const int64_t index = t.integer(t.at(state.items[k]), "a parameter index");
+    if (out.state.count(index)) t.fail(fmt::format("the optimizer holds two states for parameter {}", index));
+    out.state[index] = read_param_state(t, state.items[k + 1], 2);
+  }
+  return out;
+}
+
+// Old formats: LibTorch's Optimizer::save, which keys each parameter's state by the address its
+// tensor had in the process that wrote it, and lists those addresses per group in order. Here
+// they become positions, as format 3 numbers them.
+OptimizerState read_legacy_optimizer(Tree& t, size_t i) {
+  t.enter(i, 1);
+  const PickleValue& o = t.at(i);
+  const PickleValue& groups = t.dict(o, "param_groups");
+  const PickleValue& states = t.dict(o, "state");
+  OptimizerState out;
+  std::map<std::string, int64_t> position;  // address -> position
+  const int64_t n_groups = t.integer(t.need(groups, "param_groups/size", "group count"), "param_groups/size");
+  if (n_groups < 0 || n_groups > static_cast<int64_t>(groups.items.size())) t.fail("its optimizer's group count is out of range");
+  for (int64_t gi = 0; gi < n_groups; ++gi) {
+    const PickleValue& g = t.dict(groups, "param_groups/" + std::to_string(gi));
+    OptimizerState::Group group;
+    read_group_options(t, t.dict(g, "options"), group);
+    const int64_t n = t.integer(t.need(g, "params/size", "parameter count"), "params/size");
+    if (n < 0 || n > static_cast<int64_t>(g.items.size())) t.fail("its optimizer's parameter count is out of range");
+    for (int64_t j = 0; j < n; ++j) {
+      const std::string& address = t.text(t.need(g, "params/" + std::to_string(j), "parameter"), "a parameter key");
+      const auto index = static_cast<int64_t>(position.size());
+      if (!position.emplace(address, index).second) t.fail("its optimizer lists one parameter twice");
+      group.params.push_back(index);
+    }
+    out.groups.push_back(std::move(group));
+  }
+  for (size_t k = 0; k + 1 < states.items.size(); k += 2) {
+    const std::string& address = t.text(t.at(states.items[k]), "a parameter key");
+    auto it = position.find(address);
+    if (it == position.end()) t.fail("its optimizer holds state for a parameter in no group");
+    if (out.state.count(it->second)) t.fail("its optimizer holds two states for one parameter");
+    out.state[it->second] = read_param_state(t, states.items[k + 1], 2);
+  }
+  return out;
+}
+
+torch::Tensor optional_tensor(Tree& t, const PickleValue& d, std::string_view key) {
+  auto i = t.find(d, key);
+  return i ? t.tensor(t.at(*i), key) : torch::Tensor();
+}
+
+void write_named(PickleWriter& out, const NamedTensors& tensors) {
+  out.begin_dict();
+  for (const auto& [name, t] : tensors) {
+    out.text(name);
+    out.tensor(t.detach());
+  }
+  out.end();
 }
 
 }  // namespace
 
-torch::serialize::InputArchive open_checkpoint(const std::string& path, torch::Device device) {
+void write_checkpoint(const CheckpointData& c, const std::function<size_t(const void*, size_t)>& sink) {
+  PickleWriter out;
+  out.begin_dict();
+  out.text("format");
+  out.text(fmt::format("gputrain-checkpoint-{}", kCheckpointVersion));
+  const CheckpointMeta& meta = c.meta;
+  out.text("meta");
+  out.begin_dict();
+  out.text("epoch"), out.integer(meta.epoch);
+  out.text("samples"), out.integer(meta.samples);
+  out.text("step"), out.integer(meta.step);
+  out.text("evaluated"), out.boolean(meta.evaluated);
+  out.text("best_score"), out.number(meta.best_score);
+  out.text("evals_since_best"), out.integer(meta.evals_since_best);
+  out.text("config"), out.text(meta.config_json);
+  out.end();
+  out.text("model");
+  write_named(out, c.model);
+  if (!c.ema.empty()) {
+    out.text("ema");
+    write_named(out, c.ema);
+  }
+  out.text("optimizer");
+  write_optimizer_state(out, c.optimizer);
+  out.text("scaler");
+  out.begin_dict();
+  out.text("scale"), out.tensor(c.scale);
+  out.text("growth_tracker"), out.tensor(c.growth_tracker);
+  out.end();
+  out.text("rng");
+  out.begin_dict();
+  if (c.rng_cpu.defined()) out.text("cpu"), out.tensor(c.rng_cpu);
+  if (c.rng_cuda.defined()) out.text("cuda"), out.tensor(c.rng_cuda);
+  if (meta.rank_rng.cpu.defined()) out.text("ranks_cpu"), out.tensor(meta.rank_rng.cpu);
+  if (meta.rank_rng.cuda.defined()) out.text("ranks_cuda"), out.tensor(meta.rank_rng.cuda);
+  out.end();
+  out.end();
+  write_torch_save(out, sink);
+}
+
+CheckpointData read_checkpoint_file(const std::string& path, CheckpointParts parts) {
   if (!std::filesystem::exists(path))
     throw usage_error("checkpoint '" + path + "' does not exist",
                       "a run keeps its checkpoints in <output_dir>/checkpoints/ (last.pt, best.pt, epoch-N.pt)");
-  verify_members(path);
-  torch::serialize::InputArchive archive;
-  // On the CPU first, even for a GPU run: the copy to a GPU would read each claimed size.
-  auto& allocations = AllocationSizes::instance();
-  allocations.start();
-  try {
-    archive.load_from(path, torch::kCPU);
-  } catch (...) {
-    allocations.stop();
-    throw;
+  const MappedFile m = map_file(path);
+  const std::string where = "checkpoint '" + path + "'";
+  if (m.size < 4 || std::string_view(reinterpret_cast<const char*>(m.data), 4) != "PK\x03\x04")
+    throw usage_error(where + " cannot be loaded: not a zip archive", kDamagedCheckpointHint);
+  const auto members = zip_directory(where, m, kDamagedCheckpointHint);
+  if (detect_weights_format(path, m) != WeightsFormat::GputrainCheckpoint)
+    throw usage_error(where + " cannot be loaded: not written by gputrain (no gputrain format tag)",
+                      kDamagedCheckpointHint);
+  bool torchscript = false;
+  for (const auto& z : members)
+    if (z.name.find("/code/") != std::string::npos || z.name.ends_with("/constants.pkl")) torchscript = true;
+  if (torchscript) check_torchscript_code(path, m, members);
+  // For the metadata (which a resume, eval and infer read before they build anything) the whole
+  // structure is still read and walked, so that a hostile file is refused before any work; only
+  // tensors of more than a few counters' bytes stay unread (on the meta device).
+  const Unpickled u = read_pickled_archive(where, m, kDamagedCheckpointHint,
+                                           {.torchscript_records = torchscript, .memory_budget = pickle_budget(m)},
+                                           parts == CheckpointParts::Meta ? 64 : UINT64_MAX);
+
+  Tree t(u, path);
+  const PickleValue& root = t.root();
+  if (root.kind != Kind::Dict) t.fail("it holds no dict");
+  t.enter(u.root, 0);
+  const bool v3 = !torchscript;
+  CheckpointData c;
+  c.version = format_version(t, t.need(root, v3 ? "format" : "meta.format", "format tag"));
+  if (c.version > kCheckpointVersion)
+    throw NewerCheckpoint({fmt::format("checkpoint '{}' has format {}; this gputrain reads versions 1 to {}", path,
+                                       c.version, kCheckpointVersion)},
+                          "continue the run with the gputrain that wrote it, or a newer one (gputrain --version)",
+                          kExitUsage);
+  if (v3 != (c.version >= 3)) t.fail(fmt::format("format {} in a {} archive", c.version, v3 ? "torch.save" : "TorchScript"));
+  c.meta = read_meta(t, root, c.version, path);
+
+  auto model = t.find(root, "model");
+  if (!model) t.fail("it holds no model");
+  t.named_tensors(*model, "", c.model, 1);
+  if (auto ema = t.find(root, "ema")) t.named_tensors(*ema, "", c.ema, 1);
+  if (parts == CheckpointParts::Weights) return c;
+
+  auto optimizer = t.find(root, "optimizer");
+  if (!optimizer) t.fail("it holds no optimizer state");
+  c.optimizer = v3 ? read_optimizer(t, *optimizer) : read_legacy_optimizer(t, *optimizer);
+  if (v3) {
+    const PickleValue& scaler = t.dict(root, "scaler");
+    c.scale = t.tensor(t.need(scaler, "scale", "loss scale"), "scale");
+    c.growth_tracker = t.tensor(t.need(scaler, "growth_tracker", "growth tracker"), "growth_tracker");
+    const PickleValue& rng = t.dict(root, "rng");
+    c.rng_cpu = optional_tensor(t, rng, "cpu");
+    c.rng_cuda = optional_tensor(t, rng, "cuda");
+    c.meta.rank_rng = {optional_tensor(t, rng, "ranks_cpu"), optional_tensor(t, rng, "ranks_cuda")};
+  } else {
+    c.scale = t.tensor(t.need(root, "scaler.scale", "loss scale"), "scaler.scale");
+    c.growth_tracker = t.tensor(t.need(root, "scaler.growth_tracker", "growth tracker"), "scaler.growth_tracker");
+    c.rng_cpu = optional_tensor(t, root, "rng.cpu");
+    c.rng_cuda = optional_tensor(t, root, "rng.cuda");
+    c.meta.rank_rng = {optional_tensor(t, root, "rng.ranks.cpu"), optional_tensor(t, root, "rng.ranks.cuda")};
   }
-  allocations.stop();
-  check_tensors(archive, "", allocations);
-  if (device != torch::kCPU) archive.load_from(path, device);
-  return archive;
+  return c;
 }
 
 }  // namespace gputrain

@@ -1,20 +1,85 @@
-// Opening a checkpoint file that may be damaged, before anything trusts what LibTorch read.
+// A checkpoint file written and read as plain data, whatever its format: format 3 is a torch.save zip (a
+// pickle of dicts, numbers, strings and tensors); formats 1 and 2 were archives LibTorch wrote
+// as TorchScript, read here as records without compiling or running any of their code.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include <torch/serialize/input-archive.h>
+#include <torch/types.h>
+
+#include "core/error.h"
+#include "train/optimizer_state.h"
 
 namespace gputrain {
+
+// The checkpoint format. 3: torch.save's layout, readable by torch.load(weights_only=True);
+// 2 counted the position in samples, 1 in micro-batches of the run's global batch (the config
+// record inside it holds that batch: read as samples).
+inline constexpr int kCheckpointVersion = 3;
 
 // What to tell a user whose checkpoint cannot be loaded.
 extern const char* const kDamagedCheckpointHint;
 
-// Loads the archive at `path` onto `device`. First every zip member's CRC-32 is checked, then
-// the file is loaded on the CPU with the size of every allocation recorded, and every tensor
-// must lie inside its storage and every storage inside the buffer it really got (LibTorch
-// trusts the file's sizes); a GPU run then loads it again to the device. A missing or damaged
-// file is a usage error naming it; other failures are LibTorch's exceptions, for the caller to
-// word.
-torch::serialize::InputArchive open_checkpoint(const std::string& path, torch::Device device);
+// Data parallel: every rank's generator states, row r for rank r, so that each rank resumes its
+// own random stream (the ranks draw different dropout masks).
+struct RankRng {
+  torch::Tensor cpu, cuda;  // [world size, state bytes]; cuda only on GPUs
+};
+
+// Where a run stands, counted so that any world size can continue it: the samples of the epoch
+// already trained, in the epoch's global order (one permutation per epoch whatever the ranks;
+// each micro-batch takes the next global batch of it, split over the ranks).
+struct CheckpointMeta {
+  int64_t epoch = 0;      // the epoch to continue (all earlier ones are complete)
+  int64_t samples = 0;    // samples of that epoch already trained (0 at an epoch boundary)
+  int64_t step = 0;       // optimizer steps completed
+  double best_score = 0;  // the monitored metric's best value, signed so that higher is better
+  std::string config_json;
+  int64_t evals_since_best = 0;  // for --early_stopping
+  RankRng rank_rng;              // written when set (several ranks)
+  // The evaluation at this position has run: a --max_steps end inside an epoch, evaluated; a
+  // resume with more steps continues from here, one with the same steps has nothing left to do.
+  bool evaluated = false;
+};
+
+// A checkpoint from a newer gputrain: refused, never passed over as damaged.
+struct NewerCheckpoint : Error {
+  using Error::Error;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// Everything a checkpoint holds, on the CPU. Names are Module::named_parameters /
+// named_buffers names ("layer1.0.conv1.weight").
+struct CheckpointData {
+  int version = kCheckpointVersion;
+  CheckpointMeta meta;
+  NamedTensors model, ema;  // ema: empty when the run kept no average
+  OptimizerState optimizer;
+  torch::Tensor scale, growth_tracker;  // the grad scaler's
+  torch::Tensor rng_cpu, rng_cuda;      // this process's generators (rng_cuda: GPU runs only)
+};
+
+// What to read: export and --init_from need no optimizer state; Meta reads the structure of
+// every part (so a hostile file is refused at once) and the tensors' shapes, not their bytes.
+enum class CheckpointParts { Meta, Weights, All };
+
+// Reads the checkpoint at `path`. A missing, damaged or foreign file, or one that would need
+// code run to read it (a TorchScript class defining __setstate__ or __getstate__), is a usage
+// error naming it; a newer format is NewerCheckpoint. Memory is bounded by twice the file's size
+// (plus 4 MiB), and every walk over its structure is bounded in depth and visits each object once.
+CheckpointData read_checkpoint_file(const std::string& path, CheckpointParts parts = CheckpointParts::All);
+
+}  // namespace gputrain
+
+namespace gputrain {
+
+// Writes `c` in format 3 to `sink` (called with each piece in order; returns the bytes taken): a
+// dict {"format", "meta", "model", "ema" (when kept), "optimizer" (PyTorch's state_dict layout),
+// "scaler", "rng"} of numbers, strings and tensors, which torch.load(weights_only=True) reads.
+void write_checkpoint(const CheckpointData& c, const std::function<size_t(const void*, size_t)>& sink);
 
 }  // namespace gputrain

@@ -2,6 +2,7 @@
 #include "train/ema.h"
 
 #include <stdexcept>
+#include <map>
 #include <string>
 
 #include <ATen/ops/_foreach_lerp.h>
@@ -64,28 +65,17 @@ std::vector<torch::Tensor> Ema::tensors() const {
   return all;
 }
 
-// Saved under the module's own names ("layer1.0.conv1.weight") in an "ema" archive beside
-// "model", so that export can read either one the same way.
-void Ema::save(torch::serialize::OutputArchive& archive) const {
-  torch::serialize::OutputArchive ema;
-  auto all = tensors();
-  for (size_t i = 0; i < all.size(); ++i) ema.write(names_[i], all[i], /*is_buffer=*/i >= params_.size());
-  archive.write("ema", ema);
-}
-
-bool Ema::load(torch::serialize::InputArchive& archive) {
-  torch::NoGradGuard no_grad;
-  torch::serialize::InputArchive ema;
-  if (!archive.try_read("ema", ema)) return false;
+void Ema::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& stored) {
+  std::map<std::string, torch::Tensor> by_name(stored.begin(), stored.end());
   auto all = tensors();  // the same storage as params_ and buffers_: copy_ fills the average
-  torch::Tensor t;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (!ema.try_read(names_[i], t)) throw std::runtime_error("its EMA holds no '" + names_[i] + "'");
+    auto it = by_name.find(names_[i]);
+    if (it == by_name.end()) throw std::runtime_error("its EMA holds no '" + names_[i] + "'");
     // copy_ would broadcast a stored tensor of another shape into ours: refuse it instead.
-    if (t.sizes() != all[i].sizes()) throw std::runtime_error("its EMA '" + names_[i] + "' has the wrong shape");
-    all[i].copy_(t);
+    if (it->second.sizes() != all[i].sizes()) throw std::runtime_error("its EMA '" + names_[i] + "' has the wrong shape");
   }
-  return true;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < all.size(); ++i) all[i].copy_(by_name.at(names_[i]));
 }
 
 }  // namespace gputrain

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include <torch/nn/module.h>
-#include <torch/serialize/archive.h>
 
 namespace gputrain {
 
@@ -19,11 +18,13 @@ class Ema {
   // Exchanges the module's weights with the averaged ones without copying (set_data); call it
   // again to swap back. For evaluating the average with the same model.
   void swap(torch::nn::Module& module);
-  void save(torch::serialize::OutputArchive& archive) const;
-  // False when the archive holds no average (a run without --ema_decay).
-  bool load(torch::serialize::InputArchive& archive);
   // The averaged parameters, then buffers.
   std::vector<torch::Tensor> tensors() const;
+  // Their names, as Module::named_parameters / named_buffers give them ("layer1.0.conv1.weight").
+  const std::vector<std::string>& names() const { return names_; }
+  // Copies a stored average in, found by name. Throws std::runtime_error (for the caller to word)
+  // when a tensor is missing or of another shape; nothing changes then.
+  void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& stored);
 
  private:
   double decay_;

@@ -18,6 +18,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "weights/unpickler.h"  // printable()
 
 namespace gputrain {
 namespace {
@@ -142,9 +143,23 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path, M
   std::string text(length, '\0');
   in.read(text.data(), static_cast<std::streamsize>(length));
   if (!in) throw bad("the header cannot be read");
-  nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
+  // A JSON parser keeps one of two equal keys silently; Python's safetensors refuses the file,
+  // and so does this (which tensor would be meant is the writer's secret).
+  std::vector<std::set<std::string>> objects;  // the keys of each object being parsed
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) objects.emplace_back();
+    if (event == E::object_end && !objects.empty()) objects.pop_back();
+    if (event == E::key && !objects.empty() && !objects.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json header = nlohmann::json::parse(text, keys, false);
   if (text.empty() || text[0] != '{' || header.is_discarded() || !header.is_object())
     throw bad("the header is not a JSON object");
+  if (!duplicate.empty()) throw bad("duplicate key '" + printable(duplicate) + "' in the header");
 
   const uint64_t data_size = file_size - 8 - length;
   std::vector<Span> spans;

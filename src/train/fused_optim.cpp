@@ -126,19 +126,10 @@ torch::Tensor FusedAdamBase<Base, Options, State>::step(torch::optim::Optimizer:
 }
 
 template <class Base, class Options, class State>
-void FusedAdamBase<Base, Options, State>::save(torch::serialize::OutputArchive& archive) const {
-  // The state objects are not const through the map's pointers: the counts are copied in here
-  // (a device read, once per checkpoint).
+void FusedAdamBase<Base, Options, State>::sync_steps() {
   for (const auto& [key, count] : steps_)
     if (auto it = this->state().find(key); it != this->state().end())
       static_cast<State&>(*it->second).step(static_cast<int64_t>(count.template item<double>()));
-  Base::save(archive);
-}
-
-template <class Base, class Options, class State>
-void FusedAdamBase<Base, Options, State>::load(torch::serialize::InputArchive& archive) {
-  Base::load(archive);
-  steps_.clear();  // rebuilt from the loaded integer steps
 }
 
 template class FusedAdamBase<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState>;

@@ -31,6 +31,11 @@ class FusedOptimizer {
   void use_device_lr() { device_lr_ = true; }
   void refresh_lr();
 
+  // Checkpoints: sync_steps() brings the state's step counts up to date from the device's
+  // counters (a device read); steps_loaded() drops those counters after a new state was put in.
+  virtual void sync_steps() {}
+  virtual void steps_loaded() {}
+
  protected:
   torch::Tensor grad_scale_, found_inf_, clip_divisor_;  // used by one step, then cleared
   // The one divisor the kernels take: grad_scale_ x clip_divisor_ (undefined: neither).
@@ -51,8 +56,8 @@ class FusedAdamBase : public Base, public FusedOptimizer {
  public:
   using Base::Base;
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;
-  void save(torch::serialize::OutputArchive& archive) const override;
-  void load(torch::serialize::InputArchive& archive) override;
+  void sync_steps() override;
+  void steps_loaded() override { steps_.clear(); }  // rebuilt from the loaded integer steps
 
  private:
   std::unordered_map<void*, torch::Tensor> steps_;  // by parameter, as the state is keyed

@@ -77,21 +77,15 @@ void GradScaler::update() {
 
 double GradScaler::get_scale() const { return enabled_ ? scale_.item<double>() : 1.0; }
 
-void GradScaler::save(torch::serialize::OutputArchive& archive) const {
-  archive.write("scaler.scale", scale_.cpu());
-  archive.write("scaler.growth_tracker", growth_tracker_.cpu());
-}
-
-void GradScaler::load(torch::serialize::InputArchive& archive) {
-  torch::Tensor s, g;
-  archive.read("scaler.scale", s);
-  archive.read("scaler.growth_tracker", g);
+void GradScaler::load_state(const torch::Tensor& s, const torch::Tensor& g) {
   if (s.numel() != 1 || g.numel() != 1) throw std::runtime_error("the grad scaler's state has the wrong size");
+  if (!s.is_floating_point() || g.is_floating_point() || g.scalar_type() == torch::kBool)
+    throw std::runtime_error("the grad scaler's state has the wrong dtypes");
   // A zero, negative or NaN scale would zero or skip every step without failing.
   const double scale = s.item<double>();
   if (!(scale > 0) || !std::isfinite(scale)) throw std::runtime_error("'scaler.scale' is not a finite positive number");
-  scale_.copy_(s);
-  growth_tracker_.copy_(g);
+  scale_.copy_(s.reshape({1}));
+  growth_tracker_.copy_(g.reshape({1}));
 }
 
 }  // namespace gputrain

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include <torch/optim/optimizer.h>
-#include <torch/serialize/archive.h>
 #include <torch/types.h>
 
 namespace gputrain {
@@ -38,8 +37,11 @@ class GradScaler {
   // The scale as a device tensor (float32 [1]), without a host read; undefined when disabled.
   torch::Tensor scale_tensor() const { return enabled_ ? scale_ : torch::Tensor(); }
 
-  void save(torch::serialize::OutputArchive& archive) const;
-  void load(torch::serialize::InputArchive& archive);
+  // Checkpoints: the scale (float32 [1]) and the growth tracker (int32 [1]), on the CPU.
+  std::pair<torch::Tensor, torch::Tensor> state() const { return {scale_.cpu(), growth_tracker_.cpu()}; }
+  // Throws std::runtime_error (for the caller to word) for a state of the wrong size, or a scale
+  // that is not a finite positive number.
+  void load_state(const torch::Tensor& scale, const torch::Tensor& growth_tracker);
 
  private:
   bool enabled_;

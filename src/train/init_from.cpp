@@ -3,6 +3,7 @@
 #include "train/init_from.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -23,9 +24,6 @@ namespace {
 // Wrappers' prefixes, removed while every name has one: DataParallel/DDP ("module."),
 // Lightning and many trainers ("model."), torch.compile ("_orig_mod.").
 const std::vector<std::string> kPrefixes = {"module.", "model.", "_orig_mod."};
-
-// How many names a refusal lists before "and N more".
-constexpr size_t kListed = 5;
 
 std::string shape_text(const torch::Tensor& t) {
   if (t.dim() == 0) return "scalar";
@@ -179,13 +177,16 @@ InitReport load_init_weights(Net& model, const Family& f, const InitWeights& w, 
                                   w.tensors.size(), f.name, printable(w.tensors.front().first)),
                       "check --model and the model flags (--width, --depth, --stem) against the file");
   if (strict && !problems.empty()) {
-    std::vector<std::string> lines;
-    for (size_t i = 0; i < problems.size() && i < kListed; ++i) lines.push_back("--init_from '" + w.path + "': " + problems[i]);
-    if (problems.size() > kListed) lines.push_back(fmt::format("... and {} more", problems.size() - kListed));
-    throw Error(lines,
-                "check --model and the model flags (--width, --depth, --stem) against the file; --no-init_strict "
-                "loads what matches and leaves the rest at its initial values",
-                kExitUsage);
+    // One error line and its hint; every mismatch goes to the run's log (stdout) above them.
+    for (const auto& p : problems) fmt::print("init_from: does not fit: {}\n", p);
+    std::fflush(stdout);
+    throw usage_error(
+        problems.size() == 1 ? fmt::format("--init_from '{}': {}", w.path, problems.front())
+                             : fmt::format("--init_from '{}': {} tensors do not fit model {} (first: {}; all of them "
+                                           "are listed above)",
+                                           w.path, problems.size(), f.name, problems.front()),
+        "check --model and the model flags (--width, --depth, --stem) against the file; --no-init_strict loads what "
+        "matches and leaves the rest at its initial values");
   }
   {
     torch::NoGradGuard no_grad;

@@ -101,7 +101,7 @@ std::string newest_intact(const fs::path& checkpoints) {
   std::vector<std::string> problems;
   for (const auto& path : checkpoint_files(checkpoints)) {
     try {
-      read_checkpoint_meta(path.string());
+      read_checkpoint_file(path.string());  // every part: the CRCs of its tensors too
       return path.string();
     } catch (const NewerCheckpoint&) {
       throw;  // intact, and not for this gputrain: an older checkpoint would silently lose work

@@ -30,13 +30,9 @@ std::string archive_prefix(const std::vector<ZipMember>& members) {
   return "";
 }
 
-// A stored member's bytes, in the mapping (CRC-checked too: weights are read once, in full).
-std::pair<const uint8_t*, uint64_t> member_bytes(const std::string& path, const MappedFile& m, const ZipMember& z) {
-  return zip_stored_bytes(path + ": " + z.name, m, z, kWeightsHint);
-}
-
+// A stored member's bytes as text (CRC-checked too).
 std::string member_text(const std::string& path, const MappedFile& m, const ZipMember& z) {
-  const auto [data, size] = member_bytes(path, m, z);
+  const auto [data, size] = zip_stored_bytes(path + ": " + z.name, m, z, kWeightsHint);
   return std::string(reinterpret_cast<const char*>(data), size);
 }
 
@@ -65,20 +61,19 @@ WeightsFormat detect_weights_format(const std::string& path, const MappedFile& m
     if (z.name == prefix + "constants.pkl" || z.name.rfind(prefix + "code/", 0) == 0) code = true;
   }
   if (!pickle) return WeightsFormat::Unknown;
-  if (!code) return WeightsFormat::TorchSave;
-  // gputrain's checkpoints are archives LibTorch writes as TorchScript; its format tag marks them.
+  // gputrain's checkpoints carry a format tag in their pickle: torch.save's layout since format
+  // 3, archives LibTorch wrote as TorchScript (code/ and constants.pkl beside it) before.
   for (const auto& z : members)
-    if (z.name == prefix + "data.pkl") {
-      return member_text(path, m, z).find("gputrain-checkpoint-") != std::string::npos
-                 ? WeightsFormat::GputrainCheckpoint
-                 : WeightsFormat::TorchScript;
-    }
-  return WeightsFormat::TorchScript;
+    if (z.name == prefix + "data.pkl" && z.method == 0 && member_text(path, m, z).find("gputrain-checkpoint-") != std::string::npos)
+      return WeightsFormat::GputrainCheckpoint;
+  return code ? WeightsFormat::TorchScript : WeightsFormat::TorchSave;
 }
 
-StateDict read_torch_save(const std::string& path, bool ema) {
-  const MappedFile m = map_file(path);
-  const auto members = zip_directory(path, m, kWeightsHint);
+uint64_t pickle_budget(const MappedFile& m) { return 2 * static_cast<uint64_t>(m.size) + (4ull << 20); }
+
+Unpickled read_pickled_archive(const std::string& path, const MappedFile& m, const std::string& hint,
+                               const PickleRules& rules, uint64_t copy_up_to) {
+  const auto members = zip_directory(path, m, hint);
   const std::string prefix = archive_prefix(members);
   std::map<std::string, const ZipMember*> by_name;
   for (const auto& z : members) by_name[z.name] = &z;
@@ -87,7 +82,7 @@ StateDict read_torch_save(const std::string& path, bool ema) {
     return it == by_name.end() ? nullptr : it->second;
   };
   const ZipMember* pkl = member("data.pkl");
-  if (!pkl) throw usage_error(path + ": a zip without data.pkl: not a torch.save file", kWeightsHint);
+  if (!pkl) throw usage_error(path + ": a zip without data.pkl: not a torch.save file", hint);
   if (const ZipMember* order = member("byteorder")) {
     if (member_text(path, m, *order) != "little")
       throw usage_error(path + ": its tensors are big-endian", "re-save it with torch.save on a little-endian machine");
@@ -96,25 +91,31 @@ StateDict read_torch_save(const std::string& path, bool ema) {
   uint64_t allocated = 0;  // storages' bytes so far: never more than the file holds
   const StorageReader storage = [&](const std::string& key, torch::ScalarType dtype, int64_t numel) {
     const ZipMember* z = member("data/" + key);
-    if (!z) throw usage_error(fmt::format("{}: storage '{}' is missing from the archive", path, printable(key)), kWeightsHint);
+    if (!z) throw usage_error(fmt::format("{}: storage '{}' is missing from the archive", path, printable(key)), hint);
     const uint64_t element = c10::elementSize(dtype);
     // The claim is checked against the member's real size before anything is allocated.
     if (static_cast<uint64_t>(numel) > z->usize / element || static_cast<uint64_t>(numel) * element != z->usize)
       throw usage_error(fmt::format("{}: storage '{}' claims {} elements of {} but its member holds {} bytes", path,
                                     printable(key), numel, c10::toString(dtype), z->usize),
-                        kWeightsHint);
+                        hint);
     // Members that overlap (several directory entries for one blob) would each be copied.
     allocated += z->usize;
     if (allocated > m.size)
       throw usage_error(fmt::format("{}: its storages add up to more bytes than the file holds (overlapping members)", path),
-                        kWeightsHint);
-    const auto [data, size] = member_bytes(path, m, *z);
+                        hint);
+    if (z->usize > copy_up_to) return torch::empty({numel}, torch::TensorOptions().dtype(dtype).device(torch::kMeta));
+    const auto [bytes, size] = zip_stored_bytes(path + ": " + z->name, m, *z, hint);
     torch::Tensor t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-    if (size > 0) std::memcpy(t.data_ptr(), data, size);
+    if (size > 0) std::memcpy(t.data_ptr(), bytes, size);
     return t;
   };
-  const auto [pickle, pickle_size] = member_bytes(path, m, *pkl);
-  const Unpickled u = unpickle_weights(path, pickle, pickle_size, storage, kWeightsHint);
+  const auto [pickle, pickle_size] = zip_stored_bytes(path + ": " + pkl->name, m, *pkl, hint);
+  return unpickle_weights(path, pickle, pickle_size, storage, hint, rules);
+}
+
+StateDict read_torch_save(const std::string& path, bool ema) {
+  const MappedFile m = map_file(path);
+  const Unpickled u = read_pickled_archive(path, m, kWeightsHint, {.memory_budget = pickle_budget(m)});
 
   using Kind = PickleValue::Kind;
   const PickleValue& root = u.at(u.root);

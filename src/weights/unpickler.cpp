@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/signals.h"
 
 namespace gputrain {
 namespace {
@@ -33,33 +34,54 @@ const std::map<std::string, torch::ScalarType>& storage_types() {
 }
 
 constexpr const char* kOrderedDict = "collections.OrderedDict";
+// An inert record: timm's train.py saves its command line (`args`) as one beside the weights.
+constexpr const char* kNamespace = "argparse.Namespace";
+// What LibTorch's pickler wraps typed containers in (TorchScript archives): the value itself.
+constexpr const char* kRestoreTypeTag = "torch.jit._pickle.restore_type_tag";
+constexpr const char* kTorchScriptClass = "__torch__.";
 constexpr const char* kRebuildTensor = "torch._utils._rebuild_tensor_v2";
 constexpr const char* kRebuildParameter = "torch._utils._rebuild_parameter";
 
 // Most dimensions a tensor may claim (PyTorch's own limit is 64).
 constexpr size_t kMaxDims = 64;
 
-// Most objects a pickle may build: a state_dict of 10,000 tensors makes about 200,000. Each costs
-// about 100 bytes here, so a hostile run of 1-byte opcodes stops at a few hundred MB.
-constexpr size_t kMaxValues = 4'000'000;
+// Most MARKs open at once: torch.save's pickles nest a few deep; a file of a million '(' is
+// refused at once instead of growing a stack.
+constexpr size_t kMaxMarks = 256;
+
+// Most levels of containers built inside each other: a checkpoint nests about 10 deep (a
+// module record per submodule), a chain of a million TUPLE1s is refused at once.
+constexpr uint32_t kMaxNesting = 100;
+
+// How often (in opcodes) the reader looks for a stop signal.
+constexpr uint64_t kSignalCheckEvery = 1 << 16;
 
 // Most elements a tensor may claim (its sizes' product must not overflow on the way).
 constexpr int64_t kMaxElements = int64_t{1} << 50;
 
 class Machine {
  public:
-  Machine(std::string where, const uint8_t* data, size_t size, const StorageReader& storage, std::string hint)
-      : where_(std::move(where)), p_(data), end_(data + size), begin_(data), storage_(storage), hint_(std::move(hint)) {}
+  Machine(std::string where, const uint8_t* data, size_t size, const StorageReader& storage, std::string hint,
+          const PickleRules& rules)
+      : where_(std::move(where)),
+        p_(data),
+        end_(data + size),
+        begin_(data),
+        storage_(storage),
+        hint_(std::move(hint)),
+        rules_(rules) {}
 
   Unpickled run() {
-    while (true) {
+    for (uint64_t ops = 1;; ++ops) {
+      if (ops % kSignalCheckEvery == 0 && stop_signal() != 0)
+        throw Error({where_ + ": reading stopped by a signal"}, "", exit_code_for_signal(stop_signal()));
       const size_t at = offset();
       const uint8_t op = byte();
       switch (op) {
         case 0x80: byte(); break;                               // PROTO n
         case 0x95: take(8); break;                              // FRAME length: a read-ahead hint
         case '.': return finish(at);                            // STOP
-        case '(': marks_.push_back(stack_.size()); break;       // MARK
+        case '(': mark(); break;                                // MARK
         case '}': push(make(Kind::Dict)); break;                // EMPTY_DICT
         case ']': push(make(Kind::List)); break;                // EMPTY_LIST
         case ')': push(make(Kind::Tuple)); break;               // EMPTY_TUPLE
@@ -69,8 +91,8 @@ class Machine {
         case 0x85: push(sequence(Kind::Tuple, pop_n(1))); break;   // TUPLE1
         case 0x86: push(sequence(Kind::Tuple, pop_n(2))); break;   // TUPLE2
         case 0x87: push(sequence(Kind::Tuple, pop_n(3))); break;   // TUPLE3
-        case 'q': memo_[byte()] = top(); break;                    // BINPUT
-        case 'r': memo_[u32()] = top(); break;                     // LONG_BINPUT
+        case 'q': use(32), memo_[byte()] = top(); break;           // BINPUT
+        case 'r': use(32), memo_[u32()] = top(); break;            // LONG_BINPUT
         case 0x94: memoize(); break;                               // MEMOIZE
         case 'h': push(memo(byte())); break;                       // BINGET
         case 'j': push(memo(u32())); break;                        // LONG_BINGET
@@ -103,12 +125,18 @@ class Machine {
           break;
         }
         case 'b': {  // BUILD: obj.__setstate__(state); an OrderedDict's state is its _metadata
-          pop();
+          const size_t state = pop();
           const Kind k = values_[top()].kind;
           if (k != Kind::Dict && k != Kind::Tensor) fail(fmt::format("BUILD on a {} at byte {}", kind_name(k), at));
+          if (k == Kind::Dict && !values_[top()].text.empty()) build_record(top(), state, at);
           break;
         }
         case 'Q': push(persistent(pop())); break;  // BINPERSID
+        case 0x81: {                               // NEWOBJ: cls.__new__(cls, *args)
+          const size_t args = pop(), cls = pop();
+          push(new_record(cls, args));
+          break;
+        }
         case 's': {                                // SETITEM
           const size_t value = pop(), key = pop();
           set_item(top(), key, value);
@@ -139,6 +167,8 @@ class Machine {
   const uint8_t* begin_;
   const StorageReader& storage_;
   std::string hint_;
+  PickleRules rules_;
+  uint64_t used_ = 0;  // bytes the objects and stacks take, against rules_.memory_budget
   std::vector<PickleValue> values_;
   std::vector<size_t> stack_, marks_;
   std::unordered_map<uint64_t, size_t> memo_;
@@ -184,9 +214,16 @@ class Machine {
     return s;
   }
 
+  // Counts `bytes` more against the budget (the vectors' spare capacity is at most as much again).
+  void use(uint64_t bytes) {
+    used_ += bytes;
+    if (used_ > rules_.memory_budget)
+      fail(fmt::format("the pickle builds more objects than its file's size allows ({} MiB): not a checkpoint or "
+                       "state_dict",
+                       rules_.memory_budget >> 20));
+  }
   size_t make(Kind k) {
-    if (values_.size() >= kMaxValues)
-      fail(fmt::format("the pickle builds more than {} objects: not a state_dict", kMaxValues));
+    use(sizeof(PickleValue));
     values_.push_back({});
     values_.back().kind = k;
     return values_.size() - 1;
@@ -210,14 +247,23 @@ class Machine {
   }
   size_t string(uint64_t n) {
     const uint8_t* b = take(n);  // checked against the bytes left before anything is allocated
+    use(n);
     const size_t i = make(Kind::String);
     values_[i].text.assign(reinterpret_cast<const char*>(b), n);
     return i;
   }
   size_t sequence(Kind k, std::vector<size_t> items) {
+    use(items.size() * sizeof(size_t));
     const size_t i = make(k);
+    for (size_t item : items) contains(i, item);
     values_[i].items = std::move(items);
     return i;
+  }
+  // Container `outer` holds `inner`: its depth is at least one more.
+  void contains(size_t outer, size_t inner) {
+    const uint32_t d = values_[inner].depth + 1;
+    if (d > kMaxNesting) fail(fmt::format("the pickle nests containers deeper than {} levels: not a checkpoint", kMaxNesting));
+    values_[outer].depth = std::max(values_[outer].depth, d);
   }
   size_t dict_from(const std::vector<size_t>& kv) {
     if (kv.size() % 2) fail("DICT with an odd number of items");
@@ -226,7 +272,14 @@ class Machine {
     return d;
   }
 
-  void push(size_t v) { stack_.push_back(v); }
+  void push(size_t v) {
+    use(sizeof(size_t));  // a memo read pushes without making an object
+    stack_.push_back(v);
+  }
+  void mark() {
+    if (marks_.size() >= kMaxMarks) fail(fmt::format("the pickle nests deeper than {} levels: not a checkpoint", kMaxMarks));
+    marks_.push_back(stack_.size());
+  }
   size_t top() const {
     if (stack_.empty() || (!marks_.empty() && marks_.back() == stack_.size())) fail("pickle stack underflow");
     return stack_.back();
@@ -250,6 +303,7 @@ class Machine {
     return out;
   }
   void memoize() {  // the next free memo slot, as Python's MEMOIZE counts them
+    use(32);          // an unordered_map node
     const uint64_t slot = memo_.size();
     memo_[slot] = top();
   }
@@ -289,12 +343,17 @@ class Machine {
 
   void set_item(size_t dict, size_t key, size_t value) {
     if (values_[dict].kind != Kind::Dict) fail(fmt::format("SETITEM on a {}", kind_name(values_[dict].kind)));
+    use(2 * sizeof(size_t));
+    contains(dict, key);
+    contains(dict, value);
     auto& items = values_[dict].items;
     items.push_back(key);
     items.push_back(value);
   }
   void append(size_t list, const std::vector<size_t>& items) {
     if (values_[list].kind != Kind::List) fail(fmt::format("APPEND on a {}", kind_name(values_[list].kind)));
+    use(items.size() * sizeof(size_t));
+    for (size_t item : items) contains(list, item);
     auto& to = values_[list].items;
     to.insert(to.end(), items.begin(), items.end());
   }
@@ -306,7 +365,9 @@ class Machine {
   size_t global(const std::string& module, const std::string& name) {
     const std::string full = module + "." + name;
     const auto& allowed = allowed_pickle_globals();
-    if (std::find(allowed.begin(), allowed.end(), full) == allowed.end())
+    const bool record_class = rules_.torchscript_records && full.rfind(kTorchScriptClass, 0) == 0;
+    const bool typed = rules_.torchscript_records && full == kRestoreTypeTag;
+    if (!record_class && !typed && std::find(allowed.begin(), allowed.end(), full) == allowed.end())
       throw usage_error(fmt::format("{}: forbidden global '{}': a weights file may only name tensors, storages and "
                                     "OrderedDict, and gputrain never runs code from a file",
                                     where_, printable(full, 120)),
@@ -329,12 +390,38 @@ class Machine {
         fail(fmt::format("{} with {} arguments (expected 6 or 7)", fn, args.size()));
       return rebuild_tensor(args);
     }
+    if (fn == kRestoreTypeTag) {  // restore_type_tag(value, type_string): the value, its type dropped
+      if (args.size() != 2) fail(fmt::format("{} with {} arguments (expected 2)", fn, args.size()));
+      return args[0];
+    }
     if (fn == kRebuildParameter) {
       if (args.size() != 3) fail(fmt::format("{} with {} arguments (expected 3)", fn, args.size()));
       expect(args[0], Kind::Tensor, "a Parameter's data");
       return args[0];
     }
     fail(fmt::format("'{}' is not something a weights file calls", fn));
+  }
+
+  // NEWOBJ of a record class (argparse.Namespace; TorchScript classes when the rules allow them):
+  // an empty Dict that BUILD fills with the object's attributes. No constructor exists to call.
+  size_t new_record(size_t cls, size_t args) {
+    const std::string name = expect(cls, Kind::Global, "a NEWOBJ class").text;
+    if (name != kNamespace && name.rfind(kTorchScriptClass, 0) != 0)
+      fail(fmt::format("'{}' is not a record class a weights file may hold", printable(name, 120)));
+    if (!expect(args, Kind::Tuple, "NEWOBJ arguments").items.empty()) fail(fmt::format("{} built with arguments", name));
+    const size_t i = make(Kind::Dict);
+    values_[i].text = name;
+    return i;
+  }
+  // BUILD of a record: its state is the dict of its attributes, added to it as items.
+  void build_record(size_t record, size_t state, size_t at) {
+    const PickleValue& s = values_[state];
+    if (s.kind != Kind::Dict || !s.text.empty())
+      fail(fmt::format("the state of a '{}' at byte {} is a {}, not a dict of attributes", values_[record].text, at,
+                       kind_name(s.kind)));
+    if (state == record) fail(fmt::format("a '{}' is its own state", values_[record].text));
+    const std::vector<size_t> items = s.items;  // (a copy: set_item may grow values_)
+    for (size_t i = 0; i + 1 < items.size(); i += 2) set_item(record, items[i], items[i + 1]);
   }
 
   // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
@@ -409,7 +496,7 @@ class Machine {
 
 const std::vector<std::string>& allowed_pickle_globals() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n = {kOrderedDict, kRebuildTensor, kRebuildParameter};
+    std::vector<std::string> n = {kOrderedDict, kRebuildTensor, kRebuildParameter, kNamespace};
     for (const auto& [type, dtype] : storage_types()) n.push_back(type);
     return n;
   }();
@@ -426,8 +513,8 @@ std::string printable(const std::string& text, size_t max) {
 }
 
 Unpickled unpickle_weights(const std::string& where, const uint8_t* data, size_t size, const StorageReader& storage,
-                           const std::string& hint) {
-  return Machine(where, data, size, storage, hint).run();
+                           const std::string& hint, const PickleRules& rules) {
+  return Machine(where, data, size, storage, hint, rules).run();
 }
 
 }  // namespace gputrain

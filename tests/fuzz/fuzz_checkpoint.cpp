@@ -3,11 +3,12 @@
 // train, or refused with a usage error (exit code 2); any other exception, a crash or a hang is
 // a bug.
 //
-// LibTorch itself is not instrumented, so coverage guidance stops at its boundary: the run
-// mutates a real checkpoint (written by LLVMFuzzerInitialize when GPUTRAIN_FUZZ_SEED names a
-// path) and checks what comes out of torch's reader. tools/fuzz.sh builds gputrain's checkpoint
-// code with FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, which skips the CRC comparisons so that
-// mutated records get past them.
+// The reader is gputrain's own (the weights-only unpickler and the zip reader; no LibTorch
+// deserializer), so tools/fuzz.sh instruments all of it, AddressSanitizer included. The run
+// mutates real checkpoints, format 3 and the old TorchScript-archive format 2 (written by
+// LLVMFuzzerInitialize when GPUTRAIN_FUZZ_SEED names a path), built with
+// FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, which skips the CRC comparisons so that mutated
+// records get past them.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "legacy_checkpoint.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
 
@@ -60,6 +62,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     auto t = make_trainer();
     t->step({batch()});
     save_checkpoint(seed, *t, {.epoch = 1, .samples = 64, .step = 1, .config_json = "{}"});
+    test::write_legacy_checkpoint(std::string(seed) + ".format2", *t, {.epoch = 1, .samples = 64, .step = 1, .config_json = "{}"});
   }
   return 0;
 }

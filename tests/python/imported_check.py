@@ -22,7 +22,7 @@ checkpoint and `train` runs at least one step (--epochs is at least 1, --max_ste
 limit), so there is no 0-step run; the comparison after training covers the eval forward.
 
 With --torchscript the module goes to gputrain as torch.jit.script's WORKDIR/net.pt instead (the
-compatibility path), which switches train/eval itself. With --bf16 both sides run their forward
+compatibility path), which switches train/eval itself; train and infer get --trust_program. With --bf16 both sides run their forward
 passes under bf16 autocast (gputrain: --use_amp --amp_dtype bf16), compared with the same
 tolerances: the graph's operators autocast as eager PyTorch's do, and run the same kernels.
 
@@ -267,8 +267,10 @@ def check(net, binary, folder, script, bf16):
         model.train()
     ref_weights, ref_out = pytorch_reference(twin, data, lr, STEPS, bf16)
 
-    run(train_command(binary, model_file, folder, {}, lr, STEPS, init_from=False, bf16=bf16))
-    ok, w_line, out_diff, out_scale = compare_run(binary, folder, data, ref_weights, ref_out)
+    # A TorchScript module is a program: train and infer load it only with --trust_program.
+    trust = ["--trust_program"] if script else []
+    run(train_command(binary, model_file, folder, {}, lr, STEPS, init_from=False, bf16=bf16) + trust)
+    ok, w_line, out_diff, out_scale = compare_run(binary, folder, data, ref_weights, ref_out, trust)
     evaluated = ("the TorchScript module's eval()" if script else "net.eval.pt2" if eval_program
                  else "the training graph in eval mode")
     line = (f"[{'x'.join(map(str, shape))} lr {lr}] weights after {STEPS} steps: {w_line}; eval outputs "

@@ -29,6 +29,21 @@ Separate exports, valid archives whose program gputrain cannot train:
     static_batch.pt2  Mlp exported without dynamic_shapes: the batch is fixed at 4
     two_outputs.pt2   a module whose forward returns (fc2(h), h): two user outputs
 
+Graphs whose operators reach outside their tensors, which gputrain must refuse before any node
+runs (the red team's payloads; each would work if run):
+    from_file.pt2     good.pt2 with one more node before relu, "from_file":
+                      aten.from_file(OUTDIR/from_file_marker, shared=True, size=64), what
+                      torch.export cannot trace (no fake kernel) but a JSON edit writes; run, it
+                      creates the marker file and maps it on every forward
+    print.pt2         a real export of Mlp whose forward calls torch.ops.aten._print(PRINTED)
+    record_function.pt2  good.pt2 with relu's target torch.ops.profiler._record_function_enter
+                      (an operator LibTorch registers, of another namespace than aten)
+    eval_from_file.pt2, eval_from_file.eval.pt2  good.pt2, and beside it from_file.pt2's program
+                      as its eval program
+
+And a TorchScript module, which gputrain loads only with --trust_program (its code runs on load):
+    script.pt         torch.jit.save(torch.jit.script(Mlp())), the same seeded weights
+
 The node names ("linear", "relu") are the ones torch.export gives; the script checks them (and
 that the edited node keeps its metadata.stack_trace), so a torch that names them otherwise fails
 here rather than in the C++ test that expects them in gputrain's error.
@@ -73,6 +88,18 @@ class Tied(Mlp):
 
     def forward(self, x):
         return self.fc2(F.relu(self.fc1(x) + self.fc3(x)))
+
+
+# What print.pt2 would print on every forward if gputrain ran its _print node.
+PRINTED = "print.pt2 ran aten::_print"
+
+
+class Printing(Mlp):
+    """Mlp whose forward prints: torch.export keeps the _print node (it has an effect)."""
+
+    def forward(self, x):
+        torch.ops.aten._print(PRINTED)
+        return super().forward(x)
 
 
 class TwoOutputs(Mlp):
@@ -183,6 +210,26 @@ def bogus_relu_argument(program):
     graph_node(program, RELU_NODE)["inputs"].append({"name": "bogus", "arg": {"as_int": 1}, "kind": 2})
 
 
+def insert_from_file(marker):
+    """An edit of model.json: before relu, a node mapping `marker` in shared mode (it creates the
+    file), its output unused, with relu's metadata (so its Python line is fc1's)."""
+    def edit(program):
+        nodes = program["graph_module"]["graph"]["nodes"]
+        relu = graph_node(program, RELU_NODE)
+        node = {"target": "torch.ops.aten.from_file.default",
+                "inputs": [{"name": "filename", "arg": {"as_string": marker}, "kind": 1},
+                           {"name": "shared", "arg": {"as_bool": True}, "kind": 1},
+                           {"name": "size", "arg": {"as_int": 64}, "kind": 1}],
+                "outputs": [{"as_tensor": {"name": "from_file"}}],
+                "metadata": relu["metadata"], "is_hop_single_tensor_return": None, "name": "from_file"}
+        nodes.insert(nodes.index(relu), node)
+        # Its output's metadata, as torch.export would write it (torch.export.load needs it).
+        program["graph_module"]["graph"]["tensor_values"]["from_file"] = {
+            "dtype": 7, "sizes": [{"as_int": 64}], "requires_grad": False, "device": {"type": "cpu", "index": None},
+            "strides": [{"as_int": 1}], "storage_offset": {"as_int": 0}, "layout": 7}
+    return edit
+
+
 def set_schema_major(major):
     def edit(program):
         program["schema_version"]["major"] = major
@@ -236,6 +283,11 @@ def main():
         "deep.pt2": with_json(good, program, nest_verifiers(100)),
         "empty_spec.pt2": with_json(good, program, empty_first_input_spec),
         "unknown_arg.pt2": with_json(good, program, bogus_relu_argument),
+        "from_file.pt2": with_json(good, program, insert_from_file(path("from_file_marker"))),
+        "record_function.pt2": with_json(good, program, set_target(
+            RELU_NODE, "torch.ops.aten.relu.default", "torch.ops.profiler._record_function_enter.default")),
+        "eval_from_file.pt2": good,
+        "eval_from_file.eval.pt2": with_json(good, program, insert_from_file(path("from_file_marker"))),
     }
     for name, members in variants.items():
         write_members(path(name), members)
@@ -249,6 +301,11 @@ def main():
     done("two_outputs.pt2")
     export(Tied, path("tied.pt2"), dynamic=True)
     done("tied.pt2")
+    export(Printing, path("print.pt2"), dynamic=True)
+    done("print.pt2")
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(Mlp().train()), path("script.pt"))
+    done("script.pt")
 
     # Regression data for a training run of good.pt2 (--dataset npy --task regression).
     rng = np.random.default_rng(0)
@@ -311,6 +368,16 @@ def check(out, good):
         assert node["target"] == target and node["metadata"].get("stack_trace"), name
         graph_node(original, node_name)["target"] = target
         assert edited == original, name  # the target is the only difference
+    # The effect fixtures: the node is there, with a Python line for gputrain's error to name.
+    for name, node_name, target in (("from_file.pt2", "from_file", "torch.ops.aten.from_file.default"),
+                                    ("eval_from_file.eval.pt2", "from_file", "torch.ops.aten.from_file.default"),
+                                    ("record_function.pt2", RELU_NODE,
+                                     "torch.ops.profiler._record_function_enter.default"),
+                                    ("print.pt2", "_print", "torch.ops.aten._print.default")):
+        members = read_members(path(name))
+        node = graph_node(json.loads(dict(members)[member_name(members, "/models/model.json")]), node_name)
+        assert node["target"] == target and node["metadata"].get("stack_trace"), name
+    assert not os.path.exists(path("from_file_marker"))  # nothing here ran it
     try:
         json.loads(dict(read_members(path("bad_json.pt2")))[program_name])
         raise AssertionError("bad_json.pt2 parses")

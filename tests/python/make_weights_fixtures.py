@@ -36,12 +36,14 @@ Files gputrain must refuse (exit 2, one `gputrain: error: <file>: ...` line, not
                              would create OUTDIR/ran_code_from_the_file when loaded
 
 Also loaded: imagenet_example.pth, pytorch/examples' ImageNet checkpoint ({'epoch', 'best_acc1' as
-a tensor, 'state_dict' with 'module.' names}).
+a tensor, 'state_dict' with 'module.' names}), and timm_train.pth, a checkpoint as timm's train.py
+saves one ({'state_dict', 'state_dict_ema', 'optimizer', 'args': an argparse.Namespace, ...}).
 
 The malicious pickles are only ever written, never loaded: the script checks each one by
 disassembling it (pickletools) and by resolving its globals with an Unpickler whose
 find_class records the name and refuses, so nothing in them can run here either.
 """
+import argparse
 import collections
 import io
 import json
@@ -253,6 +255,13 @@ def main(outdir):
     # pytorch/examples' ImageNet checkpoint: a wrapper key beside a tensor of its own.
     torch.save({"epoch": 3, "best_acc1": torch.tensor(0.5), "state_dict": {"module." + k: v for k, v in sd.items()}},
                path("imagenet_example.pth"))
+
+    # timm's train.py checkpoint: its command line as an argparse.Namespace beside the weights,
+    # their moving average and the optimizer's state (read as data; the Namespace never built).
+    opt = torch.optim.SGD([torch.nn.Parameter(v.clone()) for v in sd.values()], lr=0.1, momentum=0.9)
+    args = argparse.Namespace(model="mlp", lr=0.1, epochs=3, model_ema=True, mean=(0.5,), std=None, amp=False)
+    torch.save({"epoch": 2, "arch": "mlp", "state_dict": sd, "state_dict_ema": {k: v + 1 for k, v in sd.items()},
+                "optimizer": opt.state_dict(), "args": args, "version": 2, "metric": 0.5}, path("timm_train.pth"))
 
     # A tensor rebuilt on another tensor (a stride-0 view of one float claiming 2**40) instead of
     # a storage: only a storage may back a tensor.

@@ -132,9 +132,10 @@ def last_checkpoint(run_dir):
     return max(found, key=os.path.getmtime)
 
 
-def infer(binary, checkpoint, out_csv, expected_targets):
-    """`gputrain infer` predictions (N, OUTPUTS), rows in sample order; checks the targets it read."""
-    run([binary, "infer", "--checkpoint", checkpoint, "--out", out_csv])
+def infer(binary, checkpoint, out_csv, expected_targets, flags=()):
+    """`gputrain infer` predictions (N, OUTPUTS), rows in sample order; checks the targets it read.
+    `flags` go on its command line (--trust_program for a TorchScript model)."""
+    run([binary, "infer", "--checkpoint", checkpoint, "--out", out_csv, *flags])
     with open(out_csv, newline="") as f:
         rows = list(csv.DictReader(f))
     rows.sort(key=lambda r: int(r["index"]))
@@ -191,14 +192,14 @@ def check_case(family, binary, folder, shape, options, lr, seed):
     return ok, line
 
 
-def compare_run(binary, folder, data, ref_weights, ref_out):
-    """A finished run in folder (its --export, then `gputrain infer` of its last checkpoint)
-    against the reference: (ok, the weights' worst line, the outputs' largest difference, their
-    scale)."""
+def compare_run(binary, folder, data, ref_weights, ref_out, infer_flags=()):
+    """A finished run in folder (its --export, then `gputrain infer` of its last checkpoint, with
+    `infer_flags`) against the reference: (ok, the weights' worst line, the outputs' largest
+    difference, their scale)."""
     weights, _, _ = load_weights(os.path.join(folder, "final.safetensors"))
     w_ok, w_line = compare_weights(weights, ref_weights)
     preds = infer(binary, last_checkpoint(os.path.join(folder, "run")), os.path.join(folder, "preds.csv"),
-                  data["y_test"])
+                  data["y_test"], infer_flags)
     out_scale = ref_out.abs().max().item()
     out_diff = (preds - ref_out).abs().max().item()
     return w_ok and out_diff <= ATOL_REL * max(1.0, out_scale), w_line, out_diff, out_scale

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Hostile checkpoints for gputrain's reader, made at test time: each is refused at once, runs
+nothing (a payload would create the file MARKER in the working folder), and costs little memory.
+
+    crafted_checkpoints.py OUT_DIR                write the set below into OUT_DIR
+    crafted_checkpoints.py --setstate IN OUT      IN (an old-format checkpoint, a TorchScript
+                                                  archive) with a __setstate__ in its code
+
+The set (each a zip as torch.save lays it out, with gputrain's format tag in its pickle):
+  deep_tuples.pt    a million TUPLE1s nested in each other (1 MB)
+  deep_dicts.pt     dicts nested 1,000 deep, built top-down through the memo
+  laughs.pt         a "billion laughs": 30 levels of dicts, each holding the one below 10 times
+  flood.pt          a million empty lists on the stack (1 MB of one-byte opcodes)
+  foreign.pt        os.system('touch MARKER') where the model should be
+  eval.pt           builtins.eval of a string, and subprocess.Popen
+  memo.pt           a memo read at index 2**32 - 1
+  bomb.pt           an old-format archive whose deflated code member inflates to 200 MB
+  long_string.pt    a string that claims 2**60 bytes
+"""
+import struct
+import sys
+import zipfile
+
+TAG = "gputrain-checkpoint-3"
+
+
+def unicode(s):
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def archive(path, pkl, extra=None, torchscript=False):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pkl)
+        z.writestr("archive/byteorder", "little")
+        z.writestr("archive/version", "3\n")
+        if torchscript:
+            z.writestr("archive/constants.pkl", b"\x80\x02).")
+        for name, data, method in extra or []:
+            info = zipfile.ZipInfo(name)
+            info.compress_type = method
+            z.writestr(info, data)
+
+
+def head():
+    """The start of a checkpoint's dict, up to its model: a format tag and a sound "meta", so
+    that the reader gets past them to the hostile part."""
+    meta = b"}(" + b"".join(unicode(k) + b"K\x00" for k in ("epoch", "samples", "step", "evals_since_best"))
+    meta += unicode("best_score") + b"G" + bytes(8) + unicode("config") + unicode("{}") + b"u"
+    return b"\x80\x02}(" + unicode("format") + unicode(TAG) + unicode("meta") + meta
+
+
+def with_model(model_ops):
+    """{'format': TAG, 'meta': {...}, 'model': <model_ops>} as a pickle."""
+    return head() + unicode("model") + model_ops + b"u."
+
+
+def main():
+    if sys.argv[1] == "--setstate":
+        src, dst = sys.argv[2], sys.argv[3]
+        with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+            done = False
+            for info in zin.infolist():
+                data = zin.read(info.filename)
+                if not done and info.filename.endswith("/code/__torch__.py"):
+                    # The red team's spelling: a tab after def, which a search for "def " misses.
+                    data += (b"\n  def\t__setstate__(self: __torch__.Module, state: Tuple[str]) -> None:\n"
+                             b"    _0 = torch.from_file(\"MARKER\", True, 1)\n    return None\n")
+                    done = True
+                zout.writestr(info, data)
+            assert done, "no code/__torch__.py in " + src
+        return
+
+    out = sys.argv[1]
+    archive(f"{out}/deep_tuples.pt", with_model(b")" + b"\x85" * 1_000_000))
+    # Dicts built top-down through the memo (each SETITEM leaves its parent on the stack: those
+    # go into a "junk" list), 1,000 deep: past what a walk of the model may descend.
+    chain = bytearray(b"}r" + struct.pack("<I", 0))
+    for i in range(1, 1000):
+        chain += b"j" + struct.pack("<I", i - 1) + unicode("a") + b"}r" + struct.pack("<I", i) + b"s"
+    archive(f"{out}/deep_dicts.pt", head() + unicode("junk") + b"](" +
+            bytes(chain) + b"e" + unicode("model") + b"j" + struct.pack("<I", 0) + b"u.")
+    # 30 levels, each a dict holding the level below under 10 keys: 10**29 paths to the bottom.
+    laughs = bytearray(b"}r" + struct.pack("<I", 0))
+    for i in range(1, 30):
+        laughs += b"}("
+        for k in range(10):
+            laughs += unicode(str(k)) + b"j" + struct.pack("<I", i - 1)
+        laughs += b"ur" + struct.pack("<I", i)
+    archive(f"{out}/laughs.pt", head() + unicode("junk") + b"](" +
+            bytes(laughs) + b"e" + unicode("model") + b"j" + struct.pack("<I", 29) + b"u.")
+    archive(f"{out}/flood.pt", b"\x80\x02" + unicode(TAG) + b"]" * 1_000_000 + b".")
+    archive(f"{out}/foreign.pt", with_model(b"cos\nsystem\n(" + unicode("touch MARKER") + b"tR"))
+    archive(f"{out}/eval.pt", with_model(b"cbuiltins\neval\n(" + unicode("open('MARKER','w')") + b"tR"))
+    archive(f"{out}/memo.pt", with_model(b"j\xff\xff\xff\xff"))
+    archive(f"{out}/bomb.pt", b"\x80\x02}(" + unicode("meta.format") + unicode("gputrain-checkpoint-2") + b"u.",
+            extra=[("archive/code/__torch__.py", b"#" * (200 << 20), zipfile.ZIP_DEFLATED)], torchscript=True)
+    archive(f"{out}/long_string.pt", with_model(b"\x8d" + struct.pack("<Q", 1 << 60) + b"abc"))
+
+
+if __name__ == "__main__":
+    main()
