@@ -150,7 +150,7 @@ TEST_CASE("init_from: bad files are exit 2 with one line naming the file, and ch
       {"overflow.pth", "sizes multiply past 2^50 elements"},
       {"deflated.pth", "zip compression method 8"},
       {"overlap.pth", "overlapping members"},
-      {"code_checkpoint.pt", "defines __setstate__ or __getstate__, code that loading would run"},
+      {"code_checkpoint.pt", "defines methods (TorchScript code"},
   };
   for (const auto& [file, says] : bad) {
     const std::string run = dir / ("run_" + file);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/script.h>
 
+#include "legacy_checkpoint.h"
 #include "test_util.h"
 #include "test_weights.h"
 
@@ -45,11 +46,13 @@ test::RunResult run_stopped(const std::string& args, int step) {
   return r;
 }
 
-// Rewrites a checkpoint's metadata as `format`, with the given integer fields (a TorchScript
-// archive: its attributes are the checkpoint's keys).
+// Rewrites a checkpoint as an old-format one (a TorchScript archive, whose attributes are the
+// checkpoint's keys) tagged `format`, with the given integer fields. (torch::jit loads here only
+// the archive this test just wrote.)
 void rewrite_meta(const std::string& from, const std::string& to, const std::string& format,
                   const std::map<std::string, int64_t>& ints) {
-  auto m = torch::jit::load(from);
+  test::convert_to_format_2(from, to + ".format2");
+  auto m = torch::jit::load(to + ".format2");
   m.setattr("meta.format", format);
   for (const auto& [key, value] : ints) {
     if (m.hasattr(key))
@@ -143,7 +146,7 @@ TEST_CASE("resume position: a checkpoint of format 1 resumes exactly, and a newe
   std::filesystem::copy_file(dir / "v9.pt", newer + "/checkpoints/last.pt", std::filesystem::copy_options::overwrite_existing);
   auto refused = test::run_gputrain(args + "--resume auto --output_dir " + newer);
   CHECK(refused.exit_code == 2);
-  CHECK_THAT(refused.err, Catch::Contains("has format 'gputrain-checkpoint-9'; this gputrain reads versions 1 to 2") &&
+  CHECK_THAT(refused.err, Catch::Contains("has format 9; this gputrain reads versions 1 to 3") &&
                               Catch::Contains("hint: continue the run with the gputrain that wrote it"));
   CHECK(records(newer, "step").size() == 3);  // nothing trained, nothing passed over
 }

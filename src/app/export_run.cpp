@@ -35,7 +35,7 @@ int run_export(const ExportRequest& q) {
                    {"gputrain_weights", ema ? "ema" : "raw"}};
   if (auto record = nlohmann::json::parse(meta.config_json, nullptr, false); record.is_object()) {
     const auto resolved = read_config_record(record).resolved;
-    if (resolved.is_object() && resolved.contains("model"))
+    if (resolved.is_object() && resolved.contains("model") && resolved["model"].is_string())
       info["gputrain_model"] = resolved["model"].get<std::string>();
   }
   save_safetensors(q.out, weights, info);

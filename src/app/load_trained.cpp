@@ -12,7 +12,7 @@ namespace gputrain {
 Trained load_trained(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
   Trained t;
   t.meta = read_checkpoint_meta(checkpoint);
-  StoredConfig saved = read_config_record(nlohmann::json::parse(t.meta.config_json));
+  StoredConfig saved = read_config_record(checkpoint_record(checkpoint, t.meta));
   // Other test data named on the command line replaces the run's held-out split.
   if (has_flag(flags, "test_file")) saved.requested["val_split"] = 0.0;
   Config c = resolve_resumed_config(saved.requested, flags);

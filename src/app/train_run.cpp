@@ -40,7 +40,7 @@ struct Continued {
 };
 
 Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
-  const auto record = nlohmann::json::parse(read_checkpoint_meta(checkpoint).config_json);
+  const auto record = checkpoint_record(checkpoint, read_checkpoint_meta(checkpoint));
   StoredConfig saved = read_config_record(record);
   Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", ""),
                 record.value("amp_fallback", ""), record.value("world_size", int64_t{1}), record_global_batch(record)};
@@ -139,6 +139,11 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
   if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
+  // A position past the end of the epoch would skip the rest of it in silence.
+  if (!from.checkpoint.empty() && at.samples > static_cast<int64_t>(s.data().train->size()))
+    throw usage_error(fmt::format("checkpoint '{}' stands at sample {} of an epoch of {} training samples", from.checkpoint,
+                                  at.samples, s.data().train->size()),
+                      "the checkpoint is damaged or from other data; use another checkpoint of the run");
   // The epoch's order is one permutation whatever the ranks; each micro-batch takes the next
   // global batch of it, split over the ranks. The new ranks continue after the samples trained
   // (a remainder short of one new global batch, after a change of global batch, is skipped).

@@ -10,12 +10,16 @@
 //       on a Storage aliases memory the graph was not given);
 //   (c) it is not on the denylist below, the operators whose effects reach outside their
 //       tensors (files, the console, process-wide or autograd state), found by reading the
-//       schemas of all the aten operators torch 2.15 registers (those returning nothing first).
+//       schemas of all the aten operators torch 2.15 registers (those returning nothing first);
+//   (d) it checks what it is given: no "unsafe" or "sparse" in its name (sparse tensors trust
+//       their indices), no `unsafe` or `check_invariants` argument, and none of the unchecked
+//       views on the denylist (a graph could otherwise
+//       point a tensor outside its memory: a red-team file crashed a run with _reshape_alias).
 // Why at run time: the list follows the LibTorch gputrain runs on (2.15 here, 2.11 on the GPU
 // machines) instead of a copy that goes stale, and a new operator of aten is admitted only if
 // its schema passes the same rule. Random operators (dropout, bernoulli_) are admitted: they
 // advance the global generator, as the same model does in PyTorch. With torch 2.15 this admits
-// 3101 schemas and refuses 19 of aten's 3120 (prims are registered from Python, so a C++
+// 2960 schemas and refuses 160 of aten's 3120 (prims are registered from Python, so a C++
 // process has none); tests/python/op_allowlist_check.py restates the rule, counts the same, and
 // checks the 17 torchvision and timm architectures that train through .pt2 against it.
 #include "models/op_allowlist.h"
@@ -47,6 +51,16 @@ const std::unordered_map<std::string_view, std::string_view> kDenied = {
     {"aten::requires_grad_", "it turns a tensor's (a parameter's) gradient on or off"},
     {"aten::retain_grad", "it changes a tensor's autograd state"},
     {"aten::detach_", "it detaches a tensor (a parameter) in place"},
+    // Views and constructors that trust their sizes, strides or indices: a file could point
+    // them outside the memory they were given (the red team crashed a run with _reshape_alias).
+    {"aten::_reshape_alias", "it makes a view without checking it against the tensor's memory"},
+    {"aten::_reshape_alias_copy", "it reads through a view it does not check against the tensor's memory"},
+    {"aten::set_", "it points a tensor at other memory"},
+    {"aten::_nested_view_from_buffer", "it makes a view without checking it against the buffer"},
+    {"aten::_nested_view_from_buffer_copy", "it reads through a view it does not check against the buffer"},
+    {"aten::_nested_view_from_jagged", "it trusts its offsets"},
+    {"aten::_nested_view_from_jagged_copy", "it trusts its offsets"},
+    {"aten::_index_put_impl_", "its unsafe flag skips the bounds checks of its indices"},
     // TorchScript's own operators, not dispatcher operators today.
     {"aten::save", "it writes a file"},
     {"aten::warn", "it emits a warning"},
@@ -93,7 +107,18 @@ std::string op_refusal(const c10::FunctionSchema& schema) {
     return "an operator of the '" + ns + "' namespace; graphs from files may call aten and prims operators only";
   if (const auto it = kDenied.find(name); it != kDenied.end())
     return name + " reaches outside its tensors: " + std::string(it->second);
+  // Operators that skip their checks by name or by a flag (_unsafe_index, _sparse_*_unsafe,
+  // sparse constructors with check_invariants).
+  if (name.find("unsafe") != std::string::npos)
+    return name + " skips the checks of its indices or sizes: a graph from a file could reach outside its tensors";
+  // Sparse tensors are built on indices that nothing checks unless asked (check_invariants is
+  // off by default): no vision or text model needs them.
+  if (name.find("sparse") != std::string::npos)
+    return name + " makes or reads a sparse tensor, whose indices go unchecked: a graph from a file could reach "
+                  "outside its tensors";
   for (const auto& a : schema.arguments()) {
+    if (a.name() == "unsafe" || a.name() == "check_invariants")
+      return name + " can skip its bounds checks ('" + a.name() + "'): a graph from a file could reach outside its tensors";
     if (holds(a.type(), c10::TypeKind::StringType) && names_a_file(a.name()))
       return name + " takes a file name ('" + a.name() + "'): a graph from a file must not reach the file system";
     if (holds(a.type(), c10::TypeKind::StorageType))

@@ -70,6 +70,14 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
   return read_checkpoint_file(path, CheckpointParts::Meta).meta;
 }
 
+nlohmann::json checkpoint_record(const std::string& path, const CheckpointMeta& meta) {
+  auto record = nlohmann::json::parse(meta.config_json, nullptr, false);
+  if (!record.is_object())
+    throw usage_error("checkpoint '" + path + "' holds no configuration record to rebuild its run from",
+                      kDamagedCheckpointHint);
+  return record;
+}
+
 namespace {
 
 // The dtypes a model's parameters and buffers can have. A damaged file can name any storage
@@ -103,7 +111,7 @@ void check_dtypes(const NamedTensors& tensors, const std::string& path) {
 }  // namespace
 
 CheckpointWeights read_checkpoint_weights(const std::string& path) {
-  CheckpointData c = read_checkpoint_file(path, CheckpointParts::Weights);
+  CheckpointData c = read_checkpoint_file(path);
   check_dtypes(c.model, path);
   check_dtypes(c.ema, path);
   return {std::move(c.meta), std::move(c.model), std::move(c.ema)};
@@ -161,12 +169,11 @@ void check_fits(const NamedTensors& stored, const NamedTensors& mine) {
 
 bool finite(const torch::Tensor& t) { return !t.defined() || !t.is_floating_point() || torch::isfinite(t).all().item<bool>(); }
 
-bool all_finite(const CheckpointData& c) {
+// Whether the weights and the average are finite (the optimizer's state is checked as it is
+// copied in); after their shapes were checked against the model's, so each costs what it does.
+bool weights_finite(const CheckpointData& c) {
   for (const auto* set : {&c.model, &c.ema})
     for (const auto& [name, t] : *set)
-      if (!finite(t)) return false;
-  for (const auto& [index, tensors] : c.optimizer.state)
-    for (const auto& [name, t] : tensors)
       if (!finite(t)) return false;
   return true;
 }
@@ -210,7 +217,13 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
   try {
     const NamedTensors mine = model_tensors(trainer.model());
     check_fits(c.model, mine);
-    if (!all_finite(c)) throw std::runtime_error("it holds non-finite weights or optimizer state");
+    if (trainer.ema() && !c.ema.empty()) {
+      NamedTensors average;
+      const auto tensors = trainer.ema()->tensors();
+      for (size_t i = 0; i < tensors.size(); ++i) average.emplace_back(trainer.ema()->names()[i], tensors[i]);
+      check_fits(c.ema, average);
+    }
+    if (!weights_finite(c)) throw std::runtime_error("it holds non-finite weights");
     // Everything that can refuse the file runs before the model changes.
     apply_optimizer_state(trainer.optimizer(), c.optimizer);
     trainer.scaler().load_state(c.scale, c.growth_tracker);

@@ -2,6 +2,8 @@
 #pragma once
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 #include "parallel/comm.h"
@@ -26,6 +28,10 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
 
 // Reads only the metadata (to recover a run's configuration before building anything).
 CheckpointMeta read_checkpoint_meta(const std::string& path);
+
+// The run's configuration record that `meta` (read from `path`) holds, as JSON; a usage error
+// naming the file when it holds none.
+nlohmann::json checkpoint_record(const std::string& path, const CheckpointMeta& meta);
 
 // What an export needs from a checkpoint, read in one pass, on the CPU: the metadata, and the
 // model's parameters and buffers named as Module::named_parameters / named_buffers name them

@@ -3,9 +3,14 @@
 // depth and visit each object once, so that no file can drive recursion or repeated work.
 #include "train/checkpoint_file.h"
 
+#include <cctype>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -13,6 +18,7 @@
 
 #include "config/resolved.h"
 #include "core/mapped_file.h"
+#include "core/signals.h"
 #include "core/text.h"
 #include "core/zip.h"
 #include "weights/pickle_writer.h"
@@ -38,12 +44,17 @@ constexpr int kMaxDepth = 64;
 // attributes only (a few hundred bytes each).
 constexpr uint64_t kMaxCodeMember = 1 << 20;
 
+// The longest name a tensor may have (module paths are a few dozen characters).
+constexpr size_t kMaxName = 4096;
+
 // The structure of an unpickled file, for lookups by key. Every container is entered at most
 // once (`enter`), so a structure shared many times over (a "billion laughs" of memo references)
-// costs no more than the file's own objects.
+// costs no more than the file's own objects, and what the walks copy (names, indexes) is
+// counted against the same budget as the unpickler's objects.
 class Tree {
  public:
-  Tree(const Unpickled& u, std::string path) : u_(u), path_(std::move(path)), entered_(u.values.size(), false) {}
+  Tree(const Unpickled& u, std::string path, uint64_t budget)
+      : u_(u), path_(std::move(path)), budget_(budget), entered_(u.values.size(), false) {}
 
   const PickleValue& root() const { return u_.at(u_.root); }
   const PickleValue& at(size_t i) const { return u_.at(i); }
@@ -57,6 +68,13 @@ class Tree {
     if (depth > kMaxDepth) fail(fmt::format("it nests deeper than {} levels", kMaxDepth));
     if (entered_[i]) fail("it holds one structure in two places");
     entered_[i] = true;
+    if (stop_signal() != 0)
+      throw Error({fmt::format("checkpoint '{}': reading stopped by a signal", path_)}, "",
+                  exit_code_for_signal(stop_signal()));
+  }
+  // Counts `bytes` the walk copies out of the file.
+  void charge(uint64_t bytes) {
+    if ((used_ += bytes) > budget_) fail("its names add up to more than its size allows");
   }
 
   // The value under string key `key` of dict `dict` (the last one, as in Python), or none.
@@ -79,6 +97,18 @@ class Tree {
     if (v.kind != Kind::Dict) fail(fmt::format("'{}' is not a dict", key));
     return v;
   }
+  // Dict `i` (entered) by its string keys, the last of a repeated key winning: for the old
+  // formats' many lookups ("params/0", "params/1", ...), each then a hash lookup.
+  std::unordered_map<std::string_view, size_t> index(size_t i, int depth) {
+    enter(i, depth);
+    const PickleValue& d = at(i);
+    if (d.kind != Kind::Dict) fail("an optimizer record is not a dict");
+    charge(d.items.size() * 32);
+    std::unordered_map<std::string_view, size_t> out;
+    for (size_t k = 0; k + 1 < d.items.size(); k += 2)
+      out[text(at(d.items[k]), "a key")] = d.items[k + 1];
+    return out;
+  }
   int64_t integer(const PickleValue& v, std::string_view what) const {
     if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.integer;
     // Old formats keep counts such as "param_groups/size" as 0-d int64 tensors.
@@ -99,39 +129,68 @@ class Tree {
     if (v.kind != Kind::Bool) fail(fmt::format("'{}' is not a bool", what));
     return v.integer != 0;
   }
+  // A tensor as gputrain writes them: its elements dense, none shared (a stride-0 view claiming
+  // a huge shape over a few bytes would cost its claimed size in every later operation).
   torch::Tensor tensor(const PickleValue& v, std::string_view what) const {
-    if (v.kind != Kind::Tensor) fail(fmt::format("'{}' is not a tensor", what));
+    if (v.kind != Kind::Tensor) fail(fmt::format("'{}' is not a tensor", printable(std::string(what))));
+    if (!v.tensor.is_non_overlapping_and_dense())
+      fail(fmt::format("tensor '{}' is a view whose elements overlap or leave gaps", printable(std::string(what))));
     return v.tensor;
+  }
+  // A name from the file, counted: short enough for a message and a map.
+  const std::string& name(const PickleValue& v, std::string_view what) {
+    const std::string& n = text(v, what);
+    if (n.size() > kMaxName) fail(fmt::format("a name of {} bytes", n.size()));
+    charge(n.size() + 32);
+    return n;
   }
 
   // The tensors under `dict`, named as Module names them: a format-3 dict of dotted names, or
-  // the nested records of an old format (one per submodule) joined with dots.
+  // the nested records of an old format (one per submodule) joined with dots. A name twice is
+  // refused (which one would be meant?).
   void named_tensors(size_t dict, const std::string& prefix, NamedTensors& out, int depth = 0) {
     enter(dict, depth);
     const PickleValue& d = at(dict);
     if (d.kind != Kind::Dict) fail(fmt::format("'{}' is not a dict of tensors", printable(prefix)));
     for (size_t i = 0; i + 1 < d.items.size(); i += 2) {
-      const std::string name = prefix + text(at(d.items[i]), "a tensor's name");
+      const std::string full = prefix + name(at(d.items[i]), "a tensor's name");
+      charge(full.size());
       const PickleValue& v = at(d.items[i + 1]);
-      if (v.kind == Kind::Tensor)
-        out.emplace_back(name, v.tensor);
-      else if (v.kind == Kind::Dict)
-        named_tensors(d.items[i + 1], name + ".", out, depth + 1);
-      else if (v.kind != Kind::None)  // an old format's undefined tensor
-        fail(fmt::format("'{}' is neither a tensor nor a module", printable(name)));
+      if (v.kind == Kind::Tensor) {
+        if (!names_.insert(full).second) fail(fmt::format("it holds '{}' twice", printable(full)));
+        out.emplace_back(full, tensor(v, full));
+      } else if (v.kind == Kind::Dict) {
+        named_tensors(d.items[i + 1], full + ".", out, depth + 1);
+      } else if (v.kind != Kind::None) {  // None: an old format's undefined tensor
+        fail(fmt::format("'{}' is neither a tensor nor a module", printable(full)));
+      }
     }
   }
+  // Before the next part's names (the EMA's are the model's again).
+  void new_names() { names_.clear(); }
 
  private:
   const Unpickled& u_;
   std::string path_;
+  uint64_t budget_, used_ = 0;
   std::vector<bool> entered_;
+  std::unordered_set<std::string> names_;
 };
 
-// Old formats: TorchScript archives. Their classes declare attributes only; a class that
-// defines __setstate__ or __getstate__ would give its pickled state another meaning (and
-// TorchScript would run it on load), so such a file is refused, as is a code file too large to
-// be one of gputrain's.
+// Whether TorchScript code defines a method: `def` and any blank after it (the red team's
+// `def<TAB>__setstate__` passed a search for "def "), or a state hook named anywhere.
+bool defines_methods(std::string_view code) {
+  for (size_t at = code.find("def"); at != std::string_view::npos; at = code.find("def", at + 1)) {
+    const bool starts = at == 0 || !(std::isalnum(static_cast<unsigned char>(code[at - 1])) || code[at - 1] == '_');
+    if (starts && at + 3 < code.size() && std::isspace(static_cast<unsigned char>(code[at + 3]))) return true;
+  }
+  return code.find("__setstate__") != std::string_view::npos || code.find("__getstate__") != std::string_view::npos;
+}
+
+// Old formats: TorchScript archives. gputrain's classes declare attributes only. A class with
+// methods is not one of them, and one with __setstate__ or __getstate__ would give its pickled
+// state another meaning (TorchScript runs them on load): such files are refused, as is a code
+// file too large to be one of gputrain's. Nothing of the code is run here either way.
 void check_torchscript_code(const std::string& path, const MappedFile& m, const std::vector<ZipMember>& members) {
   uint64_t inflated = 0;
   for (const auto& z : members) {
@@ -149,23 +208,26 @@ void check_torchscript_code(const std::string& path, const MappedFile& m, const 
       const auto [data, size] = zip_stored_bytes(where, m, z, kDamagedCheckpointHint);
       code = {reinterpret_cast<const char*>(data), size};
     }
-    if (code.find("__setstate__") != std::string_view::npos || code.find("__getstate__") != std::string_view::npos)
-      throw usage_error(where + " defines __setstate__ or __getstate__, code that loading would run: not a gputrain "
-                                "checkpoint",
+    if (defines_methods(code))
+      throw usage_error(where + " defines methods (TorchScript code, which a TorchScript loader would run): not a "
+                                "gputrain checkpoint",
                         "gputrain checkpoints define no code; pass one written by gputrain");
   }
 }
 
 // The format tag: "gputrain-checkpoint-N".
-int format_version(const Tree& t, const PickleValue& tag) {
+int64_t format_version(const Tree& t, const PickleValue& tag) {
   const std::string prefix = "gputrain-checkpoint-";
   if (tag.kind != Kind::String || tag.text.rfind(prefix, 0) != 0) t.fail("not written by gputrain (no gputrain format tag)");
   const auto version = parse_integer(tag.text.substr(prefix.size()));
   if (!version || *version < 1) t.fail("its format tag is damaged");
-  return static_cast<int>(*version);
+  return *version;
 }
 
-CheckpointMeta read_meta(Tree& t, const PickleValue& root, int version, const std::string& path) {
+// No run takes 2^40 optimizer steps (35 years at 1,000 steps a second): a larger count is damage.
+constexpr int64_t kMaxSteps = int64_t{1} << 40;
+
+CheckpointMeta read_meta(Tree& t, const PickleValue& root, int version) {
   // Format 3 keeps the position in a "meta" dict; the old ones as "meta.<name>" attributes.
   const PickleValue& m = version >= 3 ? t.dict(root, "meta") : root;
   const std::string p = version >= 3 ? "" : "meta.";
@@ -174,9 +236,26 @@ CheckpointMeta read_meta(Tree& t, const PickleValue& root, int version, const st
   meta.step = t.integer(t.need(m, p + "step", "step"), "step");
   meta.best_score = t.number(t.need(m, p + (version >= 3 ? "best_score" : "best_accuracy"), "best score"), "best score");
   meta.config_json = t.text(t.need(m, p + "config", "configuration record"), "config");
+  if (!std::isfinite(meta.best_score)) t.fail("its best score is not a finite number");
+  // The run's configuration record, which a resume, eval and infer rebuild the run from: a JSON
+  // object whose parts read as the run reads them (empty only in checkpoints tests write by hand).
+  int64_t global = 0;
+  if (!meta.config_json.empty()) {
+    const auto record = nlohmann::json::parse(meta.config_json, nullptr, false);
+    if (!record.is_object()) t.fail("its configuration record is not a JSON object");
+    try {
+      const StoredConfig stored = read_config_record(record);
+      if (!stored.requested.is_object() || !stored.resolved.is_object()) throw std::invalid_argument("halves");
+      global = record_global_batch(record);
+      (void)record.value("world_size", int64_t{1});
+      (void)record.value("branched_from", std::string());
+      (void)record.value("amp_fallback", std::string());
+    } catch (const std::exception&) {
+      t.fail("its configuration record is damaged (a part of it has the wrong type)");
+    }
+  }
   if (version == 1) {
     const int64_t batches = t.integer(t.need(m, "meta.batch", "position"), "meta.batch");
-    const int64_t global = record_global_batch(nlohmann::json::parse(meta.config_json, nullptr, false));
     if (batches < 0 || global < 0 || (global > 0 && batches > std::numeric_limits<int64_t>::max() / global) ||
         (batches > 0 && global == 0))
       t.fail("its position is out of range");
@@ -185,10 +264,11 @@ CheckpointMeta read_meta(Tree& t, const PickleValue& root, int version, const st
     meta.samples = t.integer(t.need(m, p + "samples", "position"), "samples");
     if (auto e = t.find(m, p + "evaluated")) meta.evaluated = t.flag(t.at(*e), "evaluated");
   }
-  if (meta.epoch < 0 || meta.step < 0 || meta.samples < 0) t.fail("its position is out of range");
+  if (meta.epoch < 0 || meta.step < 0 || meta.samples < 0 || meta.step > kMaxSteps || meta.epoch > kMaxSteps)
+    t.fail("its position is out of range");
   // Absent in checkpoints written before --early_stopping existed.
   if (auto e = t.find(m, p + "evals_since_best")) meta.evals_since_best = t.integer(t.at(*e), "evals_since_best");
-  (void)path;
+  if (meta.evals_since_best < 0 || meta.evals_since_best > kMaxSteps) t.fail("its early-stopping count is out of range");
   return meta;
 }
 
@@ -196,7 +276,7 @@ CheckpointMeta read_meta(Tree& t, const PickleValue& root, int version, const st
 // PyTorch's names; the old ones LibTorch's, which are the same).
 void read_group_options(Tree& t, const PickleValue& o, OptimizerState::Group& g) {
   for (size_t i = 0; i + 1 < o.items.size(); i += 2) {
-    const std::string& name = t.text(t.at(o.items[i]), "an option's name");
+    const std::string& name = t.name(t.at(o.items[i]), "an option's name");
     const PickleValue& v = t.at(o.items[i + 1]);
     if (name == "params") continue;
     if (name == "betas") {
@@ -216,10 +296,10 @@ std::map<std::string, torch::Tensor> read_param_state(Tree& t, size_t i, int dep
   if (s.kind != Kind::Dict) t.fail("a parameter's optimizer state is not a dict");
   std::map<std::string, torch::Tensor> out;
   for (size_t k = 0; k + 1 < s.items.size(); k += 2) {
-    const std::string& name = t.text(t.at(s.items[k]), "an optimizer state's name");
+    const std::string& name = t.name(t.at(s.items[k]), "an optimizer state's name");
     const PickleValue& v = t.at(s.items[k + 1]);
     if (v.kind == Kind::Tensor)
-      out[name] = v.tensor;
+      out[name] = t.tensor(v, name);
     else if (v.kind == Kind::Int)  // old formats: the step as an integer
       out[name] = torch::full({}, static_cast<double>(v.integer), torch::kDouble);
     else if (v.kind != Kind::None)
@@ -241,9 +321,11 @@ OptimizerState read_optimizer(Tree& t, size_t i) {
     if (g.kind != Kind::Dict) t.fail("an optimizer's parameter group is not a dict");
     OptimizerState::Group group;
     read_group_options(t, g, group);
-    const PickleValue& params = t.need(g, "params", "parameter list");
-    if (params.kind != Kind::List) t.fail("a parameter group's 'params' is not a list");
-    for (size_t p : params.items) group.params.push_back(t.integer(t.at(p), "a parameter index"));
+    const auto params = t.find(g, "params");
+    if (!params || t.at(*params).kind != Kind::List) t.fail("a parameter group's 'params' is not a list");
+    t.enter(*params, 3);
+    t.charge(t.at(*params).items.size() * sizeof(int64_t));
+    for (size_t p : t.at(*params).items) group.params.push_back(t.integer(t.at(p), "a parameter index"));
     out.groups.push_back(std::move(group));
   }
   const PickleValue& state = t.dict(o, "state");
@@ -259,34 +341,38 @@ OptimizerState read_optimizer(Tree& t, size_t i) {
 // tensor had in the process that wrote it, and lists those addresses per group in order. Here
 // they become positions, as format 3 numbers them.
 OptimizerState read_legacy_optimizer(Tree& t, size_t i) {
-  t.enter(i, 1);
-  const PickleValue& o = t.at(i);
-  const PickleValue& groups = t.dict(o, "param_groups");
-  const PickleValue& states = t.dict(o, "state");
+  auto o = t.index(i, 1);
+  auto child = [&](const std::unordered_map<std::string_view, size_t>& d, const std::string& key) {
+    auto it = d.find(key);
+    if (it == d.end()) t.fail(fmt::format("its optimizer holds no '{}'", key));
+    return it->second;
+  };
+  const auto groups = t.index(child(o, "param_groups"), 2);
+  const auto states = t.index(child(o, "state"), 2);
   OptimizerState out;
-  std::map<std::string, int64_t> position;  // address -> position
-  const int64_t n_groups = t.integer(t.need(groups, "param_groups/size", "group count"), "param_groups/size");
-  if (n_groups < 0 || n_groups > static_cast<int64_t>(groups.items.size())) t.fail("its optimizer's group count is out of range");
+  std::unordered_map<std::string_view, int64_t> position;  // address -> position
+  const int64_t n_groups = t.integer(t.at(child(groups, "param_groups/size")), "param_groups/size");
+  if (n_groups < 0 || n_groups > static_cast<int64_t>(groups.size())) t.fail("its optimizer's group count is out of range");
   for (int64_t gi = 0; gi < n_groups; ++gi) {
-    const PickleValue& g = t.dict(groups, "param_groups/" + std::to_string(gi));
+    const auto g = t.index(child(groups, "param_groups/" + std::to_string(gi)), 3);
     OptimizerState::Group group;
-    read_group_options(t, t.dict(g, "options"), group);
-    const int64_t n = t.integer(t.need(g, "params/size", "parameter count"), "params/size");
-    if (n < 0 || n > static_cast<int64_t>(g.items.size())) t.fail("its optimizer's parameter count is out of range");
+    const size_t options = child(g, "options");
+    t.enter(options, 4);
+    read_group_options(t, t.at(options), group);
+    const int64_t n = t.integer(t.at(child(g, "params/size")), "params/size");
+    if (n < 0 || n > static_cast<int64_t>(g.size())) t.fail("its optimizer's parameter count is out of range");
     for (int64_t j = 0; j < n; ++j) {
-      const std::string& address = t.text(t.need(g, "params/" + std::to_string(j), "parameter"), "a parameter key");
+      const std::string& address = t.name(t.at(child(g, "params/" + std::to_string(j))), "a parameter key");
       const auto index = static_cast<int64_t>(position.size());
       if (!position.emplace(address, index).second) t.fail("its optimizer lists one parameter twice");
       group.params.push_back(index);
     }
     out.groups.push_back(std::move(group));
   }
-  for (size_t k = 0; k + 1 < states.items.size(); k += 2) {
-    const std::string& address = t.text(t.at(states.items[k]), "a parameter key");
+  for (const auto& [address, state] : states) {
     auto it = position.find(address);
     if (it == position.end()) t.fail("its optimizer holds state for a parameter in no group");
-    if (out.state.count(it->second)) t.fail("its optimizer holds two states for one parameter");
-    out.state[it->second] = read_param_state(t, states.items[k + 1], 2);
+    out.state[it->second] = read_param_state(t, state, 3);
   }
   return out;
 }
@@ -370,26 +456,28 @@ CheckpointData read_checkpoint_file(const std::string& path, CheckpointParts par
                                            {.torchscript_records = torchscript, .memory_budget = pickle_budget(m)},
                                            parts == CheckpointParts::Meta ? 64 : UINT64_MAX);
 
-  Tree t(u, path);
+  Tree t(u, path, pickle_budget(m));
   const PickleValue& root = t.root();
   if (root.kind != Kind::Dict) t.fail("it holds no dict");
   t.enter(u.root, 0);
   const bool v3 = !torchscript;
   CheckpointData c;
-  c.version = format_version(t, t.need(root, v3 ? "format" : "meta.format", "format tag"));
-  if (c.version > kCheckpointVersion)
+  const int64_t version = format_version(t, t.need(root, v3 ? "format" : "meta.format", "format tag"));
+  if (version > kCheckpointVersion)
     throw NewerCheckpoint({fmt::format("checkpoint '{}' has format {}; this gputrain reads versions 1 to {}", path,
-                                       c.version, kCheckpointVersion)},
+                                       version, kCheckpointVersion)},
                           "continue the run with the gputrain that wrote it, or a newer one (gputrain --version)",
                           kExitUsage);
+  c.version = static_cast<int>(version);
   if (v3 != (c.version >= 3)) t.fail(fmt::format("format {} in a {} archive", c.version, v3 ? "torch.save" : "TorchScript"));
-  c.meta = read_meta(t, root, c.version, path);
+  c.meta = read_meta(t, root, c.version);
 
   auto model = t.find(root, "model");
   if (!model) t.fail("it holds no model");
   t.named_tensors(*model, "", c.model, 1);
+  if (c.model.empty()) t.fail("its model holds no tensors");
+  t.new_names();
   if (auto ema = t.find(root, "ema")) t.named_tensors(*ema, "", c.ema, 1);
-  if (parts == CheckpointParts::Weights) return c;
 
   auto optimizer = t.find(root, "optimizer");
   if (!optimizer) t.fail("it holds no optimizer state");

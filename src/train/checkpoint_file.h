@@ -63,9 +63,9 @@ struct CheckpointData {
   torch::Tensor rng_cpu, rng_cuda;      // this process's generators (rng_cuda: GPU runs only)
 };
 
-// What to read: export and --init_from need no optimizer state; Meta reads the structure of
-// every part (so a hostile file is refused at once) and the tensors' shapes, not their bytes.
-enum class CheckpointParts { Meta, Weights, All };
+// What to read. Every part's structure is always read and checked (a hostile file is refused
+// whoever reads it); Meta leaves the tensors' bytes unread (shapes and dtypes only).
+enum class CheckpointParts { Meta, All };
 
 // Reads the checkpoint at `path`. A missing, damaged or foreign file, or one that would need
 // code run to read it (a TorchScript class defining __setstate__ or __getstate__), is a usage

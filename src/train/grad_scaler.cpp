@@ -84,6 +84,7 @@ void GradScaler::load_state(const torch::Tensor& s, const torch::Tensor& g) {
   // A zero, negative or NaN scale would zero or skip every step without failing.
   const double scale = s.item<double>();
   if (!(scale > 0) || !std::isfinite(scale)) throw std::runtime_error("'scaler.scale' is not a finite positive number");
+  if (g.item<int64_t>() < 0) throw std::runtime_error("the grad scaler's growth tracker is negative");
   scale_.copy_(s.reshape({1}));
   growth_tracker_.copy_(g.reshape({1}));
 }

@@ -37,7 +37,8 @@ Kind kind_of(torch::optim::Optimizer& o) {
 torch::Tensor step_tensor(int64_t step) { return torch::full({}, static_cast<double>(step), torch::kDouble); }
 
 int64_t step_of(const torch::Tensor& t) {
-  if (t.numel() != 1) throw std::runtime_error("its optimizer state has a step count of " + std::to_string(t.numel()) + " elements");
+  if (t.numel() != 1 || t.scalar_type() == torch::kBool)
+    throw std::runtime_error("its optimizer state has a step count that is not one number");
   const double v = t.to(torch::kDouble).item<double>();
   if (!std::isfinite(v) || v < 0 || v > 9.0e15 || v != std::floor(v))
     throw std::runtime_error(fmt::format("its optimizer state has the step count {}", v));
@@ -49,6 +50,18 @@ void capture_adam_options(const Options& o, OptimizerState::Group& g) {
   g.numbers = {{"lr", o.lr()}, {"eps", o.eps()}, {"weight_decay", o.weight_decay()}};
   g.betas = {std::get<0>(o.betas()), std::get<1>(o.betas())};
   g.flags = {{"amsgrad", o.amsgrad()}};
+}
+
+// Options as a run could have set them: finite, non-negative, betas below 1, eps above 0, and no
+// amsgrad (gputrain never turns it on, so its state would be missing).
+void check_options(const OptimizerState::Group& g) {
+  for (const auto& [name, v] : g.numbers)
+    if (!std::isfinite(v) || v < 0 || (name == "eps" && v == 0))
+      throw std::runtime_error(fmt::format("its optimizer's '{}' is {}", name, v));
+  if (g.betas && !(g.betas->first >= 0 && g.betas->first < 1 && g.betas->second >= 0 && g.betas->second < 1))
+    throw std::runtime_error(fmt::format("its optimizer's betas are ({}, {})", g.betas->first, g.betas->second));
+  if (auto it = g.flags.find("amsgrad"); it != g.flags.end() && it->second)
+    throw std::runtime_error("its optimizer uses amsgrad, which gputrain never turns on");
 }
 
 template <class Options>
@@ -68,7 +81,10 @@ torch::Tensor like_param(const torch::Tensor& stored, const torch::Tensor& param
                                          c10::toString(stored.scalar_type()), shape_text(stored.sizes().vec()),
                                          c10::toString(param.scalar_type()), shape_text(param.sizes().vec())));
   torch::NoGradGuard no_grad;
-  return torch::empty_like(param).copy_(stored);
+  torch::Tensor out = torch::empty_like(param).copy_(stored);
+  if (out.is_floating_point() && !torch::isfinite(out).all().item<bool>())
+    throw std::runtime_error("it holds non-finite optimizer state ('" + what + "')");
+  return out;
 }
 
 const torch::Tensor* find(const std::map<std::string, torch::Tensor>& m, const char* key) {
@@ -89,6 +105,8 @@ std::unique_ptr<torch::optim::OptimizerParamState> adam_state(const std::map<std
   s->step(step_of(need(m, "step", kind)));
   s->exp_avg(like_param(need(m, "exp_avg", kind), p, "exp_avg"));
   s->exp_avg_sq(like_param(need(m, "exp_avg_sq", kind), p, "exp_avg_sq"));
+  // A second moment is a running mean of squares: a negative one would make the update NaN.
+  if ((s->exp_avg_sq() < 0).any().template item<bool>()) throw std::runtime_error("its optimizer state has a negative exp_avg_sq");
   if (const torch::Tensor* t = find(m, "max_exp_avg_sq")) s->max_exp_avg_sq(like_param(*t, p, "max_exp_avg_sq"));
   return s;
 }
@@ -191,6 +209,7 @@ void apply_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerSt
       if (g.params[j] != static_cast<int64_t>(params.size() + j))
         throw std::runtime_error("its optimizer's parameter groups are not numbered in order");
     for (const auto& p : groups[i].params()) params.push_back(p);
+    check_options(g);
   }
   // Everything is built before anything changes: a refused state leaves the optimizer as it was.
   ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>> loaded;

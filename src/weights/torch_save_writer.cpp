@@ -14,7 +14,8 @@ void write_torch_save(PickleWriter& pickle, const std::function<size_t(const voi
   const auto& storages = pickle.storages();
   for (size_t i = 0; i < storages.size(); ++i) {
     const torch::Tensor t = storages[i].detach().to(torch::kCPU).contiguous();
-    writer.writeRecord("data/" + std::to_string(i), t.data_ptr(), t.nbytes());
+    static const char kNone = 0;  // an empty tensor has no data pointer; the record is empty all the same
+    writer.writeRecord("data/" + std::to_string(i), t.nbytes() ? t.data_ptr() : &kNone, t.nbytes());
   }
   writer.writeEndOfFile();
 }

@@ -363,6 +363,8 @@ class Machine {
   }
 
   size_t global(const std::string& module, const std::string& name) {
+    // A name from the file (STACK_GLOBAL can reuse one string many times): counted each time.
+    use(module.size() + name.size() + 1);
     const std::string full = module + "." + name;
     const auto& allowed = allowed_pickle_globals();
     const bool record_class = rules_.torchscript_records && full.rfind(kTorchScriptClass, 0) == 0;
@@ -408,7 +410,9 @@ class Machine {
     const std::string name = expect(cls, Kind::Global, "a NEWOBJ class").text;
     if (name != kNamespace && name.rfind(kTorchScriptClass, 0) != 0)
       fail(fmt::format("'{}' is not a record class a weights file may hold", printable(name, 120)));
-    if (!expect(args, Kind::Tuple, "NEWOBJ arguments").items.empty()) fail(fmt::format("{} built with arguments", name));
+    if (!expect(args, Kind::Tuple, "NEWOBJ arguments").items.empty())
+      fail(fmt::format("{} built with arguments", printable(name, 120)));
+    use(name.size());
     const size_t i = make(Kind::Dict);
     values_[i].text = name;
     return i;
@@ -417,9 +421,9 @@ class Machine {
   void build_record(size_t record, size_t state, size_t at) {
     const PickleValue& s = values_[state];
     if (s.kind != Kind::Dict || !s.text.empty())
-      fail(fmt::format("the state of a '{}' at byte {} is a {}, not a dict of attributes", values_[record].text, at,
+      fail(fmt::format("the state of a '{}' at byte {} is a {}, not a dict of attributes", printable(values_[record].text), at,
                        kind_name(s.kind)));
-    if (state == record) fail(fmt::format("a '{}' is its own state", values_[record].text));
+    if (state == record) fail(fmt::format("a '{}' is its own state", printable(values_[record].text)));
     const std::vector<size_t> items = s.items;  // (a copy: set_item may grow values_)
     for (size_t i = 0; i + 1 < items.size(); i += 2) set_item(record, items[i], items[i + 1]);
   }

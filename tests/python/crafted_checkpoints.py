@@ -16,6 +16,10 @@ The set (each a zip as torch.save lays it out, with gputrain's format tag in its
   memo.pt           a memo read at index 2**32 - 1
   bomb.pt           an old-format archive whose deflated code member inflates to 200 MB
   long_string.pt    a string that claims 2**60 bytes
+  shared_params.pt  one list of 20,000 parameter indices shared by 1,000 optimizer groups
+  long_names.pt     2,000 weights under one 1 MB name (stored once, read through the memo)
+  expanded.pt       a weight of 2**31 elements over one float (strides 0)
+  format_overflow.pt  format 4294967299 (3 if read as a 32-bit int)
 """
 import struct
 import sys
@@ -96,6 +100,28 @@ def main():
     archive(f"{out}/bomb.pt", b"\x80\x02}(" + unicode("meta.format") + unicode("gputrain-checkpoint-2") + b"u.",
             extra=[("archive/code/__torch__.py", b"#" * (200 << 20), zipfile.ZIP_DEFLATED)], torchscript=True)
     archive(f"{out}/long_string.pt", with_model(b"\x8d" + struct.pack("<Q", 1 << 60) + b"abc"))
+    # From the red team's second pass:
+    # 2,000 weights under one name of 1 MB, stored once and read through the memo;
+    name = unicode("w" * 1_000_000) + b"r" + struct.pack("<I", 1)
+    tensor = (b"ctorch._utils\n_rebuild_tensor_v2\n((" + unicode("storage") + b"ctorch\nFloatStorage\n" +
+              unicode("0") + unicode("cpu") + b"K\x01tQK\x00(K\x01t(K\x01t\x89ccollections\nOrderedDict\n)RtR")
+    entries = name + tensor + b"r" + struct.pack("<I", 2) + b"".join(
+        b"j" + struct.pack("<I", 1) + b"j" + struct.pack("<I", 2) for _ in range(1999))
+    archive(f"{out}/long_names.pt", with_model(b"}(" + entries + b"u"), extra=[("archive/data/0", bytes(4), zipfile.ZIP_STORED)])
+    # one params list of 20,000 indices shared by 1,000 optimizer groups (walked once, not 1,000 times);
+    params = b"](" + b"".join(b"J" + struct.pack("<i", i) for i in range(20_000)) + b"er" + struct.pack("<I", 0)
+    groups = b"](" + b"".join(b"}(" + unicode("params") + (params if g == 0 else b"j" + struct.pack("<I", 0)) + b"u"
+                              for g in range(1000)) + b"e"
+    archive(f"{out}/shared_params.pt", head() + unicode("model") + b"}(" + unicode("w") + tensor + b"u" +
+            unicode("optimizer") + b"}(" + unicode("param_groups") + groups + unicode("state") + b"}" + b"uu.",
+            extra=[("archive/data/0", bytes(4), zipfile.ZIP_STORED)])
+    # a weight whose strides are 0: 2**31 elements claimed over one float;
+    expanded = tensor.replace(b"(K\x01t(K\x01t", b"(J\x00\x00\x01\x00J\x00\x80\x00\x00t(K\x00K\x00t")
+    archive(f"{out}/expanded.pt", with_model(b"}(" + unicode("w") + expanded + b"u"),
+            extra=[("archive/data/0", bytes(4), zipfile.ZIP_STORED)])
+    # and a format number past 32 bits (4294967299 read as an int is 3).
+    archive(f"{out}/format_overflow.pt", head().replace(unicode(TAG), unicode("gputrain-checkpoint-4294967299")) +
+            unicode("model") + b"}u.")
 
 
 if __name__ == "__main__":

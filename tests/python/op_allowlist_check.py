@@ -6,7 +6,8 @@ its size, and that the torchvision and timm architectures gputrain trains throug
 
 The rule is the C++ one, restated here (keep the two alike): an operator registered with the c10
 dispatcher is admitted when (a) its namespace is aten or prims, (b) no str argument's name says
-file, path, dir, folder or url, and no argument is a Storage, (c) it is not on the denylist.
+file, path, dir, folder or url, and no argument is a Storage, (c) it is not on the denylist,
+(d) it skips no checks (no "unsafe" or "sparse" in its name, no unsafe or check_invariants argument).
 
 Without --models: counts the schemas the rule admits among the operators LibTorch itself
 registers (those registered from Python, such as prims, exist in no C++ process and are left
@@ -36,6 +37,9 @@ DENIED = {
     "aten::_backward", "aten::set_data", "aten::requires_grad_", "aten::retain_grad", "aten::detach_",
     "aten::save", "aten::warn", "aten::manual_seed", "aten::seed", "aten::set_grad_enabled",
     "aten::set_num_threads", "aten::set_num_interop_threads",
+    "aten::_reshape_alias", "aten::_reshape_alias_copy", "aten::set_", "aten::_nested_view_from_buffer",
+    "aten::_nested_view_from_buffer_copy", "aten::_nested_view_from_jagged", "aten::_nested_view_from_jagged_copy",
+    "aten::_index_put_impl_",
 }
 FILE_WORDS = ("file", "path", "dir", "folder", "url")
 
@@ -64,7 +68,11 @@ def refusal(schema):
         return f"the '{ns}' namespace"
     if schema.name in DENIED:
         return "on the denylist"
+    if "unsafe" in schema.name or "sparse" in schema.name:
+        return "skips its checks"
     for a in schema.arguments:
+        if a.name in ("unsafe", "check_invariants"):
+            return f"can skip its checks ('{a.name}')"
         if holds(a.type, "StringType") and any(w in a.name for w in FILE_WORDS):
             return f"takes a file name ('{a.name}')"
         if holds(a.type, "StorageType"):
@@ -142,7 +150,7 @@ def main():
     names, cpp, admitted = allowlist()
     ok = True
     for name, want in (("aten::from_file", False), ("aten::_print", False), ("aten::conv2d", True),
-                       ("aten::_assert_scalar", True)):
+                       ("aten::_assert_scalar", True), ("aten::_reshape_alias", False), ("aten::_unsafe_index.Tensor", False)):
         if (name in admitted) != want:
             print(f"FAIL: {name} is {'not ' if want else ''}admitted")
             ok = False
