@@ -132,6 +132,13 @@ TEST_CASE("export: bad safetensors files are usage errors naming the file and th
              Catch::Contains("impossible shape"));
   CHECK_THAT(load(raw_file(R"({"a":{"dtype":"F32","shape":[2]}})", "")), Catch::Contains("lacks"));
   CHECK_THAT(load(raw_file(R"({"__metadata__":{"x":1}})", "")), Catch::Contains("not a string"));
+  // One name twice: a JSON parser would keep one silently; which tensor is meant is unknown.
+  CHECK_THAT(load(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                           R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                           std::string(8, '\0'))),
+             Catch::Contains("duplicate key 'a' in the header"));
+  CHECK_THAT(load(raw_file(R"({"a":{"dtype":"F32","dtype":"I32","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0'))),
+             Catch::Contains("duplicate key 'dtype'"));
 
   // A real export cut short anywhere is refused.
   const std::string good = dir / "good.safetensors";
