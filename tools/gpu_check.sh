@@ -103,7 +103,7 @@ if [ "$quick" = 1 ]; then
   compare=(--precisions fp32 --rounds 1 --steps 10 --warmup 2 --no-compile)
   # Over 64 px, so that both sides take the ImageNet stem.
   compare_resnet=(--precisions fp32 --rounds 1 --steps 2 --warmup 1 --no-compile
-                  --gputrain_flags "--input_shape 3x96x96 --batch_size 4 --synthetic_train_size 16")
+                  --gputrain_flags "--input_shape 3x72x72 --batch_size 2 --synthetic_train_size 8")
   imagenet=(--image_size 64 --width 8 --batch_size 8 --steps 2 --warmup_steps 1)
   imagenet_count=40
 else

@@ -6,7 +6,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <mutex>
 
@@ -23,21 +22,11 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/text.h"
+#include "train/export.h"
 #include "train/optimizer_state.h"
 #include "weights/unpickler.h"
 
 namespace gputrain {
-
-namespace {
-
-NamedTensors model_tensors(Net& model) {
-  NamedTensors out;
-  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
-  return out;
-}
-
-}  // namespace
 
 void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta) {
   CheckpointData c;

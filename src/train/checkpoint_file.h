@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include "core/error.h"
+#include "train/export.h"  // NamedTensors
 #include "train/optimizer_state.h"
 
 namespace gputrain {
@@ -49,8 +50,6 @@ struct CheckpointMeta {
 struct NewerCheckpoint : Error {
   using Error::Error;
 };
-
-using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // Everything a checkpoint holds, on the CPU. Names are Module::named_parameters /
 // named_buffers names ("layer1.0.conv1.weight").
