@@ -40,8 +40,9 @@ say() { echo "setup: $*"; }
 # python3-venv and ca-certificates: the torch virtualenv on a bare Debian (Docker's base).
 apt_packages=(cmake ninja-build ccache g++ python3 python3-venv ca-certificates libcxxopts-dev nlohmann-json3-dev
               catch2 zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libgloo-dev dataset-fashion-mnist)
-# clang: the libFuzzer targets; shellcheck: scripts/ are tested with it.
-[ "${GPUTRAIN_TEST_TOOLS:-1}" = 0 ] || apt_packages+=(clang libclang-rt-14-dev shellcheck)
+# clang: the libFuzzer targets; shellcheck: scripts/ are tested with it; time: GNU time, for a
+# test's peak memory of a refused hostile checkpoint.
+[ "${GPUTRAIN_TEST_TOOLS:-1}" = 0 ] || apt_packages+=(clang libclang-rt-14-dev shellcheck time)
 if [ "${GPUTRAIN_SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do
