@@ -203,7 +203,26 @@ RankRng gather_rank_rng(Comm& comm, const Trainer& trainer) {
 
 CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int rank) {
   CheckpointData c = read_checkpoint_file(path);
+  // Rank 0's state is also the one-process state: one process continuing a run of several goes
+  // on as rank 0 went. Rank r > 0 takes its row of the ranks' states, when there is one.
+  auto row = [&](const torch::Tensor& own, const torch::Tensor& rows) -> torch::Tensor {
+    if (rank == 0) return own;
+    if (!rows.defined() || rows.dim() != 2 || rows.size(0) <= rank) return {};
+    return rows[rank].clone();  // its own storage: set_state crashed on a view into the rows (torch 2.15)
+  };
+  const torch::Tensor cpu_rng = row(c.rng_cpu, c.meta.rank_rng.cpu), cuda_rng = row(c.rng_cuda, c.meta.rank_rng.cuda);
   try {
+    // A generator's state is a byte tensor of its own fixed size.
+    auto fits_state = [](const torch::Tensor& stored, const torch::Tensor& mine) {
+      return !stored.defined() || (stored.scalar_type() == torch::kByte && stored.numel() == mine.numel());
+    };
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      if (!fits_state(cpu_rng, gen.get_state())) throw std::runtime_error("its random generator state is damaged");
+    }
+    if (trainer.context().cuda && !fits_state(cuda_rng, cuda_rng_state(trainer.context().device.index())))
+      throw std::runtime_error("its CUDA random generator state is damaged");
     const NamedTensors mine = model_tensors(trainer.model());
     check_fits(c.model, mine);
     if (trainer.ema() && !c.ema.empty()) {
@@ -237,26 +256,13 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     throw usage_error("checkpoint '" + path + "' cannot be loaded: " + what.substr(0, what.find('\n')),
                       kDamagedCheckpointHint);
   }
-  // Rank 0's state is also the one-process state: one process continuing a run of several goes
-  // on as rank 0 went. Rank r > 0 takes its row of the ranks' states, when there is one.
-  auto row = [&](const torch::Tensor& own, const torch::Tensor& rows) -> torch::Tensor {
-    if (rank == 0) return own;
-    if (!rows.defined() || rows.dim() != 2 || rows.size(0) <= rank) return {};
-    return rows[rank].clone();  // its own storage: set_state crashed on a view into the rows (torch 2.15)
-  };
-  if (torch::Tensor rng = row(c.rng_cpu, c.meta.rank_rng.cpu); rng.defined()) {
+  if (cpu_rng.defined()) {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
-    try {
-      gen.set_state(rng);
-    } catch (const std::exception&) {
-      throw usage_error("checkpoint '" + path + "' cannot be loaded: its random generator state is damaged",
-                        kDamagedCheckpointHint);
-    }
+    gen.set_state(cpu_rng);
   }
   const auto& ctx = trainer.context();
-  if (torch::Tensor rng = row(c.rng_cuda, c.meta.rank_rng.cuda); ctx.cuda && rng.defined())  // absent from CPU runs
-    set_cuda_rng_state(ctx.device.index(), rng);
+  if (ctx.cuda && cuda_rng.defined()) set_cuda_rng_state(ctx.device.index(), cuda_rng);  // absent from CPU runs
   return c.meta;
 }
 
