@@ -28,14 +28,23 @@
 
 namespace gputrain {
 
+namespace {
+
+// The moving average under the model's names.
+NamedTensors named(const Ema& ema) {
+  NamedTensors out;
+  const auto tensors = ema.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) out.emplace_back(ema.names()[i], tensors[i]);
+  return out;
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta) {
   CheckpointData c;
   c.meta = meta;
   c.model = model_tensors(trainer.model());
-  if (const Ema* ema = trainer.ema()) {
-    const auto tensors = ema->tensors();
-    for (size_t i = 0; i < tensors.size(); ++i) c.ema.emplace_back(ema->names()[i], tensors[i]);
-  }
+  if (const Ema* ema = trainer.ema()) c.ema = named(*ema);
   c.optimizer = capture_optimizer_state(trainer.optimizer());
   std::tie(c.scale, c.growth_tracker) = trainer.scaler().state();
   {
@@ -225,12 +234,7 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
       throw std::runtime_error("its CUDA random generator state is damaged");
     const NamedTensors mine = model_tensors(trainer.model());
     check_fits(c.model, mine);
-    if (trainer.ema() && !c.ema.empty()) {
-      NamedTensors average;
-      const auto tensors = trainer.ema()->tensors();
-      for (size_t i = 0; i < tensors.size(); ++i) average.emplace_back(trainer.ema()->names()[i], tensors[i]);
-      check_fits(c.ema, average);
-    }
+    if (trainer.ema() && !c.ema.empty()) check_fits(c.ema, named(*trainer.ema()));
     if (!weights_finite(c)) throw std::runtime_error("it holds non-finite weights");
     // Everything that can refuse the file runs before the model changes.
     apply_optimizer_state(trainer.optimizer(), c.optimizer);
