@@ -12,7 +12,7 @@
 #include <torch/serialize.h>
 
 #include "train/checkpoint.h"
-#include "train/fused_optim.h"
+#include "step/optimizer.h"
 
 namespace gputrain::test {
 
@@ -22,8 +22,8 @@ inline void write_legacy_checkpoint(const std::string& path, Trainer& trainer, c
                                     int version = 2, int64_t batches = 0) {
   torch::serialize::OutputArchive archive, model, optimizer, ema;
   trainer.model().save(model);
-  if (auto* fused = dynamic_cast<FusedOptimizer*>(&trainer.optimizer())) fused->sync_steps();
-  trainer.optimizer().save(optimizer);
+  trainer.optimizer().sync_steps();
+  trainer.optimizer().base().save(optimizer);
   archive.write("model", model);
   archive.write("optimizer", optimizer);
   const auto [scale, growth] = trainer.scaler().state();

@@ -11,9 +11,10 @@
 #include "test_machines.h"
 #include "test_util.h"
 #include "train/amp_check.h"
-#include "train/optim.h"
+#include "step/optimizer.h"
 #include "train/resolve_recipe.h"
-#include "train/trainer.h"
+#include "step/trainer.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 
@@ -25,11 +26,11 @@ Trainer make_trainer(bool grad_scaler, const std::string& model = "cnn") {
   c.optimizer = "adamw";
   c.lr = 0.01;
   auto net = make_model(model, ModelSpec{{1, 12, 12}, 5, 8});
-  Recipe r;
-  r.amp = true;
-  r.amp_dtype = torch::kBFloat16;
-  r.grad_scaler = grad_scaler;
-  return Trainer(net, make_optimizer(c, *net, true), r, TrainerOptions{});
+  Recipe& r = test::keep({});
+  r.precision.amp = true;
+  r.precision.dtype = torch::kBFloat16;
+  r.precision.scaler = grad_scaler;
+  return Trainer(net, make_optimizer(optimizer_spec(c, true), *net), r, TrainerOptions{});
 }
 
 Batch make_batch(int64_t n = 24) {
@@ -98,23 +99,23 @@ TEST_CASE("amp fallback: fp16 -> bf16 where the GPU has it, else fp32, and bf16 
   c.amp_dtype = "fp16";
   ResolvedConfig h(c);
   Recipe r = resolve_recipe(h, test::gpu_machine({test::h100()}));
-  REQUIRE(r.grad_scaler);
+  REQUIRE(r.precision.scaler);
   CHECK(fall_back_precision(h, r, test::gpu_machine({test::h100()}), "the check failed") == "bf16");
-  CHECK(r.amp);
-  CHECK(r.amp_dtype == torch::kBFloat16);
-  CHECK_FALSE(r.grad_scaler);
+  CHECK(r.precision.amp);
+  CHECK(r.precision.dtype == torch::kBFloat16);
+  CHECK_FALSE(r.precision.scaler);
   CHECK(h.resolved.amp_dtype == "bf16");
   CHECK(h.reason("amp_dtype") == "fp16 fell back to bf16: the check failed");
   CHECK(row(r, "AMP") == "on (bf16 autocast; fp16 fell back to bf16: the check failed)");
   // bf16 failing too ends in fp32.
   CHECK(fall_back_precision(h, r, test::gpu_machine({test::h100()}), "again") == "fp32");
-  CHECK_FALSE(r.amp);
+  CHECK_FALSE(r.precision.amp);
   CHECK(h.resolved.use_amp == false);
   CHECK(h.reason("use_amp") == "bf16 fell back to fp32: again");
 
   ResolvedConfig t4(Config{});
   Recipe rt = resolve_recipe(t4, test::gpu_machine({test::t4()}));
-  REQUIRE(rt.amp_dtype == torch::kHalf);
+  REQUIRE(rt.precision.dtype == torch::kHalf);
   CHECK(fall_back_precision(t4, rt, test::gpu_machine({test::t4()}), "scale collapsed") == "fp32");
   CHECK(row(rt, "AMP") == "off (fp32; fp16 fell back to fp32: scale collapsed)");
 }
@@ -125,10 +126,11 @@ TEST_CASE("amp fallback: the Trainer switches precision mid-run and drops its gr
   const Batch b = make_batch(8);
   StepResult s = t.step({b});
   CHECK(s.skipped.defined());
-  Recipe fp32;
-  t.set_precision(fp32);
+  // The run's recipe changes (Session::fall_back_amp): the Trainer reads it by reference.
+  const_cast<Recipe&>(t.context()).precision = Precision{};
+  t.precision_changed();
   CHECK_FALSE(t.scaler().enabled());
-  CHECK_FALSE(t.context().amp);
+  CHECK_FALSE(t.context().precision.amp);
   s = t.step({b});
   CHECK_FALSE(s.skipped.defined());
   CHECK(std::isfinite(s.loss.item<double>()));

@@ -13,7 +13,8 @@
 #include "test_errors.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
-#include "train/optim.h"
+#include "step/optimizer.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 
@@ -23,9 +24,9 @@ std::unique_ptr<Trainer> make_trainer(uint64_t seed, bool scaler, int64_t width 
   torch::manual_seed(seed);
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, width});
   Config c;  // adamw: the optimizer state (moments) must survive the round trip too
-  Recipe ctx;
-  ctx.grad_scaler = scaler;
-  return std::make_unique<Trainer>(model, make_optimizer(c, *model), ctx, TrainerOptions{});
+  Recipe& ctx = test::keep({});
+  ctx.precision.scaler = scaler;
+  return std::make_unique<Trainer>(model, make_optimizer(optimizer_spec(c), *model), ctx, TrainerOptions{});
 }
 
 Batch batch(int64_t seed) {
@@ -184,7 +185,7 @@ TEST_CASE("checkpoint: all_finite sees weights, EMA and optimizer moments", "[ch
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
   TrainerOptions options;
   options.ema_decay = 0.9;
-  Trainer t(model, make_optimizer(Config{}, *model), Recipe{}, options);
+  Trainer t(model, make_optimizer(optimizer_spec(Config{}), *model), test::keep({}), options);
   t.step({batch(0)});
   CHECK(all_finite(t));
   // An overflowed second moment leaves the weights finite (the update divides by it).

@@ -20,7 +20,8 @@
 #include "test_weights.h"
 #include "legacy_checkpoint.h"
 #include "train/checkpoint.h"
-#include "train/optim.h"
+#include "step/optimizer.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 namespace fs = std::filesystem;
@@ -32,11 +33,11 @@ namespace {
 std::unique_ptr<Trainer> make_trainer(uint64_t seed) {
   torch::manual_seed(seed);
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
-  Recipe ctx;
-  ctx.grad_scaler = true;
+  Recipe& ctx = test::keep({});
+  ctx.precision.scaler = true;
   TrainerOptions options;
   options.ema_decay = 0.9;
-  return std::make_unique<Trainer>(model, make_optimizer(Config{}, *model, /*fused=*/true), ctx, options);
+  return std::make_unique<Trainer>(model, make_optimizer(optimizer_spec(Config{}, /*fused=*/true), *model), ctx, options);
 }
 
 Batch batch(int64_t seed) {

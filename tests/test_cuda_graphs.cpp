@@ -8,10 +8,11 @@
 #include <torch/torch.h>
 
 #include "config/config.h"
-#include "train/fused_optim.h"
-#include "train/optim.h"
-#include "train/trainer.h"
+#include "step/fused_optim.h"
+#include "step/optimizer.h"
+#include "step/trainer.h"
 #include "test_util.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 
@@ -43,14 +44,13 @@ TEST_CASE("cuda graphs: a device learning rate follows the schedule like a numbe
     auto a = make_model("mlp", ModelSpec{{1, 4, 4}, 3, 8});
     torch::manual_seed(2);
     auto b = make_model("mlp", ModelSpec{{1, 4, 4}, 3, 8});
-    auto oa = make_optimizer(c, *a, true), ob = make_optimizer(c, *b, true);
-    auto& fb = dynamic_cast<FusedOptimizer&>(*ob);
-    fb.use_device_lr();
+    auto oa = make_optimizer(optimizer_spec(c, true), *a), ob = make_optimizer(optimizer_spec(c, true), *b);
+    ob->use_device_lr();
     for (int k = 0; k < 6; ++k) {
       const double lr = 0.01 * (k + 1);  // a schedule that changes every step
-      set_lr(*oa, lr);
-      set_lr(*ob, lr);
-      fb.refresh_lr();
+      oa->set_lr(lr);
+      ob->set_lr(lr);
+      ob->refresh_lr();
       torch::manual_seed(50 + k);
       for (auto& p : a->parameters()) p.mutable_grad() = torch::randn_like(p);
       torch::manual_seed(50 + k);
@@ -82,16 +82,16 @@ TEST_CASE("cuda: a replayed CUDA-graph step equals the eager step, fallbacks inc
     Recipe ctx;
     ctx.device = gpu;
     ctx.cuda = ctx.fused_optimizer = true;
-    ctx.amp = ctx.grad_scaler = fp16;
-    ctx.amp_dtype = fp16 ? torch::kHalf : torch::kFloat;
+    ctx.precision.amp = ctx.precision.scaler = fp16;
+    ctx.precision.dtype = fp16 ? torch::kHalf : torch::kFloat;
     auto make = [&](bool graphs) {
       torch::manual_seed(9);
       auto model = make_model("cnn", ModelSpec{{1, 12, 12}, 10, 8});
       model->to(gpu);
-      Recipe r = ctx;
+      Recipe& r = test::keep(ctx);
       r.cuda_graphs = graphs;
-      return std::make_unique<Trainer>(model, make_optimizer(adamw_config(), *model, true), r,
-                                       TrainerOptions{1, 1.0, LossSpec{"cross_entropy"}, 0.9});
+      return std::make_unique<Trainer>(model, make_optimizer(optimizer_spec(adamw_config(), true), *model), r,
+                                       TrainerOptions{1.0, LossSpec{"cross_entropy"}, 0.9});
     };
     auto eager = make(false), graphed = make(true);
     int replays = 0;
@@ -102,7 +102,7 @@ TEST_CASE("cuda: a replayed CUDA-graph step equals the eager step, fallbacks inc
       // fp16, step 6 (replayed): an overflow, which the scaler must skip and back off from on
       // the device inside the graph as it does eagerly.
       if (fp16 && k == 5) b.x[0][0][0][0] = std::numeric_limits<float>::infinity();
-      for (auto* t : {eager.get(), graphed.get()}) set_lr(t->optimizer(), 0.01 / (k + 1));  // a schedule
+      for (auto* t : {eager.get(), graphed.get()}) t->set_lr(0.01 / (k + 1));  // a schedule
       auto a = eager->step({b});
       auto g = graphed->step({b});
       replays += graphed->replayed();

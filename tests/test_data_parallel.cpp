@@ -16,7 +16,7 @@
 #include "test_util.h"
 #include "test_weights.h"
 #include "train/checkpoint_file.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 
 using namespace gputrain;
 using test::check_same_weights;

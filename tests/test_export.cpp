@@ -12,9 +12,10 @@
 #include "test_errors.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
-#include "train/export.h"
-#include "train/optim.h"
-#include "train/trainer.h"
+#include "weights/safetensors.h"
+#include "step/optimizer.h"
+#include "step/trainer.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 
@@ -215,7 +216,7 @@ TEST_CASE("export: non-finite weights are refused (exit 3) unless asked", "[expo
   test::TempDir dir;
   torch::manual_seed(1);
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
-  Trainer t(model, make_optimizer(Config{}, *model), Recipe{}, TrainerOptions{});
+  Trainer t(model, make_optimizer(optimizer_spec(Config{}), *model), test::keep({}), TrainerOptions{});
   {
     torch::NoGradGuard no_grad;
     t.model().parameters()[0].view(-1)[0] = NAN;

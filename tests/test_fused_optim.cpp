@@ -6,12 +6,13 @@
 
 #include "config/config.h"
 #include "core/device_cuda.h"
-#include "train/trainer.h"
-#include "train/fused_optim.h"
-#include "train/grad_scaler.h"
-#include "train/optim.h"
+#include "step/trainer.h"
+#include "step/fused_optim.h"
+#include "step/grad_scaler.h"
+#include "step/optimizer.h"
 #include "train/optimizer_state.h"
 #include "test_util.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 
@@ -19,7 +20,7 @@ namespace {
 
 struct Setup {
   NetPtr model;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<Optimizer> optimizer;
 };
 
 Config optimizer_config(const std::string& name) {
@@ -35,7 +36,7 @@ Config optimizer_config(const std::string& name) {
 Setup make(const std::string& name, bool fused) {
   torch::manual_seed(11);  // the same initial weights for both kinds
   auto model = make_model("mlp", ModelSpec{{1, 4, 4}, 3, 8});
-  auto optimizer = make_optimizer(optimizer_config(name), *model, fused);
+  auto optimizer = make_optimizer(optimizer_spec(optimizer_config(name), fused), *model);
   return {model, std::move(optimizer)};
 }
 
@@ -57,7 +58,7 @@ TEST_CASE("fused optimizers: the same weights as torch::optim after several step
   for (const std::string name : {"adamw", "adam", "sgd"}) {
     INFO(name);
     auto plain = make(name, false), fused = make(name, true);
-    REQUIRE(dynamic_cast<FusedOptimizer*>(fused.optimizer.get()) != nullptr);
+    REQUIRE(fused.optimizer->fused());
     for (int k = 0; k < 6; ++k) {
       set_grads(*plain.model, k);
       set_grads(*fused.model, k);
@@ -96,13 +97,13 @@ TEST_CASE("fused optimizers: 50 steps of every optimizer and option, an overflow
     auto build = [&](bool fused) {
       torch::manual_seed(11);
       auto model = make_model("mlp", ModelSpec{{1, 4, 4}, 3, 8});
-      auto optimizer = make_optimizer(c, *model, fused);
+      auto optimizer = make_optimizer(optimizer_spec(c, fused), *model);
       return Setup{model, std::move(optimizer)};
     };
     // The control: torch::optim behind the grad scaler (unscale, then step unless inf), as
     // in PyTorch; the fused kind gets the scale and the overflow flag inside its kernel.
     auto plain = build(false), fused = build(true);
-    REQUIRE(dynamic_cast<FusedOptimizer*>(fused.optimizer.get()) != nullptr);
+    REQUIRE(fused.optimizer->fused());
     GradScaler plain_scaler(true, torch::kCPU), fused_scaler(true, torch::kCPU);
     for (int step = 0; step < 50; ++step) {
       set_grads(*plain.model, step, plain_scaler.get_scale());
@@ -130,18 +131,17 @@ TEST_CASE("fused optimizers: found_inf skips the step on the device, grad_scale 
   for (const std::string name : {"adamw", "sgd"}) {
     INFO(name);
     auto reference = make(name, true), scaled = make(name, true);
-    auto* f = dynamic_cast<FusedOptimizer*>(scaled.optimizer.get());
     set_grads(*reference.model, 0);
     reference.optimizer->step();
     // An overflow step first: nothing moves, and the step count does not advance.
     set_grads(*scaled.model, 0, 1000.0);
     const auto before = flat(*scaled.model);
-    f->set_amp(torch::full({1}, 1000.0), torch::ones({1}));
+    scaled.optimizer->set_scaler_inputs(torch::full({1}, 1000.0), torch::ones({1}));
     scaled.optimizer->step();
     CHECK(torch::equal(flat(*scaled.model), before));
     // Then the same gradients scaled by 1000, with the scale handed over: as the reference.
     set_grads(*scaled.model, 0, 1000.0);
-    f->set_amp(torch::full({1}, 1000.0), torch::zeros({1}));
+    scaled.optimizer->set_scaler_inputs(torch::full({1}, 1000.0), torch::zeros({1}));
     scaled.optimizer->step();
     CHECK(torch::allclose(flat(*scaled.model), flat(*reference.model), 1e-5, 1e-6));
   }
@@ -192,12 +192,12 @@ TEST_CASE("cuda: 20 fp16 steps with the fused optimizer, clipping and EMA never 
     const torch::Device gpu(torch::kCUDA, 0);
     auto model = make_model("mlp", ModelSpec{{1, 8, 8}, 10, 64});
     model->to(gpu);
-    Recipe ctx;
+    Recipe& ctx = test::keep({});
     ctx.device = gpu;
-    ctx.cuda = ctx.amp = ctx.grad_scaler = ctx.fused_optimizer = true;
-    ctx.amp_dtype = torch::kHalf;
-    Trainer t(model, make_optimizer(optimizer_config("adamw"), *model, true), ctx,
-              TrainerOptions{1, clip, LossSpec{"cross_entropy"}, 0.99});
+    ctx.cuda = ctx.precision.amp = ctx.precision.scaler = ctx.fused_optimizer = true;
+    ctx.precision.dtype = torch::kHalf;
+    Trainer t(model, make_optimizer(optimizer_spec(optimizer_config("adamw"), true), *model), ctx,
+              TrainerOptions{clip, LossSpec{"cross_entropy"}, 0.99});
     const Batch b{torch::randn({32, 1, 8, 8}, gpu), torch::randint(0, 10, {32}, torch::TensorOptions(gpu).dtype(torch::kLong))};
     for (int i = 0; i < 3; ++i) t.step({b});  // warm-up: allocations, the first step's state
     torch::Tensor loss;

@@ -5,7 +5,8 @@
 #include <torch/torch.h>
 
 #include "models/registry.h"
-#include "train/grad_scaler.h"
+#include "step/grad_scaler.h"
+#include "step/optimizer.h"
 
 using namespace gputrain;
 
@@ -34,7 +35,8 @@ NetPtr fresh_model() {
 torch::Tensor train(bool with_scaler, int steps, int inject, std::vector<double>* scales = nullptr) {
   Data d = make_data(steps);
   NetPtr model = fresh_model();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  Optimizer opt(std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)),
+                nullptr, OptimizerKind::kSGD, {});
   GradScaler scaler(with_scaler, torch::kCPU, {.init_scale = 1024, .growth_interval = 1000});
   for (int s = 0; s < steps; ++s) {
     if (!with_scaler && s == inject) continue;
@@ -74,7 +76,8 @@ TEST_CASE("grad scaler: an inf gradient skips that step and halves the scale", "
 
 TEST_CASE("grad scaler: the scale grows after growth_interval clean steps", "[scaler]") {
   NetPtr model = fresh_model();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01));
+  Optimizer opt(std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.01)), nullptr,
+                OptimizerKind::kSGD, {});
   GradScaler scaler(true, torch::kCPU, {.init_scale = 256, .growth_factor = 2, .growth_interval = 3});
   Data d = make_data(6);
   std::vector<double> scales;
@@ -91,7 +94,8 @@ TEST_CASE("grad scaler: the scale grows after growth_interval clean steps", "[sc
 TEST_CASE("grad scaler: scaled-then-unscaled gradients equal the fp32 gradients", "[scaler]") {
   Data d = make_data(1);
   NetPtr a = fresh_model(), b = fresh_model();
-  torch::optim::SGD oa(a->parameters(), torch::optim::SGDOptions(0.1));
+  Optimizer oa(std::make_unique<torch::optim::SGD>(a->parameters(), torch::optim::SGDOptions(0.1)), nullptr,
+               OptimizerKind::kSGD, {});
   GradScaler scaler(true, torch::kCPU, {.init_scale = 4096});
   scaler.scale(torch::nn::functional::cross_entropy(a->forward(d.x[0]), d.y[0])).backward();
   scaler.unscale_(oa);

@@ -26,7 +26,7 @@
 #include "models/op_allowlist.h"
 #include "models/registry.h"
 #include "train/session.h"
-#include "train/trainer.h"
+#include "step/trainer.h"
 #include "test_python.h"
 #include "test_util.h"
 #include "test_weights.h"
@@ -389,7 +389,7 @@ TEST_CASE("cuda: an imported model with the fp16 grad scaler and CUDA graphs tra
     c.num_workers = 0;
     Session s(c);
     Trainer& t = s.trainer();
-    REQUIRE(s.recipe().grad_scaler);
+    REQUIRE(s.recipe().precision.scaler);
     Loader loader(s.data().train, s.train_loader_options());
     loader.start_epoch(0);
     t.set_lr(0.01);

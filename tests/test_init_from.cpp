@@ -20,8 +20,8 @@
 #include "test_python.h"
 #include "test_util.h"
 #include "test_weights.h"
-#include "train/export.h"
-#include "train/fine_tune.h"
+#include "weights/safetensors.h"
+#include "step/fine_tune.h"
 #include "train/session.h"
 #include "weights/torch_save.h"
 #include "weights/unpickler.h"
@@ -295,7 +295,7 @@ TEST_CASE("cuda: frozen parameters with the fused CUDA optimizer, the fp16 grad 
     c.freeze = "backbone";
     Session s(c);
     Trainer& t = s.trainer();
-    REQUIRE(s.recipe().grad_scaler);
+    REQUIRE(s.recipe().precision.scaler);
     std::map<std::string, torch::Tensor> start;
     for (const auto& [name, v] : model_tensors(t.model())) start[name] = v.detach().clone();
     Loader loader(s.data().train, s.train_loader_options());

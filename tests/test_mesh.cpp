@@ -11,7 +11,7 @@
 
 #include "test_util.h"
 #include "test_weights.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 
 using namespace gputrain;
 using test::check_same_weights;

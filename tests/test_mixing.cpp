@@ -8,7 +8,7 @@
 #include "data/mixing.h"
 #include "data/transforms.h"
 #include "test_util.h"
-#include "train/loss.h"
+#include "step/loss.h"
 
 using namespace gputrain;
 

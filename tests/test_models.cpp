@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "config/config.h"
+#include "config/validate.h"
 #include "core/error.h"
 #include "core/peak_flops.h"
 #include "core/text.h"

@@ -6,9 +6,10 @@
 #include "config/config.h"
 #include "core/memory_format.h"
 #include "core/autocast.h"
-#include "train/lr_schedule.h"
-#include "train/optim.h"
-#include "train/trainer.h"
+#include "step/lr_schedule.h"
+#include "step/optimizer.h"
+#include "step/trainer.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 
@@ -17,7 +18,7 @@ namespace {
 Recipe cpu_context(bool grad_scaler = false) {
   Recipe ctx;
   ctx.device = torch::kCPU;
-  ctx.grad_scaler = grad_scaler;
+  ctx.precision.scaler = grad_scaler;
   return ctx;
 }
 
@@ -29,7 +30,7 @@ std::unique_ptr<Trainer> make_trainer(const Recipe& ctx, TrainerOptions opts, co
   c.optimizer = optimizer;
   c.lr = 0.05;
   c.weight_decay = 0.01;
-  return std::make_unique<Trainer>(model, make_optimizer(c, *model, fused), ctx, opts);
+  return std::make_unique<Trainer>(model, make_optimizer(optimizer_spec(c, fused), *model), test::keep(ctx), opts);
 }
 
 torch::Tensor flat_params(Trainer& t) {
@@ -54,8 +55,8 @@ std::vector<Batch> split(const Batch& b, int64_t k) {
 
 TEST_CASE("accumulation: k micro-batches of b equal one batch of k*b", "[numerics]") {
   for (std::string optimizer : {"sgd", "adamw"}) {
-    auto big = make_trainer(cpu_context(), {.accumulation_steps = 1}, optimizer);
-    auto acc = make_trainer(cpu_context(), {.accumulation_steps = 4}, optimizer);
+    auto big = make_trainer(cpu_context(), {}, optimizer);
+    auto acc = make_trainer(cpu_context(), {}, optimizer);  // the same step over 4 micro-batches
     for (int s = 0; s < 3; ++s) {
       Batch b = batch_of(32, 100 + s);
       auto l1 = big->step({b}).loss;
@@ -178,7 +179,7 @@ TEST_CASE("weight decay skips biases and norm parameters", "[numerics]") {
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
   Config c;
   c.weight_decay = 0.05;
-  auto opt = make_optimizer(c, *model);
+  auto opt = make_optimizer(optimizer_spec(c), *model);
   REQUIRE(opt->param_groups().size() == 2);
   auto wd = [](torch::optim::OptimizerParamGroup& g) {
     return static_cast<torch::optim::AdamWOptions&>(g.options()).weight_decay();

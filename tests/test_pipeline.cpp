@@ -8,8 +8,8 @@
 
 #include "test_util.h"
 #include "test_weights.h"
-#include "train/export.h"
-#include "train/loss.h"
+#include "weights/safetensors.h"
+#include "step/loss.h"
 #include "models/registry.h"
 #include "parallel/pipeline.h"
 

@@ -66,7 +66,7 @@ TEST_CASE("recipe: on a CPU, every auto is decided with its reason", "[recipe]")
   CHECK(rc.requested.device == "auto");  // the request is kept
   CHECK(r.threads == 2);
   CHECK(rc.resolved.threads == 2);
-  CHECK_FALSE(r.amp);
+  CHECK_FALSE(r.precision.amp);
   CHECK_FALSE(rc.resolved.use_amp);
   CHECK_THAT(rc.reason("use_amp"), Catch::Contains("no native bf16"));
   CHECK_FALSE(rc.resolved.pin_memory);
@@ -74,10 +74,10 @@ TEST_CASE("recipe: on a CPU, every auto is decided with its reason", "[recipe]")
 
   ResolvedConfig bf16(Config{});
   Recipe rb = resolve_recipe(bf16, test::cpu_machine(/*bf16=*/true));
-  CHECK(rb.amp);
-  CHECK(rb.amp_dtype == c10::kBFloat16);
+  CHECK(rb.precision.amp);
+  CHECK(rb.precision.dtype == c10::kBFloat16);
   CHECK(bf16.resolved.amp_dtype == "bf16");
-  CHECK_FALSE(rb.grad_scaler);
+  CHECK_FALSE(rb.precision.scaler);
 }
 
 TEST_CASE("recipe: GPUs decide AMP dtype, TF32 and the device", "[recipe]") {
@@ -86,8 +86,8 @@ TEST_CASE("recipe: GPUs decide AMP dtype, TF32 and the device", "[recipe]") {
   ResolvedConfig t4(c);
   Recipe r = resolve_recipe(t4, test::gpu_machine({test::t4()}));
   CHECK(r.cuda);
-  CHECK(r.amp_dtype == c10::kHalf);  // bf16 asked, the T4 has none
-  CHECK(r.grad_scaler);
+  CHECK(r.precision.dtype == c10::kHalf);  // bf16 asked, the T4 has none
+  CHECK(r.precision.scaler);
   CHECK(t4.resolved.amp_dtype == "fp16");
   CHECK_THAT(t4.reason("amp_dtype"), Catch::Contains("Tesla T4"));
   CHECK_FALSE(r.tf32);
@@ -179,8 +179,8 @@ TEST_CASE("session: the resolved record is what the session runs", "[session]") 
   // Device, threads and AMP as the recipe applied them.
   CHECK(resolved["device"] == s.recipe().device.str());
   CHECK(resolved["threads"] == at::get_num_threads());
-  CHECK(resolved["use_amp"] == s.recipe().amp);
-  if (s.recipe().amp) CHECK(resolved["amp_dtype"] == (s.recipe().amp_dtype == c10::kBFloat16 ? "bf16" : "fp16"));
+  CHECK(resolved["use_amp"] == s.recipe().precision.amp);
+  if (s.recipe().precision.amp) CHECK(resolved["amp_dtype"] == (s.recipe().precision.dtype == c10::kBFloat16 ? "bf16" : "fp16"));
   CHECK(record["requested"]["device"] == "auto");
   CHECK(record["requested"]["threads"] == 0);
   // Normalization as the data pipeline uses it, computed from the data.

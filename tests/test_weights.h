@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "train/export.h"
+#include "weights/safetensors.h"
 
 namespace gputrain::test {
 

@@ -5,7 +5,7 @@
 
 #include "core/atomic_file.h"
 #include "train/evaluate.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 #include "app/load_trained.h"
 
 namespace gputrain {

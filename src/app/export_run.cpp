@@ -6,7 +6,7 @@
 #include "config/resolved.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 
 namespace gputrain {
 

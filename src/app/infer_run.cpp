@@ -10,7 +10,7 @@
 #include "core/stats.h"
 #include "core/text.h"
 #include "core/autocast.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 #include "app/load_trained.h"
 #include "train/utilization.h"
 
@@ -64,7 +64,7 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
     if (!b) break;
     torch::Tensor out;
     {
-      AutocastGuard autocast(r.amp, r.device.type(), r.amp_dtype);
+      AutocastGuard autocast(r.precision.amp, r.device.type(), r.precision.dtype);
       out = model.forward(b->x).to(torch::kFloat);
     }
     // Latency needs the result: one sync per batch (inference, not the training loop).

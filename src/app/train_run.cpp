@@ -17,7 +17,7 @@
 #include "core/host_info.h"
 #include "core/signals.h"
 #include "parallel/rank_env.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 #include "train/fit.h"
 #include "app/run_summary.h"
 
@@ -166,8 +166,7 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (!ranks.job.empty()) record["job"] = ranks.job;  // what a restart of this job looks for
   if (!root) {
     training = true;
-    return fit(s, nullptr, at, record, run_start).stop_reason.rfind("SIG", 0) == 0 ? exit_code_for_signal(stop_signal())
-                                                                                   : 0;
+    return fit(s, nullptr, at, record, run_start).stop.signal() ? exit_code_for_signal(stop_signal()) : 0;
   }
   RunFolder& folder = *owned;
   folder.start(record, c.tensorboard, c.monitor_interval, s.parallel().node_gpus(s.recipe(), s.machine()));
@@ -191,7 +190,7 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
     folder.status().set_state("failed", e.what());
     throw;
   }
-  if (!r.stop_reason.empty()) return r.stop_reason.rfind("SIG", 0) == 0 ? exit_code_for_signal(stop_signal()) : 0;
+  if (r.stop) return r.stop.signal() ? exit_code_for_signal(stop_signal()) : 0;
 
   const std::string& monitored = s.monitored();
   RunTotals totals{.step = r.step,

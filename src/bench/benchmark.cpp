@@ -13,12 +13,13 @@
 #include "bench/runner.h"
 #include "bench/save_recipe.h"
 #include "bench/variants.h"
+#include "config/fields.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/signals.h"
 #include "parallel/rank_env.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 #include "train/resolve_recipe.h"
 #include "train/session.h"
 
@@ -96,7 +97,7 @@ int run_benchmark(const BenchRequest& q) {
     data = first.shared_data();
     recipe = first.recipe();
   }
-  if (s.until) check_target_applies(*s.until, *data->train);
+  if (s.until) check_target_applies(*s.until, data->train->is_regression(), data->train->num_classes());
   const bool tty = isatty(STDERR_FILENO);
   if (root) {
     fmt::print("benchmark: {} on {}\n", q.workload.model, q.workload.dataset);

@@ -12,43 +12,14 @@
 #include "core/host_info.h"
 #include "core/signals.h"
 #include "core/stats.h"
-#include "data/loader.h"
+#include "parallel/pipeline.h"
 #include "train/fit.h"
-#include "train/optim.h"
 #include "train/session.h"
 
 namespace gputrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Endless device batches: from the loader (restarting epochs), or, for --stage compute, a few
-// batches loaded once and cycled, so no loading happens in the timed loop.
-class BatchSource {
- public:
-  BatchSource(Loader& loader, bool preload, int64_t preload_count) : loader_(loader) {
-    loader_.start_epoch(epoch_);
-    if (preload)
-      for (int64_t i = 0; i < preload_count; ++i) cache_.push_back(fetch());
-  }
-  Batch next() {
-    if (cache_.empty()) return fetch();
-    return cache_[static_cast<size_t>(i_++ % static_cast<int64_t>(cache_.size()))];
-  }
-
- private:
-  Batch fetch() {
-    auto b = loader_.next();
-    if (!b) {
-      loader_.start_epoch(++epoch_);
-      b = loader_.next();
-    }
-    return *b;
-  }
-  Loader& loader_;
-  int64_t epoch_ = 0, i_ = 0;
-  std::vector<Batch> cache_;
-};
 
 // What a result says before anything runs: all that a skipped variant has.
 VariantResult named(const Variant& v) {
@@ -84,16 +55,13 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   const int dev = recipe.cuda ? recipe.device.index() : -1;
   Trainer& trainer = session.trainer();
   trainer.set_lr(c.lr);  // constant: the schedule does not change speed
-  LoaderOptions lo = session.train_loader_options();
-  lo.drop_last = lo.persistent_workers = true;  // whole batches only; threads live across epochs
-  Loader loader(session.data().train, lo);
-  BatchSource source(loader, s.stage == "compute", 4 * c.accumulation_steps);
+  // --stage compute: 4 steps' batches cycled, so that no loading happens in the timed loop.
+  auto batches = session.benchmark_batches(s.stage == "compute" ? 4 : 0);
 
   std::vector<Batch> micro;
   torch::Tensor loss_sum;
   auto one_step = [&] {
-    micro.clear();
-    for (int64_t k = 0; k < c.accumulation_steps; ++k) micro.push_back(source.next());
+    batches->next(micro);  // endless: always a whole step
     if (s.stage == "data") return;
     auto loss = trainer.step(micro).loss;
     loss_sum = loss_sum.defined() ? loss_sum + loss : loss;
@@ -114,12 +82,12 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
     reset_peak_rss();
   }
   session.parallel().take_comm_seconds();  // the warm-up's
-  if (trainer.pipeline()) trainer.pipeline()->take_totals();
+  if (Pipeline* p = session.parallel().pipeline()) p->take_totals();
 
   double wall = 0, wait = 0;
   for (int64_t rep = 0; rep < s.repeats; ++rep) {
     loss_sum = torch::Tensor();
-    loader.take_wait_seconds();
+    batches->take_wait_seconds();
     CudaEventTimer gpu_timer;
     std::vector<double> host_marks;
     auto t0 = Clock::now();
@@ -140,20 +108,20 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
       for (size_t i = 0; i < host_marks.size(); ++i) r.step_ms.push_back(host_marks[i] - (i ? host_marks[i - 1] : 0.0));
     }
     wall += std::chrono::duration<double>(Clock::now() - t0).count();
-    wait += loader.take_wait_seconds();
+    wait += batches->take_wait_seconds();
   }
 
   double total_ms = 0;
   for (double m : r.step_ms) total_ms += m;
   const double samples =
       static_cast<double>(c.batch_size * c.accumulation_steps) * static_cast<double>(r.step_ms.size());
-  r.samples_per_sec = total_ms > 0 ? samples / (total_ms / 1000.0) : 0;
+  r.samples_per_sec = samples_per_second(samples, total_ms / 1000.0);
   r.median_ms = percentile(r.step_ms, 0.5);
   r.p90_ms = percentile(r.step_ms, 0.9);
   r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
   r.peak_memory_bytes = recipe.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
   r.comm_ms = r.step_ms.empty() ? 0 : 1000.0 * session.parallel().take_comm_seconds() / static_cast<double>(r.step_ms.size());
-  if (Pipeline* p = trainer.pipeline()) {
+  if (Pipeline* p = session.parallel().pipeline()) {
     const PipelineStats t = p->take_totals();
     PipelineResult pr;
     pr.stages = static_cast<int64_t>(p->options().stages.size());
@@ -191,24 +159,21 @@ VariantResult run_to_target(const Variant& v, std::shared_ptr<const DataSplits> 
     }
     CheckpointMeta start{.best_score = -1e300};
     FitResult f;
+    std::string stopped;  // why the run ended before its epochs ("" when it ran them)
     try {
       f = fit(session, nullptr, start, session.config_record(), std::chrono::steady_clock::now(), {target});
+      stopped = f.stop ? f.stop.text() : f.early_stopped ? "early stopping" : "";
     } catch (const Error& e) {
       if (e.exit_code != kExitNonFinite) throw;
       // A seed that diverged never reaches the target; the race goes on without it.
-      f.stop_reason = e.what();
+      stopped = e.what();
     }
     if (stop_signal()) {
       r.interrupted = true;
       return r;
     }
-    if (f.early_stopped && f.stop_reason.empty()) f.stop_reason = "early stopping";
-    const Config& c = session.config();
-    const int64_t steps_per_epoch =
-        std::max<int64_t>(1, batches_per_epoch(session.data().train->size(), session.train_loader_options()) /
-                                 c.accumulation_steps);
-    const double samples =
-        static_cast<double>((f.step - f.first_step) * session.global_batch_size() * c.accumulation_steps);
+    const int64_t steps_per_epoch = std::max<int64_t>(1, session.steps_per_epoch());
+    const double samples = static_cast<double>((f.step - f.first_step) * session.samples_per_step());
     runs.push_back({.seed = config.seed,
                     .reached = f.target_reached,
                     .seconds = f.target_reached ? f.target_train_seconds : f.train_seconds,
@@ -216,8 +181,8 @@ VariantResult run_to_target(const Variant& v, std::shared_ptr<const DataSplits> 
                     .steps = f.step,
                     .epochs = static_cast<double>(f.step) / static_cast<double>(steps_per_epoch),
                     .metric = f.target_metric,
-                    .samples_per_sec = f.train_seconds > 0 ? samples / f.train_seconds : 0,
-                    .stopped = f.stop_reason});
+                    .samples_per_sec = samples_per_second(samples, f.train_seconds),
+                    .stopped = stopped});
   }
   r.target = summarize(std::move(runs));
   r.samples_per_sec = r.target->samples_per_sec;

@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "bench/benchmark.h"
+#include "bench/bench_settings.h"
 #include "bench/time_to_target.h"
 #include "bench/variants.h"
-#include "data/make_dataset.h"
 
 namespace gputrain {
 
 class Comm;
+struct DataSplits;  // the Session's data (data/make_dataset.h): the benchmark reads it through the Session
 
 // --pipeline_stages: the stages over a variant's timed steps.
 struct PipelineResult {

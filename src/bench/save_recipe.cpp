@@ -12,7 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/text.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 
 namespace fs = std::filesystem;
 

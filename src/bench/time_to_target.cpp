@@ -8,18 +8,16 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/metric.h"
 
 namespace gputrain {
 
-void check_target_applies(const FitTarget& target, const Dataset& train) {
-  const std::string& m = target.metric;
-  if (train.is_regression() && (m == "accuracy" || m == "top5"))
-    throw usage_error("--until test_" + m + ": this data is regression", "use test_loss, test_mae or test_rmse");
-  if (!train.is_regression() && (m == "mae" || m == "rmse"))
-    throw usage_error("--until test_" + m + ": this data is classification", "use test_accuracy or test_loss");
-  if (m == "top5" && train.num_classes() < 5)
-    throw usage_error(fmt::format("--until test_top5: this data has {} classes", train.num_classes()),
-                      "use test_accuracy or test_loss");
+void check_target_applies(const FitTarget& target, bool regression, int64_t num_classes) {
+  const Metric* m = find_metric(target.metric);
+  const std::string misfit = m ? metric_misfit(*m, regression, num_classes) : "an unknown metric";
+  if (!misfit.empty())
+    throw usage_error("--until test_" + target.metric + ": " + misfit,
+                      regression ? "use test_loss, test_mae or test_rmse" : "use test_accuracy or test_loss");
 }
 
 namespace {

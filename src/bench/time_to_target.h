@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
 #include "train/fit_target.h"
 
 namespace gputrain {
 
-// Throws a usage error when the metric does not apply to the data (accuracy on regression, ...).
-void check_target_applies(const FitTarget& target, const Dataset& train);
+// Throws a usage error when the metric does not apply to the training data (accuracy on
+// regression, ...): `regression`, or classification into `num_classes`.
+void check_target_applies(const FitTarget& target, bool regression, int64_t num_classes);
 
 // One run to the target, with one seed.
 struct TargetRun {

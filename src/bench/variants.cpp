@@ -33,13 +33,13 @@ const std::vector<Row>& rows() {
          c.use_amp = true;
          c.amp_dtype = "fp16";
        },
-       [](const Recipe& r) { return r.amp && r.amp_dtype == c10::kHalf; }, "AMP"},
+       [](const Recipe& r) { return r.precision.amp && r.precision.dtype == c10::kHalf; }, "AMP"},
       {"amp_bf16", "bf16 autocast",
        [](Config& c, const Config&) {
          c.use_amp = true;
          c.amp_dtype = "bf16";
        },
-       [](const Recipe& r) { return r.amp && r.amp_dtype == c10::kBFloat16; }, "AMP"},
+       [](const Recipe& r) { return r.precision.amp && r.precision.dtype == c10::kBFloat16; }, "AMP"},
       {"cudnn_benchmark", "cuDNN autotuning", [](Config& c, const Config&) { c.cudnn_benchmark = true; },
        [](const Recipe& r) { return r.cudnn_benchmark; }, "cuDNN benchmark"},
       {"tf32", "TF32 matmuls and convolutions", [](Config& c, const Config&) { c.tf32 = true; },

@@ -118,6 +118,7 @@ struct Config {
   std::string monitor_metric = "auto";  // what "best" and early stopping watch; auto: accuracy or loss
   int64_t early_stopping = 0;           // stop after this many evaluations without improvement; 0 = off
   double ema_decay = 0;                 // > 0: also evaluate and checkpoint an average of the weights
+  double skip_spikes = 0;               // > 1: skip a step whose loss exceeds this x the running mean; 0 = off
 
   // Speed switches
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
@@ -160,10 +161,8 @@ struct Config {
   std::string export_path;   // --export: the final weights as safetensors ("" = none)
 };
 
-// Range, choice and cross-field problems, one line each; empty when the config is valid.
-std::vector<std::string> config_problems(const Config& c);
-
-nlohmann::json to_json(const Config& c);
+// Its validation (config_problems) is config/validate.h's and its JSON form (to_json)
+// config/fields.h's: both walk the field table, which is built over this struct.
 
 }  // namespace gputrain
 

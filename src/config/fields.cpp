@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/metric.h"
 #include "core/text.h"
 
 namespace gputrain {
@@ -187,7 +188,11 @@ std::vector<Field> make_fields() {
        &C::monitor_metric,
        "optim",
        "metric for the best checkpoint and early stopping",
-       {"auto", "loss", "accuracy", "top5", "mae", "rmse"}},
+       [] {
+         auto names = metric_names();  // core/metric.h's table, and auto
+         names.insert(names.begin(), "auto");
+         return names;
+       }()},
       {"ema_decay",
        &C::ema_decay,
        "optim",
@@ -195,6 +200,13 @@ std::vector<Field> make_fields() {
        {},
        0,
        0.999999},
+      {"skip_spikes",
+       &C::skip_spikes,
+       "optim",
+       "skip the update of a step whose loss exceeds F x the running mean of earlier losses, e.g. 3 (0 = off)",
+       {},
+       0,
+       float_max},
       {"early_stopping",
        &C::early_stopping,
        "optim",
@@ -344,6 +356,12 @@ std::vector<Field>& field_table() {
 }  // namespace
 
 const std::vector<Field>& config_fields() { return field_table(); }
+
+nlohmann::json to_json(const Config& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : config_fields()) j[f.name] = f.get(c);
+  return j;
+}
 
 void set_model_choices(std::vector<std::string> names) {
   for (auto& f : field_table())

@@ -30,6 +30,8 @@ struct Field {
 };
 
 const std::vector<Field>& config_fields();
+// The Config as a JSON object, one key per field ("auto" where an int field is left to decide).
+nlohmann::json to_json(const Config& c);
 // The names --model takes: the model families' (models/family.h), which this torch-free library
 // does not link, so the program hands them over at its start (cli/commands.cpp, the tests' main).
 // Until then any name passes here, and the model's own lookup refuses an unknown one.

@@ -4,7 +4,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -41,12 +40,6 @@ std::vector<std::string> changes(const nlohmann::json& was, const nlohmann::json
 }
 
 }  // namespace
-
-std::string user_presets_dir() {
-  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) return std::string(xdg) + "/gputrain/presets";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.config/gputrain/presets";
-  return "";
-}
 
 bool is_measured(const nlohmann::json& values) { return values.is_object() && values.contains("measured"); }
 

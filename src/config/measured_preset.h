@@ -18,9 +18,6 @@ namespace gputrain {
 // asked only for --device_preset auto; none (tests) means measured presets are not considered.
 using FingerprintProbe = std::function<nlohmann::json(const std::vector<GpuInfo>&)>;
 
-// $XDG_CONFIG_HOME/gputrain/presets, else $HOME/.config/gputrain/presets ("" without either).
-std::string user_presets_dir();
-
 // Whether a preset's values carry a "measured" block.
 bool is_measured(const nlohmann::json& values);
 
@@ -42,11 +39,11 @@ struct MeasuredWorkload {
   std::string model, dataset;
 };
 
-// The newest measured preset in user_presets_dir() whose fingerprint is `fingerprint` and whose
-// workload is `workload` (a recipe measured on another workload, say a tiny MLP whose winner was
-// "batch_x2" on the baseline's switches, says nothing of this one). When measured presets exist
-// but none fits, `note` says which were passed over and why. A file there that cannot be read,
-// or that fails check_sealed, is a problem naming it.
+// The newest measured preset in user_presets_dir() (config/presets.h) whose fingerprint is
+// `fingerprint` and whose workload is `workload` (a recipe measured on another workload, say a
+// tiny MLP whose winner was "batch_x2" on the baseline's switches, says nothing of this one).
+// When measured presets exist but none fits, `note` says which were passed over and why. A file
+// there that cannot be read, or that fails check_sealed, is a problem naming it.
 std::optional<MeasuredPick> pick_measured(const nlohmann::json& fingerprint, const MeasuredWorkload& workload,
                                          std::string& note, std::vector<std::string>& problems);
 

@@ -10,6 +10,7 @@
 
 #include "config/fields.h"
 #include "config/presets.h"
+#include "config/validate.h"
 #include "core/error.h"
 #include "core/text.h"
 

@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "config/json_text.h"
-#include "config/measured_preset.h"
 #include "core/error.h"
 #include "core/install_dirs.h"
 #include "core/text.h"
@@ -19,6 +18,12 @@
 namespace fs = std::filesystem;
 
 namespace gputrain {
+
+std::string user_presets_dir() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) return std::string(xdg) + "/gputrain/presets";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.config/gputrain/presets";
+  return "";
+}
 
 std::vector<std::string> preset_dirs() {
   std::vector<std::string> dirs;

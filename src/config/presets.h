@@ -14,6 +14,10 @@ struct PresetInfo {
   bool device = false;  // "kind": "device": a speed recipe (--device_preset), not a workload
 };
 
+// $XDG_CONFIG_HOME/gputrain/presets, else $HOME/.config/gputrain/presets ("" without either):
+// where benchmark --save_recipe writes the measured presets (config/measured_preset.h).
+std::string user_presets_dir();
+
 // Folders searched for presets, in order: $GPUTRAIN_PRESETS_DIR, the user's folder
 // ($XDG_CONFIG_HOME/gputrain/presets), the install's, the source tree's.
 std::vector<std::string> preset_dirs();

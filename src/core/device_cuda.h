@@ -7,7 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "core/device_probe.h"
+#include "core/gpu_info.h"
 
 namespace gputrain {
 

@@ -1,26 +1,12 @@
 // What the machine has (GPUs, CPU, library versions), probed once. Knows nothing of a Config:
 // what to do with it is decided by the recipe resolver (train/resolve_recipe).
 #pragma once
-#include <cstdint>
 #include <string>
 #include <vector>
 
-namespace gputrain {
+#include "core/gpu_info.h"
 
-struct GpuInfo {
-  int index = 0;
-  std::string name;
-  int64_t total_bytes = 0;
-  int64_t free_bytes = 0;
-  int major = 0, minor = 0;  // compute capability
-  int multiprocessors = 0;
-  bool bf16 = false;  // native bfloat16 (compute capability >= 8.0)
-  bool tf32 = false;  // TF32 tensor cores (compute capability >= 8.0)
-  // Whether this torch has kernels for the GPU. The driver lists a GPU older than the wheel's
-  // oldest architecture (a P100, sm_60, under CUDA 13 wheels built for sm_75 and newer), but
-  // every kernel launch on it fails with "no kernel image is available".
-  bool kernels = true;
-};
+namespace gputrain {
 
 struct MachineInfo {
   bool cuda_available = false;  // torch sees a CUDA device and its driver

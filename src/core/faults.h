@@ -21,8 +21,13 @@ struct Faults {
   int64_t kill_step = -1;     // GPUTRAIN_FAULT_KILL_STEP=k: the process dies by SIGKILL after step k (a lost node)
   int64_t stop_step = -1;     // GPUTRAIN_FAULT_STOP_STEP=k: data-parallel rank STOP_RANK sends itself SIGSTOP after step k
   int64_t stop_rank = -1;     // GPUTRAIN_FAULT_STOP_RANK=r: (a hung rank)
+  int64_t spike_every = -1;   // GPUTRAIN_FAULT_SPIKE_EVERY=k: the inputs of every k-th step x -1000 (a loss spike)
 };
 
 const Faults& faults();
+
+// The process signals itself after step `step` (counted from 1) where SIGTERM_STEP, KILL_STEP or
+// STOP_STEP (on data-parallel rank STOP_RANK) asks for it: real signals, at a known step.
+void raise_injected_signal(int64_t step, int rank);
 
 }  // namespace gputrain

@@ -10,14 +10,14 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "core/precision.h"
+
 namespace gputrain {
 
 struct Recipe {
   c10::Device device = c10::kCPU;
   bool cuda = false;
-  bool amp = false;
-  c10::ScalarType amp_dtype = c10::kFloat;
-  bool grad_scaler = false;  // fp16 autocast needs loss scaling; bf16 does not
+  Precision precision;  // autocast and loss scaling (core/precision.h)
   bool channels_last = false;
   bool pin_memory = false;
   bool non_blocking = false;

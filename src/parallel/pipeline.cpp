@@ -236,11 +236,6 @@ void Pipeline::place() {
   for (const auto& s : opt_.stages) place_pieces(pieces_, s.begin, s.end, s.device);
 }
 
-void Pipeline::set_amp(bool amp, torch::ScalarType dtype) {
-  opt_.amp = amp;
-  opt_.amp_dtype = dtype;
-}
-
 void Pipeline::send(int direction, int from, int64_t micro, torch::Tensor t) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -325,7 +320,8 @@ void Pipeline::run_stage(int s, const Job& job) {
       if (!first && in.is_floating_point()) in.requires_grad_(true);
       torch::Tensor out;
       {
-        AutocastGuard autocast(opt_.amp, stage.device.type(), opt_.amp_dtype);
+        const bool amp = opt_.precision && opt_.precision->amp;
+        AutocastGuard autocast(amp, stage.device.type(), amp ? opt_.precision->dtype : torch::kFloat);
         out = run_pieces(pieces_, in, stage.begin, stage.end);
         if (last) out = (*job.loss)(out, (*job.ys)[i]);
       }

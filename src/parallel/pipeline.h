@@ -16,6 +16,7 @@
 #include <torch/types.h>
 
 #include "core/pieces.h"
+#include "core/precision.h"
 
 namespace gputrain {
 
@@ -36,8 +37,9 @@ struct PipelineOptions {
   int64_t micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::k1f1b;
   int threads_per_stage = 1;  // intra-op threads of each stage's thread
-  bool amp = false;           // autocast, set by each stage thread (its state is per thread)
-  torch::ScalarType amp_dtype = torch::kFloat;
+  // The run's precision (null: fp32), read at every forward: each stage thread sets autocast
+  // from it (autocast's state is per thread), so a fallback mid-run reaches the stages too.
+  const Precision* precision = nullptr;
 };
 
 // What one run() measured.
@@ -92,7 +94,6 @@ class Pipeline {
   // (detached, on the last stage's device). A stage's error stops the others and is rethrown.
   torch::Tensor run(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss, const ScaleFn& scale);
 
-  void set_amp(bool amp, torch::ScalarType dtype);
   // Moves each stage's pieces to its device again (after a checkpoint load put them elsewhere).
   void place();
   const PipelineOptions& options() const { return opt_; }

@@ -22,7 +22,7 @@ struct Pass {
 // Forward and backward from the current weights, the loss multiplied by `scale` before backward.
 Pass run_pass(Trainer& t, const Batch& b, bool amp, c10::ScalarType dtype, double scale, bool inject_inf) {
   Net& model = t.model();
-  t.optimizer().zero_grad(/*set_to_none=*/true);
+  t.optimizer().zero_grad();
   torch::Tensor loss;
   {
     AutocastGuard autocast(amp, t.context().device.type(), dtype);
@@ -114,7 +114,7 @@ AmpCheckResult check_amp(Trainer& trainer, const Batch& batch, c10::ScalarType d
       r = run_check(trainer, {batch.x.narrow(0, 0, n), batch.y.narrow(0, 0, n)}, dtype, scaled, options);
       break;
     } catch (const c10::OutOfMemoryError&) {
-      trainer.optimizer().zero_grad(/*set_to_none=*/true);
+      trainer.optimizer().zero_grad();
       if (trainer.context().cuda) cuda_empty_cache();
       weights.restore();
       if (n == 1) {
@@ -125,7 +125,7 @@ AmpCheckResult check_amp(Trainer& trainer, const Batch& batch, c10::ScalarType d
       n /= 2;
     }
   }
-  trainer.optimizer().zero_grad(/*set_to_none=*/true);
+  trainer.optimizer().zero_grad();
   weights.restore();
   return r;
 }

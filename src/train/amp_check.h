@@ -9,7 +9,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "data/loader.h"
-#include "train/trainer.h"
+#include "step/trainer.h"
 
 namespace gputrain {
 

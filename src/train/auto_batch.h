@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/trainer.h"
+#include "step/trainer.h"
 
 namespace gputrain {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "train/trainer.h"
+#include "step/trainer.h"
 
 namespace gputrain {
 

@@ -22,8 +22,8 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/text.h"
-#include "train/export.h"
 #include "train/optimizer_state.h"
+#include "weights/safetensors.h"
 #include "weights/unpickler.h"
 
 namespace gputrain {
@@ -47,6 +47,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, const Checkpoint
   if (const Ema* ema = trainer.ema()) c.ema = named(*ema);
   c.optimizer = capture_optimizer_state(trainer.optimizer());
   std::tie(c.scale, c.growth_tracker) = trainer.scaler().state();
+  for (const auto& [name, t] : trainer.step_state()) c.step_state.emplace_back(name, t.cpu());
   {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -128,13 +129,14 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
 
 namespace {
 
-// The tensors of one parameter's optimizer state (SGD, Adam and AdamW: the optimizers gputrain makes).
-std::vector<torch::Tensor> moments(torch::optim::OptimizerParamState& state) {
-  if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(&state))
-    return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
-  if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(&state))
-    return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
-  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(&state)) return {s->momentum_buffer()};
+// The tensors of one parameter's optimizer state, of the type its optimizer's kind keeps.
+std::vector<torch::Tensor> moments(OptimizerKind kind, torch::optim::OptimizerParamState& state) {
+  auto adam = [](const auto& s) { return std::vector<torch::Tensor>{s.exp_avg(), s.exp_avg_sq(), s.max_exp_avg_sq()}; };
+  switch (kind) {
+    case OptimizerKind::kAdamW: return adam(static_cast<torch::optim::AdamWParamState&>(state));
+    case OptimizerKind::kAdam: return adam(static_cast<torch::optim::AdamParamState&>(state));
+    case OptimizerKind::kSGD: return {static_cast<torch::optim::SGDParamState&>(state).momentum_buffer()};
+  }
   return {};
 }
 
@@ -190,7 +192,7 @@ bool all_finite(Trainer& trainer) {
   if (trainer.ema())
     for (const auto& t : trainer.ema()->tensors()) add(t);
   for (auto& [key, state] : trainer.optimizer().state())
-    for (const auto& t : moments(*state)) add(t);
+    for (const auto& t : moments(trainer.optimizer().kind(), *state)) add(t);
   return finite.empty() || torch::stack(finite).all().item<bool>();
 }
 
@@ -237,6 +239,7 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     if (trainer.ema() && !c.ema.empty()) check_fits(c.ema, named(*trainer.ema()));
     if (!weights_finite(c)) throw std::runtime_error("it holds non-finite weights");
     // Everything that can refuse the file runs before the model changes.
+    trainer.load_step_state(c.step_state);  // a state no hook of this run keeps is passed over
     apply_optimizer_state(trainer.optimizer(), c.optimizer);
     trainer.scaler().load_state(c.scale, c.growth_tracker);
     {

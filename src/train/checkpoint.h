@@ -8,7 +8,7 @@
 
 #include "parallel/comm.h"
 #include "train/checkpoint_file.h"
-#include "train/trainer.h"
+#include "step/trainer.h"
 
 namespace gputrain {
 

@@ -429,6 +429,10 @@ void write_checkpoint(const CheckpointData& c, const std::function<size_t(const 
   if (meta.rank_rng.cpu.defined()) out.text("ranks_cpu"), out.tensor(meta.rank_rng.cpu);
   if (meta.rank_rng.cuda.defined()) out.text("ranks_cuda"), out.tensor(meta.rank_rng.cuda);
   out.end();
+  if (!c.step_state.empty()) {
+    out.text("step_state");
+    write_named(out, c.step_state);
+  }
   out.end();
   write_torch_save(out, sink);
 }
@@ -490,6 +494,8 @@ CheckpointData read_checkpoint_file(const std::string& path, CheckpointParts par
     c.rng_cpu = optional_tensor(t, rng, "cpu");
     c.rng_cuda = optional_tensor(t, rng, "cuda");
     c.meta.rank_rng = {optional_tensor(t, rng, "ranks_cpu"), optional_tensor(t, rng, "ranks_cuda")};
+    t.new_names();
+    if (auto step_state = t.find(root, "step_state")) t.named_tensors(*step_state, "", c.step_state, 1);
   } else {
     c.scale = t.tensor(t.need(root, "scaler.scale", "loss scale"), "scaler.scale");
     c.growth_tracker = t.tensor(t.need(root, "scaler.growth_tracker", "growth tracker"), "scaler.growth_tracker");

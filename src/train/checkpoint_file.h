@@ -11,7 +11,7 @@
 #include <torch/types.h>
 
 #include "core/error.h"
-#include "train/export.h"  // NamedTensors
+#include "weights/safetensors.h"  // NamedTensors
 #include "train/optimizer_state.h"
 
 namespace gputrain {
@@ -60,6 +60,7 @@ struct CheckpointData {
   OptimizerState optimizer;
   torch::Tensor scale, growth_tracker;  // the grad scaler's
   torch::Tensor rng_cpu, rng_cuda;      // this process's generators (rng_cuda: GPU runs only)
+  NamedTensors step_state;              // the step hooks' (step/step_hooks.h): empty when none keeps any
 };
 
 // What to read. Every part's structure is always read and checked (a hostile file is refused
@@ -78,7 +79,8 @@ namespace gputrain {
 
 // Writes `c` in format 3 to `sink` (called with each piece in order; returns the bytes taken): a
 // dict {"format", "meta", "model", "ema" (when kept), "optimizer" (PyTorch's state_dict layout),
-// "scaler", "rng"} of numbers, strings and tensors, which torch.load(weights_only=True) reads.
+// "scaler", "rng", "step_state" (when kept)} of numbers, strings and tensors, which
+// torch.load(weights_only=True) reads.
 void write_checkpoint(const CheckpointData& c, const std::function<size_t(const void*, size_t)>& sink);
 
 }  // namespace gputrain

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/metric.h"
 #include "core/autocast.h"
 
 namespace gputrain {
@@ -29,12 +30,16 @@ void EvalResult::require_finite(const std::string& what, const std::string& hint
     throw Error({fmt::format("the {} loss is not finite ({})", what, loss)}, hint, kExitNonFinite);
 }
 
-bool EvalResult::higher_is_better(const std::string& name) { return name == "accuracy" || name == "top5"; }
+bool EvalResult::higher_is_better(const std::string& name) {
+  const Metric* m = find_metric(name);
+  return m && m->higher_is_better;
+}
 
 double EvalResult::metric(const std::string& name) const {
   const std::string n = resolve(name);
-  const bool fits = n == "loss" || (regression ? (n == "mae" || n == "rmse") : (n == "accuracy" || n == "top5"));
-  if (!fits || (n == "top5" && top5 < 0))
+  const Metric* m = find_metric(n);
+  // top5 < 0: fewer than 5 classes (the evaluation measures it where it applies).
+  if (!m || !metric_misfit(*m, regression, top5 < 0 ? 0 : 5).empty())
     throw usage_error("monitor_metric '" + n + "' does not apply to this " +
                           (regression ? std::string("regression") : std::string("classification")) + " task",
                       regression ? "use loss, mae or rmse" : "use loss or accuracy (top5 needs 5 classes or more)");
@@ -88,7 +93,7 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
       r.interrupted = true;
       break;
     }
-    AutocastGuard autocast(ctx.amp, ctx.device.type(), ctx.amp_dtype);
+    AutocastGuard autocast(ctx.precision.amp, ctx.device.type(), ctx.precision.dtype);
     auto out = model.forward(b->x).to(torch::kFloat);
     loss_sum += task_loss(out, b->y, trainer.loss(), /*sum=*/true);
     r.regression = b->y.scalar_type() != torch::kLong;

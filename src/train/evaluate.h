@@ -8,7 +8,7 @@
 
 #include "data/loader.h"
 #include "parallel/comm.h"
-#include "train/trainer.h"
+#include "step/trainer.h"
 
 namespace gputrain {
 

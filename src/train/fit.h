@@ -1,6 +1,6 @@
 // The fit loop: epochs of Trainer steps, an evaluation after each, the checkpoint policy (last,
 // best, epoch-N, kept K), early stopping, and the stops: signals, the time limit and a loss that
-// stays non-finite.
+// stays non-finite. Its parts: step_batches.h, step_log.h, stop_policy.h, fit_evaluations.h.
 #pragma once
 #include <chrono>
 #include <limits>
@@ -12,6 +12,7 @@
 #include "train/fit_target.h"
 #include "train/run_folder.h"
 #include "train/session.h"
+#include "train/stop_reason.h"
 
 namespace gputrain {
 
@@ -21,8 +22,9 @@ struct FitOptions {
 };
 
 struct FitResult {
-  std::string stop_reason;  // "SIGTERM", "SIGINT", "time limit ...", or "" when the run finished
+  StopReason stop;  // a signal or the time limit; none when the run finished
   bool early_stopped = false;
+  int64_t evals_since_best = 0;  // evaluations since the best one (early stopping counts them)
   int64_t step = 0, first_step = 0, last_epoch = 0;
   int64_t skipped_steps = 0;  // overflow steps the grad scaler skipped
   double train_seconds = 0, wait_seconds = 0;

@@ -9,11 +9,18 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/metric.h"
+#include "core/text.h"
 
 namespace gputrain {
 
 // The value as typed (shortest round-trip form): 0.9999 must not print as 1.
 std::string FitTarget::text() const { return fmt::format("test_{}={}", metric, value); }
+
+bool FitTarget::higher_is_better() const {
+  const Metric* m = find_metric(metric);
+  return m && m->higher_is_better;
+}
 
 FitTarget parse_target(const std::string& text) {
   const std::string hint = "write --until METRIC=VALUE, e.g. --until test_accuracy=0.92 or --until test_loss=0.3";
@@ -22,10 +29,11 @@ FitTarget parse_target(const std::string& text) {
   FitTarget t;
   t.metric = text.substr(0, eq);
   if (t.metric.rfind("test_", 0) == 0) t.metric = t.metric.substr(5);
-  const std::vector<std::string> known = {"accuracy", "top5", "loss", "mae", "rmse"};
-  if (std::find(known.begin(), known.end(), t.metric) == known.end())
-    throw usage_error("--until names the metric '" + text.substr(0, eq) + "'",
-                      "one of test_accuracy, test_top5, test_loss, test_mae, test_rmse");
+  if (!find_metric(t.metric)) {
+    std::vector<std::string> names;
+    for (const auto& m : metric_names()) names.push_back("test_" + m);
+    throw usage_error("--until names the metric '" + text.substr(0, eq) + "'", "one of " + join(names, ", "));
+  }
   const std::string value = text.substr(eq + 1);
   char* end = nullptr;
   t.value = std::strtod(value.c_str(), &end);

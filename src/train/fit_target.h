@@ -10,7 +10,7 @@ struct FitTarget {
   std::string metric;      // an evaluation metric: accuracy, top5, loss, mae or rmse
   double value = 0;        // reached at >= for accuracy and top5, at <= for the others
   int64_t eval_every = 0;  // also evaluate every N steps inside an epoch (0: at epoch ends only)
-  bool higher_is_better() const { return metric == "accuracy" || metric == "top5"; }
+  bool higher_is_better() const;
   std::string text() const;  // "test_accuracy=0.92", as the flag is written
 };
 

@@ -14,7 +14,7 @@
 #include "core/text.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
-#include "train/export.h"
+#include "weights/safetensors.h"
 #include "weights/torch_save.h"
 #include "weights/unpickler.h"
 

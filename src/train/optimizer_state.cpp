@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
-#include "train/fused_optim.h"
+#include "step/optimizer.h"
 #include "weights/pickle_writer.h"
 
 namespace gputrain {
@@ -24,14 +24,7 @@ using torch::optim::AdamWParamState;
 using torch::optim::SGDOptions;
 using torch::optim::SGDParamState;
 
-enum class Kind { Adam, AdamW, SGD };
-
-Kind kind_of(torch::optim::Optimizer& o) {
-  if (dynamic_cast<torch::optim::AdamW*>(&o)) return Kind::AdamW;
-  if (dynamic_cast<torch::optim::Adam*>(&o)) return Kind::Adam;
-  if (dynamic_cast<torch::optim::SGD*>(&o)) return Kind::SGD;
-  throw std::logic_error("checkpoints hold the state of SGD, Adam and AdamW only");
-}
+using Kind = OptimizerKind;
 
 // The step count kept as PyTorch keeps it, a 0-d tensor; float64 holds every count exactly.
 torch::Tensor step_tensor(int64_t step) { return torch::full({}, static_cast<double>(step), torch::kDouble); }
@@ -95,7 +88,7 @@ const torch::Tensor* find(const std::map<std::string, torch::Tensor>& m, const c
 const torch::Tensor& need(const std::map<std::string, torch::Tensor>& m, const char* key, Kind kind) {
   if (const torch::Tensor* t = find(m, key)) return *t;
   throw std::runtime_error(fmt::format("its optimizer state has no '{}' for a parameter ({} keeps one)", key,
-                                       kind == Kind::SGD ? "SGD with momentum" : "Adam"));
+                                       kind == Kind::kSGD ? "SGD with momentum" : "Adam"));
 }
 
 template <class State>
@@ -113,16 +106,16 @@ std::unique_ptr<torch::optim::OptimizerParamState> adam_state(const std::map<std
 
 }  // namespace
 
-OptimizerState capture_optimizer_state(torch::optim::Optimizer& optimizer) {
-  if (auto* fused = dynamic_cast<FusedOptimizer*>(&optimizer)) fused->sync_steps();
-  const Kind kind = kind_of(optimizer);
+OptimizerState capture_optimizer_state(Optimizer& optimizer) {
+  optimizer.sync_steps();
+  const Kind kind = optimizer.kind();
   OptimizerState out;
   int64_t index = 0;
   for (auto& group : optimizer.param_groups()) {
     OptimizerState::Group g;
-    if (kind == Kind::AdamW) capture_adam_options(static_cast<const AdamWOptions&>(group.options()), g);
-    if (kind == Kind::Adam) capture_adam_options(static_cast<const AdamOptions&>(group.options()), g);
-    if (kind == Kind::SGD) {
+    if (kind == Kind::kAdamW) capture_adam_options(static_cast<const AdamWOptions&>(group.options()), g);
+    if (kind == Kind::kAdam) capture_adam_options(static_cast<const AdamOptions&>(group.options()), g);
+    if (kind == Kind::kSGD) {
       const auto& o = static_cast<const SGDOptions&>(group.options());
       g.numbers = {{"lr", o.lr()}, {"momentum", o.momentum()}, {"dampening", o.dampening()},
                    {"weight_decay", o.weight_decay()}};
@@ -133,14 +126,16 @@ OptimizerState capture_optimizer_state(torch::optim::Optimizer& optimizer) {
       auto it = optimizer.state().find(p.unsafeGetTensorImpl());
       if (it != optimizer.state().end()) {
         auto& m = out.state[index];
-        if (auto* s = dynamic_cast<AdamWParamState*>(it->second.get())) {
-          m = {{"step", step_tensor(s->step())}, {"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}};
-          if (s->max_exp_avg_sq().defined()) m["max_exp_avg_sq"] = s->max_exp_avg_sq();
-        } else if (auto* s = dynamic_cast<AdamParamState*>(it->second.get())) {
-          m = {{"step", step_tensor(s->step())}, {"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}};
-          if (s->max_exp_avg_sq().defined()) m["max_exp_avg_sq"] = s->max_exp_avg_sq();
-        } else if (auto* s = dynamic_cast<SGDParamState*>(it->second.get())) {
-          if (s->momentum_buffer().defined()) m["momentum_buffer"] = s->momentum_buffer();
+        auto adam = [&m](const auto& s) {
+          m = {{"step", step_tensor(s.step())}, {"exp_avg", s.exp_avg()}, {"exp_avg_sq", s.exp_avg_sq()}};
+          if (s.max_exp_avg_sq().defined()) m["max_exp_avg_sq"] = s.max_exp_avg_sq();
+        };
+        // The optimizer's kind says its state's type (make_optimizer builds these three only).
+        if (kind == Kind::kAdamW) adam(static_cast<const AdamWParamState&>(*it->second));
+        if (kind == Kind::kAdam) adam(static_cast<const AdamParamState&>(*it->second));
+        if (kind == Kind::kSGD) {
+          const auto& s = static_cast<const SGDParamState&>(*it->second);
+          if (s.momentum_buffer().defined()) m["momentum_buffer"] = s.momentum_buffer();
         }
       }
       ++index;
@@ -193,8 +188,8 @@ void write_optimizer_state(PickleWriter& out, const OptimizerState& state) {
   out.end();
 }
 
-void apply_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state) {
-  const Kind kind = kind_of(optimizer);
+void apply_optimizer_state(Optimizer& optimizer, const OptimizerState& state) {
+  const Kind kind = optimizer.kind();
   auto& groups = optimizer.param_groups();
   if (state.groups.size() != groups.size())
     throw std::runtime_error(fmt::format("its optimizer has {} parameter groups, this run's {}", state.groups.size(),
@@ -218,9 +213,9 @@ void apply_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerSt
       throw std::runtime_error(fmt::format("its optimizer state names parameter {} of {}", index, params.size()));
     const torch::Tensor& p = params[index];
     std::unique_ptr<torch::optim::OptimizerParamState> s;
-    if (kind == Kind::AdamW) s = adam_state<AdamWParamState>(tensors, p, kind);
-    if (kind == Kind::Adam) s = adam_state<AdamParamState>(tensors, p, kind);
-    if (kind == Kind::SGD) {
+    if (kind == Kind::kAdamW) s = adam_state<AdamWParamState>(tensors, p, kind);
+    if (kind == Kind::kAdam) s = adam_state<AdamParamState>(tensors, p, kind);
+    if (kind == Kind::kSGD) {
       if (find(tensors, "exp_avg")) throw std::runtime_error("its optimizer state is Adam's, and this run uses SGD");
       auto sgd = std::make_unique<SGDParamState>();
       if (const torch::Tensor* t = find(tensors, "momentum_buffer"))
@@ -231,9 +226,9 @@ void apply_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerSt
   }
   for (size_t i = 0; i < groups.size(); ++i) {
     const auto& g = state.groups[i];
-    if (kind == Kind::AdamW) apply_adam_options(static_cast<AdamWOptions&>(groups[i].options()), g);
-    if (kind == Kind::Adam) apply_adam_options(static_cast<AdamOptions&>(groups[i].options()), g);
-    if (kind == Kind::SGD) {
+    if (kind == Kind::kAdamW) apply_adam_options(static_cast<AdamWOptions&>(groups[i].options()), g);
+    if (kind == Kind::kAdam) apply_adam_options(static_cast<AdamOptions&>(groups[i].options()), g);
+    if (kind == Kind::kSGD) {
       auto& o = static_cast<SGDOptions&>(groups[i].options());
       if (auto it = g.numbers.find("lr"); it != g.numbers.end()) o.lr(it->second);
       if (auto it = g.numbers.find("momentum"); it != g.numbers.end()) o.momentum(it->second);
@@ -243,7 +238,7 @@ void apply_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerSt
     }
   }
   optimizer.state() = std::move(loaded);
-  if (auto* fused = dynamic_cast<FusedOptimizer*>(&optimizer)) fused->steps_loaded();
+  optimizer.steps_loaded();
 }
 
 }  // namespace gputrain

@@ -8,10 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 namespace gputrain {
 
+class Optimizer;
 class PickleWriter;
 
 struct OptimizerState {
@@ -29,7 +30,7 @@ struct OptimizerState {
 
 // The state of `optimizer` (fused step counts brought up to date first). Tensors are the
 // optimizer's own, not copies.
-OptimizerState capture_optimizer_state(torch::optim::Optimizer& optimizer);
+OptimizerState capture_optimizer_state(Optimizer& optimizer);
 
 // Writes `state` as PyTorch's dict {"state": {i: {...}}, "param_groups": [{..., "params": [i]}]}.
 void write_optimizer_state(PickleWriter& out, const OptimizerState& state);
@@ -37,6 +38,6 @@ void write_optimizer_state(PickleWriter& out, const OptimizerState& state);
 // Replaces the state and group options of `optimizer` with `state`, each tensor copied into one
 // laid out as its parameter (channels_last stays channels_last). Throws std::runtime_error (for
 // the caller to word) when the groups, parameters, shapes or the optimizer's kind do not match.
-void apply_optimizer_state(torch::optim::Optimizer& optimizer, const OptimizerState& state);
+void apply_optimizer_state(Optimizer& optimizer, const OptimizerState& state);
 
 }  // namespace gputrain

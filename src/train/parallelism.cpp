@@ -21,7 +21,7 @@
 #include "parallel/sync_batch_norm.h"
 #include "train/keep_state.h"
 #include "train/job_agreement.h"
-#include "train/session.h"
+#include "train/pipeline_step.h"
 
 namespace gputrain {
 
@@ -145,6 +145,11 @@ void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t k
                           gpus == 1 ? "" : "s", per_rank > 1 ? fmt::format(", {} per rank (its stages)", per_rank) : ""));
   }
   if (c.cuda_graphs) rc.decide("cuda_graphs", false, why + ": not with data parallel yet");
+  // Each rank would judge its own share of the loss: the ranks would skip different steps and
+  // their weights part.
+  if (c.skip_spikes > 0)
+    throw usage_error(fmt::format("--skip_spikes {} with data parallel ({} ranks): not yet", c.skip_spikes, e.world_size),
+                      "run it in one process, or drop --skip_spikes");
   if (c.auto_batch_size) rc.decide("auto_batch_size", false, why + ": each rank would search alone");
 }
 
@@ -176,6 +181,7 @@ void Parallelism::connect(const Config& c, Recipe& recipe) {
   if (!mesh_.data_parallel()) return;
   if (!mesh_.comm) throw std::logic_error("Parallelism: several ranks and no Comm");
   device_ = recipe.device;
+  time_limit_ = c.time_limit;
   mesh_.comm->connect(recipe.cuda ? recipe.device.index() : -1);
   const double mb = c.ddp_bucket_mb;
   recipe.report.push_back(
@@ -185,15 +191,15 @@ void Parallelism::connect(const Config& c, Recipe& recipe) {
                                            : std::string("in one bucket after backward (--ddp_bucket_mb 0)"))});
 }
 
-void Parallelism::compose(Session& s, ResolvedConfig& rc, Recipe& recipe, const MachineInfo& machine) {
+void Parallelism::compose(Trainer& trainer, const DataSplits& data, const FirstBatch& first_batch, ResolvedConfig& rc,
+                          Recipe& recipe, const MachineInfo& machine) {
   const Config& c = rc.resolved;
   mesh_.stages = stage_devices(c, recipe, machine);
-  if (mesh_.pipelined()) make_stages(s, c, recipe);
+  if (mesh_.pipelined()) make_stages(trainer, first_batch, c, recipe);
   if (!mesh_.data_parallel()) return;
   // Before any collective on the model: ranks with other flags or data would trade weights of
   // other shapes (a Gloo abort) or train a job that is none of theirs.
-  agree_on_job(*mesh_.comm, c, s.data().train->size(), s.data().test->size());
-  Trainer& trainer = s.trainer();
+  agree_on_job(*mesh_.comm, c, data.train->size(), data.test->size());
   // Every rank starts from rank 0's weights and buffers (the same seed makes them equal
   // already; a resume loads them on every rank; this makes it certain).
   std::vector<torch::Tensor> state;
@@ -210,7 +216,7 @@ void Parallelism::compose(Session& s, ResolvedConfig& rc, Recipe& recipe, const 
     if (mesh_.pipelined())
       throw usage_error("--balance auto with --pipeline_stages: not measured through the stages yet",
                         "give each rank's batch with --rank_batch_sizes");
-    balance(s, rc, recipe);
+    balance(trainer, first_batch, rc, recipe);
   }
   auto hooks = std::make_unique<DataParallelHooks>(trainer.model(), *mesh_.comm, c.ddp_bucket_mb, c.sync_bn);
   hooks_ = hooks.get();
@@ -243,8 +249,7 @@ std::vector<torch::Device> Parallelism::stage_devices(const Config& c, const Rec
   return devices;
 }
 
-void Parallelism::make_stages(Session& s, const Config& c, Recipe& recipe) {
-  Trainer& trainer = s.trainer();
+void Parallelism::make_stages(Trainer& trainer, const FirstBatch& first_batch, const Config& c, Recipe& recipe) {
   Net& net = trainer.model();
   if (net.pieces().empty())
     throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages", c.pipeline_stages, c.model),
@@ -263,21 +268,17 @@ void Parallelism::make_stages(Session& s, const Config& c, Recipe& recipe) {
   if (c.stage_balance == "time") {
     // Each piece's forward and backward on one micro-batch of training data, on this device, in
     // the run's precision; the generators and batch-norm statistics are put back.
-    LoaderOptions o = s.eval_loader_options(std::max<int64_t>(1, c.batch_size / c.micro_batches));
-    o.num_workers = 0;
-    Loader loader(s.data().train, o);
-    loader.start_epoch(0);
-    const auto batch = loader.next();
+    const auto batch = first_batch(std::max<int64_t>(1, c.batch_size / c.micro_batches));
     if (!batch) throw runtime_error("--stage_balance time: no training batch to time");
     KeepRng keep_rng(recipe.device);
     TensorSnapshot buffers(net, /*with_parameters=*/false);
     net.train();
     {
-      AutocastGuard autocast(recipe.amp, recipe.device.type(), recipe.amp_dtype);
+      AutocastGuard autocast(recipe.precision.amp, recipe.device.type(), recipe.precision.dtype);
       costs = piece_seconds(net.pieces(), batch->x);
     }
     buffers.restore();
-    trainer.optimizer().zero_grad(/*set_to_none=*/true);
+    trainer.optimizer().zero_grad();
     std::vector<std::string> ms;
     for (double t : costs) ms.push_back(fmt::format("{:.2f}", 1000 * t));
     measured = fmt::format("; cut by measured piece times (ms: {})", join(ms, " "));
@@ -287,32 +288,26 @@ void Parallelism::make_stages(Session& s, const Config& c, Recipe& recipe) {
   o.micro_batches = c.micro_batches;
   o.schedule = c.pipeline_schedule == "gpipe" ? PipelineSchedule::kGpipe : PipelineSchedule::k1f1b;
   o.threads_per_stage = std::max(1, at::get_num_threads() / static_cast<int>(o.stages.size()));
-  o.amp = recipe.amp;
-  o.amp_dtype = recipe.amp_dtype;
+  o.precision = &recipe.precision;
   auto pipeline = std::make_unique<Pipeline>(net.pieces(), o);
   pipeline_ = pipeline.get();
-  trainer.set_pipeline(std::move(pipeline));
+  trainer.set_forward_backward(pipeline_forward_backward(std::move(pipeline), recipe.device));
   recipe.report.push_back(
       {"pipeline", fmt::format("{} stages x {} micro-batches, {}: {}; {} intra-op thread{} per stage{}", o.stages.size(),
                                o.micro_batches, c.pipeline_schedule, describe_stages(net.pieces(), o.stages),
                                o.threads_per_stage, o.threads_per_stage == 1 ? "" : "s", measured)});
 }
 
-void Parallelism::balance(Session& s, ResolvedConfig& rc, Recipe& recipe) {
+void Parallelism::balance(Trainer& trainer, const FirstBatch& first_batch, ResolvedConfig& rc, Recipe& recipe) {
   const Config c = rc.resolved;
   const int world = mesh_.ranks.world_size, rank = mesh_.ranks.rank;
-  Trainer& trainer = s.trainer();
   if (!c.rank_batch_sizes.empty())
     throw usage_error("--balance auto and --rank_batch_sizes both set", "give the sizes, or let --balance auto find them");
   // Each rank times forward and backward on --batch_size samples of the training data (the
   // first warm-up step left out); the generators and batch-norm statistics are put back. On a
   // GPU the step's peak memory per sample, against what the device has left, says how many
   // samples fit.
-  LoaderOptions o = s.eval_loader_options(c.batch_size);
-  o.num_workers = 0;
-  Loader loader(s.data().train, o);
-  loader.start_epoch(0);
-  const auto batch = loader.next();
+  const auto batch = first_batch(c.batch_size);
   if (!batch) throw runtime_error("--balance auto: no training batch to time");
   const int dev = recipe.cuda ? recipe.device.index() : -1;
   int64_t base = 0;

@@ -4,7 +4,9 @@
 // log steps. One process with one device composes nothing, and every call here is then a no-op
 // or the local value.
 #pragma once
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,13 +16,20 @@
 #include "core/device_probe.h"
 #include "core/recipe.h"
 #include "data/loader.h"
+#include "data/make_dataset.h"
 #include "parallel/mesh.h"
+#include "step/trainer.h"
 #include "train/checkpoint.h"
+#include "train/stop_reason.h"
 
 namespace gputrain {
 
-class Session;
 class DataParallelHooks;
+class Pipeline;
+
+// The first batch of the training data in order, on the main thread, `batch_size` samples (the
+// Session's; null when the data has none): what the probes that time or check a step run on.
+using FirstBatch = std::function<std::optional<Batch>(int64_t batch_size)>;
 
 class Parallelism {
  public:
@@ -36,9 +45,10 @@ class Parallelism {
   void plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t keep_global = 0);
   // Session, after the recipe: connects the ranks' collectives on the run's device.
   void connect(const Config& c, Recipe& recipe);
-  // Session, with the model built: stages cut and placed, every rank on rank 0's weights,
-  // --balance auto, and the gradient sum and synchronized BatchNorm around the step.
-  void compose(Session& s, ResolvedConfig& rc, Recipe& recipe, const MachineInfo& machine);
+  // Session, with the model built: `trainer`'s stages cut and placed, every rank on rank 0's
+  // weights, --balance auto, and the gradient sum and synchronized BatchNorm around the step.
+  void compose(Trainer& trainer, const DataSplits& data, const FirstBatch& first_batch, ResolvedConfig& rc,
+               Recipe& recipe, const MachineInfo& machine);
 
   // This rank's share of the training data, in the loader's options.
   void shard(LoaderOptions& o) const;
@@ -48,9 +58,9 @@ class Parallelism {
   std::vector<int> node_gpus(const Recipe& recipe, const MachineInfo& machine) const;
 
   // Fit loop, at a step where the ranks check for a stop. Why to stop now: `local` alone in one
-  // process; with several ranks, any rank's reason, else "". `every` goes in as this rank's
+  // process; with several ranks, any rank's reason, else none. `every` goes in as this rank's
   // proposal for the steps until the next check and comes back as rank 0's, the same on all.
-  std::string agree_stop(const std::string& local, const std::string& time_limit, int64_t& every) const;
+  StopReason agree_stop(const StopReason& local, int64_t& every) const;
   // Whether any rank's `local` is true (all ranks call it at the same point).
   bool any(bool local) const;
   // The loss of a log window (every rank's, weighted by its share: the job's), with the ranks'
@@ -64,18 +74,21 @@ class Parallelism {
   nlohmann::json layout_record(Trainer& trainer, const std::string& schedule) const;
   // Host seconds the step waited for the gradient sum since the last call.
   double take_comm_seconds() const;
+  // The pipeline stages (null without them), owned by the Trainer's step once composed.
+  Pipeline* pipeline() const { return pipeline_; }
 
  private:
   Mesh mesh_;
   std::vector<int64_t> rank_batch_sizes_;  // --rank_batch_sizes, parsed; empty when equal
   torch::Device device_ = torch::kCPU;     // where the collectives reduce (the run's device)
+  std::string time_limit_;                 // --time_limit, for a stop another rank asked for
   DataParallelHooks* hooks_ = nullptr;     // owned by the Trainer once composed
   Pipeline* pipeline_ = nullptr;           // owned by the Trainer once composed
 
   void plan_stages(ResolvedConfig& rc);
   std::vector<torch::Device> stage_devices(const Config& c, const Recipe& recipe, const MachineInfo& machine) const;
-  void make_stages(Session& s, const Config& c, Recipe& recipe);
-  void balance(Session& s, ResolvedConfig& rc, Recipe& recipe);
+  void make_stages(Trainer& trainer, const FirstBatch& first_batch, const Config& c, Recipe& recipe);
+  void balance(Trainer& trainer, const FirstBatch& first_batch, ResolvedConfig& rc, Recipe& recipe);
 };
 
 }  // namespace gputrain

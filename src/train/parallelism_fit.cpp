@@ -10,21 +10,23 @@
 
 namespace gputrain {
 
-std::string Parallelism::agree_stop(const std::string& local, const std::string& time_limit, int64_t& every) const {
+StopReason Parallelism::agree_stop(const StopReason& local, int64_t& every) const {
   if (!mesh_.data_parallel()) return local;
-  // One all-reduce: the three reasons any rank has, and rank 0's interval (the others add 0).
+  // One all-reduce: the reasons any rank has, and rank 0's interval (the others add 0).
+  using Kind = StopReason::Kind;
   auto flags = torch::zeros({4}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
-  if (local == "SIGTERM") flags[0] = 1;
-  if (local == "SIGINT") flags[1] = 1;
-  if (local.rfind("time limit", 0) == 0) flags[2] = 1;
+  if (local.kind == Kind::kSigterm) flags[0] = 1;
+  if (local.kind == Kind::kSigint) flags[1] = 1;
+  if (local.kind == Kind::kTimeLimit) flags[2] = 1;
   if (mesh_.ranks.rank == 0) flags[3] = static_cast<double>(every);
   mesh_.comm->all_reduce_sum(flags)->wait();
   const auto f = flags.cpu();
   every = std::max<int64_t>(1, static_cast<int64_t>(f[3].item<double>()));
-  if (f[0].item<double>() > 0) return "SIGTERM";
-  if (f[1].item<double>() > 0) return "SIGINT";
-  if (f[2].item<double>() > 0) return "time limit " + time_limit;
-  return "";
+  // Another rank's time limit is named with this rank's --time_limit (ranks start with the same flags).
+  if (f[0].item<double>() > 0) return {Kind::kSigterm};
+  if (f[1].item<double>() > 0) return {Kind::kSigint};
+  if (f[2].item<double>() > 0) return {Kind::kTimeLimit, time_limit_};
+  return {};
 }
 
 bool Parallelism::any(bool local) const {

@@ -119,9 +119,10 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
     report.push_back({"AMP", "off on cpu (auto: no native bf16; --amp_dtype bf16 forces CPU bf16 autocast)"});
     rc.decide("use_amp", false, "no native bf16 on this cpu (emulated bf16 is slower than fp32)");
   }
-  r.amp = amp != "off";
-  r.amp_dtype = amp == "bf16" ? c10::kBFloat16 : amp == "fp16" ? c10::kHalf : c10::kFloat;
-  r.grad_scaler = amp == "fp16";
+  r.precision.amp = amp != "off";
+  r.precision.dtype = amp == "bf16" ? c10::kBFloat16 : amp == "fp16" ? c10::kHalf : c10::kFloat;
+  r.precision.scaler = amp == "fp16";
+  r.precision.why = report.back().second;  // the AMP line, just added
 
   // --- determinism, cuDNN and TF32
   r.deterministic = c.deterministic;
@@ -207,7 +208,7 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
                                     : fmt::format("{} micro-batches (effective batch {})", c.accumulation_steps,
                                                   c.accumulation_steps * c.batch_size)});
   report.push_back({"gradient clipping", c.clip_max_norm > 0 ? fmt::format("max norm {:g}{}", c.clip_max_norm,
-                                                                           r.grad_scaler ? " (after unscale)" : "")
+                                                                           r.precision.scaler ? " (after unscale)" : "")
                                                              : std::string("off")});
   // The denominator of the MFU in metrics.jsonl and the report.
   const PeakFlops peak = device_peak_flops(r, m);
@@ -217,15 +218,16 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
 }
 
 std::string fall_back_precision(ResolvedConfig& rc, Recipe& r, const MachineInfo& m, const std::string& why) {
-  const bool from_fp16 = r.amp && r.amp_dtype == c10::kHalf;
+  const bool from_fp16 = r.precision.amp && r.precision.dtype == c10::kHalf;
   bool bf16 = false;
   if (from_fp16)
     for (const auto& g : m.gpus) bf16 |= r.cuda && g.index == r.device.index() && g.bf16;
   const std::string from = from_fp16 ? "fp16" : "bf16", to = bf16 ? "bf16" : "fp32";
-  r.amp = bf16;
-  r.amp_dtype = bf16 ? c10::kBFloat16 : c10::kFloat;
-  r.grad_scaler = false;
+  r.precision.amp = bf16;
+  r.precision.dtype = bf16 ? c10::kBFloat16 : c10::kFloat;
+  r.precision.scaler = false;
   const std::string reason = fmt::format("{} fell back to {}: {}", from, to, why);
+  r.precision.why = reason;
   if (bf16)
     rc.decide("amp_dtype", "bf16", reason);
   else

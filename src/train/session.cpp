@@ -10,14 +10,17 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/metric.h"
 #include "core/text.h"
 #include "config/fields.h"
 #include "models/imported.h"
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
 #include "train/auto_workers.h"
-#include "train/fine_tune.h"
-#include "train/optim.h"
+#include "step/fault_hooks.h"
+#include "step/fine_tune.h"
+#include "step/optimizer.h"
+#include "train/optimizer_spec.h"
 #include "train/resolve_recipe.h"
 
 namespace gputrain {
@@ -28,15 +31,14 @@ std::string check_task_options(const Config& c, const Dataset& train) {
   const bool regression = train.is_regression();
   const std::string metric = c.monitor_metric == "auto" ? (regression ? "loss" : "accuracy") : c.monitor_metric;
   std::vector<std::string> problems;
-  if (regression && (metric == "accuracy" || metric == "top5"))
-    problems.push_back(fmt::format(
-        "monitor_metric '{}' is for classification; this data is regression (use loss, mae or rmse)", metric));
-  if (!regression && (metric == "mae" || metric == "rmse"))
-    problems.push_back(fmt::format(
-        "monitor_metric '{}' is for regression; this data is classification (use loss or accuracy)", metric));
-  if (!regression && metric == "top5" && train.num_classes() < 5)
-    problems.push_back(
-        fmt::format("monitor_metric 'top5' needs 5 classes or more; this data has {}", train.num_classes()));
+  if (const Metric* m = find_metric(metric))  // the flag's values are the table's names
+    if (const std::string misfit = metric_misfit(*m, regression, train.num_classes()); !misfit.empty()) {
+      const std::string needs = m->min_classes > 0 && !regression
+                                    ? fmt::format("needs {} classes or more", m->min_classes)
+                                    : (regression ? "is for classification" : "is for regression");
+      problems.push_back(fmt::format("monitor_metric '{}' {}; {} ({})", metric, needs, misfit,
+                                     regression ? "use loss, mae or rmse" : "use loss or accuracy"));
+    }
   if (!regression && c.loss != "auto")
     problems.push_back(fmt::format("--loss {} is for regression; classification trains with cross-entropy", c.loss));
   if (regression && c.num_classes > 0)
@@ -63,13 +65,14 @@ void Session::build_trainer() {
   if (recipe_.channels_last) to_channels_last(*model);
   frozen_ = frozen_parameters(*model, f, c.freeze);
   set_frozen(*model, frozen_, c.freeze_bn);
-  std::vector<double> scales;  // after the moves: the optimizer must hold the final tensors
-  auto optimizer = make_optimizer(c, *model, recipe_.fused_optimizer, lr_scale(c, f, *model), &scales);
+  // After the moves: the optimizer must hold the final tensors.
+  auto optimizer = make_optimizer(optimizer_spec(c, recipe_.fused_optimizer), *model,
+                                  lr_scale(c.layer_decay, c.backbone_lr_scale, f, *model));
   trainer_ = std::make_unique<Trainer>(
       model, std::move(optimizer), recipe_,
-      TrainerOptions{c.accumulation_steps, c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta, c.mixup > 0 || c.cutmix > 0},
-                     c.ema_decay});
-  trainer_->set_lr_scales(std::move(scales));
+      TrainerOptions{c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta, c.mixup > 0 || c.cutmix > 0}, c.ema_decay,
+                     c.skip_spikes});
+  trainer_->add_hooks(fault_hooks(trainer_->scaler(), parallel_.mesh().ranks.rank));
 }
 
 Session::Session(const Config& requested, SessionOptions options)
@@ -93,7 +96,8 @@ Session::Session(const Config& requested, SessionOptions options)
 
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own
   build_trainer();
-  parallel_.compose(*this, rc_, recipe_, machine_);
+  parallel_.compose(*trainer_, *data_, [this](int64_t batch_size) { return first_train_batch(batch_size); }, rc_,
+                    recipe_, machine_);
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
   choose_num_workers();
@@ -120,19 +124,13 @@ void Session::settle_unused() {
 }
 
 void Session::check_precision() {
-  if (!recipe_.amp) return;
-  if (!options_.amp_fallback.empty() && recipe_.grad_scaler)
+  if (!recipe_.precision.amp) return;
+  if (!options_.amp_fallback.empty() && recipe_.precision.scaler)
     fall_back_amp(options_.amp_fallback + " (earlier in this run)");
-  if (!recipe_.amp || !options_.check_amp || !rc_.resolved.amp_check) return;
-  LoaderOptions first = eval_loader_options(rc_.resolved.batch_size);
-  first.num_workers = 0;
-  first.rank = 0;  // every rank checks the same batch, and so decides the same
-  first.world_size = 1;
-  Loader loader(data_->train, first);
-  loader.start_epoch(0);
-  const auto batch = loader.next();
-  while (recipe_.amp && batch) {
-    const AmpCheckResult r = check_amp(*trainer_, *batch, recipe_.amp_dtype, recipe_.grad_scaler, {.lr = rc_.resolved.lr});
+  if (!recipe_.precision.amp || !options_.check_amp || !rc_.resolved.amp_check) return;
+  const auto batch = first_train_batch(rc_.resolved.batch_size);  // the same on every rank: all decide alike
+  while (recipe_.precision.amp && batch) {
+    const AmpCheckResult r = check_amp(*trainer_, *batch, recipe_.precision.dtype, recipe_.precision.scaler, {.lr = rc_.resolved.lr});
     if (!r.ok) {
       fall_back_amp("the AMP check: " + r.summary);
       continue;
@@ -145,7 +143,7 @@ void Session::check_precision() {
 
 std::string Session::fall_back_amp(const std::string& why) {
   const std::string to = fall_back_precision(rc_, recipe_, machine_, why);
-  trainer_->set_precision(recipe_);
+  trainer_->precision_changed();
   return to;
 }
 
@@ -260,6 +258,26 @@ LoaderOptions Session::train_loader_options() const {
   o.mix = {c.mixup, c.cutmix, c.mixup_prob, c.mixup_switch_prob, c.label_smoothing, data_->train->num_classes()};
   parallel_.shard(o);
   return o;
+}
+
+int64_t Session::steps_per_epoch() const {
+  return batches_per_epoch(data_->train->size(), train_loader_options()) / rc_.resolved.accumulation_steps;
+}
+
+std::unique_ptr<StepBatches> Session::benchmark_batches(int64_t cycle_steps) const {
+  LoaderOptions o = train_loader_options();
+  o.drop_last = o.persistent_workers = true;  // whole batches only; threads live across epochs
+  auto batches = std::make_unique<StepBatches>(data_->train, o, rc_.resolved.accumulation_steps);
+  batches->run_endless(cycle_steps);
+  return batches;
+}
+
+std::optional<Batch> Session::first_train_batch(int64_t batch_size) const {
+  LoaderOptions o = eval_loader_options(batch_size);  // in order, rank 0's view
+  o.num_workers = 0;
+  Loader loader(data_->train, o);
+  loader.start_epoch(0);
+  return loader.next();
 }
 
 LoaderOptions Session::eval_loader_options(int64_t batch_size, bool sharded) const {

@@ -21,7 +21,8 @@
 #include "parallel/mesh.h"
 #include "train/init_from.h"
 #include "train/parallelism.h"
-#include "train/trainer.h"
+#include "train/step_batches.h"
+#include "step/trainer.h"
 
 namespace gputrain {
 
@@ -69,6 +70,10 @@ class Session {
   // Samples in one micro-batch over all ranks (--batch_size x ranks, or the sum of
   // --rank_batch_sizes).
   int64_t global_batch_size() const { return parallel_.global_batch_size(rc_.resolved.batch_size); }
+  // Samples in one optimizer step over all ranks: the global batch x --accumulation_steps.
+  int64_t samples_per_step() const { return global_batch_size() * rc_.resolved.accumulation_steps; }
+  // Optimizer steps in one epoch of the training data (0 when one step needs more samples than it has).
+  int64_t steps_per_epoch() const;
   // The metric that decides "best" and early stopping (monitor_metric with auto decided).
   const std::string& monitored() const { return rc_.resolved.monitor_metric; }
   // The --auto_batch_size search as a metrics.jsonl record (null when none ran).
@@ -80,6 +85,13 @@ class Session {
 
   // Loader settings for training (shuffled, this rank's share) and for a pass in order.
   LoaderOptions train_loader_options() const;
+  // The training batches for a benchmark's timed steps: whole batches, epochs without end (the
+  // loader threads kept across them); `cycle_steps` > 0: that many steps' batches loaded once and
+  // cycled (--stage compute).
+  std::unique_ptr<StepBatches> benchmark_batches(int64_t cycle_steps = 0) const;
+  // The first `batch_size` training samples in order, on the main thread, the same on every rank
+  // (null when the data has none): what the AMP check and the stage and balance probes run on.
+  std::optional<Batch> first_train_batch(int64_t batch_size) const;
   // The whole test set; `sharded`: this rank's share of it, each sample on one rank (the
   // sums are then reduced over the ranks, see evaluate()).
   LoaderOptions eval_loader_options(int64_t batch_size, bool sharded = false) const;
@@ -89,8 +101,8 @@ class Session {
   std::string describe_line() const;
 
   // Mixed precision failed `why` (during training: a collapsed loss scale): fp16 -> bf16 where
-  // the device has it -> fp32, in the recipe, the resolution and the Trainer. Returns the new
-  // precision ("bf16" or "fp32").
+  // the device has it -> fp32, in the recipe's precision (which the step and the stages read)
+  // and the resolution. Returns the new precision ("bf16" or "fp32").
   std::string fall_back_amp(const std::string& why);
 
   // config.json's record: {"requested", "resolved", "reasons"}.

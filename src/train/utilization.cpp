@@ -10,7 +10,7 @@
 namespace gputrain {
 
 PeakFlops device_peak_flops(const Recipe& r, const MachineInfo& m) {
-  const std::string dtype = r.amp ? (r.amp_dtype == torch::kBFloat16 ? "bf16" : "fp16") : r.tf32 ? "tf32" : "fp32";
+  const std::string dtype = r.precision.amp ? (r.precision.dtype == torch::kBFloat16 ? "bf16" : "fp16") : r.tf32 ? "tf32" : "fp32";
   if (!r.cuda) return cpu_peak_flops(r.threads > 0 ? r.threads : m.default_threads, dtype);
   const auto index = static_cast<size_t>(r.device.index());
   if (index >= m.gpus.size()) return {0, "n/a: the GPU is unknown"};

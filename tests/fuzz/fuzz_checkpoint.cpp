@@ -22,7 +22,8 @@
 #include "core/error.h"
 #include "legacy_checkpoint.h"
 #include "train/checkpoint.h"
-#include "train/optim.h"
+#include "step/optimizer.h"
+#include "test_trainer.h"
 
 using namespace gputrain;
 
@@ -38,11 +39,11 @@ Batch batch() {
 std::unique_ptr<Trainer> make_trainer() {
   torch::manual_seed(1);
   auto model = make_model("cnn", ModelSpec{{1, 8, 8}, 3, 4});
-  Recipe ctx;
-  ctx.grad_scaler = true;
+  Recipe& ctx = test::keep({});
+  ctx.precision.scaler = true;
   TrainerOptions options;
   options.ema_decay = 0.9;
-  return std::make_unique<Trainer>(model, make_optimizer(Config{}, *model), ctx, options);
+  return std::make_unique<Trainer>(model, make_optimizer(optimizer_spec(Config{}), *model), ctx, options);
 }
 
 // Usage errors are the expected answer to a bad file; anything else stops the fuzzer.

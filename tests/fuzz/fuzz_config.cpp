@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "config/fields.h"
 #include "config/json_text.h"
+#include "config/validate.h"
 #include "core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

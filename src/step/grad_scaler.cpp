@@ -1,6 +1,6 @@
 // Loss scaling for fp16 training on ATen's _amp_foreach_non_finite_check_and_unscale_ and
 // _amp_update_scale_ kernels (CPU kernels exist too, so the tests run here).
-#include "train/grad_scaler.h"
+#include "step/grad_scaler.h"
 
 #include <cmath>
 #include <map>
@@ -9,7 +9,7 @@
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
 
-#include "train/fused_optim.h"
+#include "step/optimizer.h"
 
 namespace gputrain {
 
@@ -26,9 +26,9 @@ torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
   return loss * scale_.to(loss.device(), /*non_blocking=*/true);
 }
 
-void GradScaler::unscale_(torch::optim::Optimizer& optimizer) { check_(optimizer, true); }
+void GradScaler::unscale_(Optimizer& optimizer) { check_(optimizer, true); }
 
-void GradScaler::check_(torch::optim::Optimizer& optimizer, bool unscale) {
+void GradScaler::check_(Optimizer& optimizer, bool unscale) {
   if (!enabled_ || unscaled_) return;
   // The kernel wants the gradients grouped by device and dtype, with found_inf per group.
   std::map<std::string, std::vector<torch::Tensor>> groups;
@@ -48,24 +48,28 @@ void GradScaler::check_(torch::optim::Optimizer& optimizer, bool unscale) {
   unscaled_ = unscale;
 }
 
-torch::Tensor GradScaler::step(torch::optim::Optimizer& optimizer) {
-  if (!enabled_) {
+torch::Tensor GradScaler::step(Optimizer& optimizer, const torch::Tensor& skip) {
+  // A fused update divides by the scale itself and skips on the device: only the overflow check
+  // runs here (inverse scale 1), unless the gradients were unscaled for clipping already. An
+  // unfused one is given unscaled gradients.
+  const bool scaled = enabled_ && optimizer.fused() && !unscaled_;
+  torch::Tensor flag;  // what skips the update: an overflow, the hooks' skip, or both
+  if (enabled_) {
+    check_(optimizer, /*unscale=*/!optimizer.fused());
+    flag = found_inf_;
+  }
+  if (skip.defined()) flag = flag.defined() ? torch::maximum(flag, skip.to(flag.device()).reshape({1})) : skip;
+  if (!flag.defined()) {
     optimizer.step();
     return {};
   }
-  if (auto* fused = dynamic_cast<FusedOptimizer*>(&optimizer)) {
-    // The fused update divides by the scale itself and skips an overflow step on the device:
-    // only the overflow check runs here (inverse scale 1), unless the gradients were unscaled
-    // for clipping already.
-    const bool scaled = !unscaled_;
-    check_(optimizer, false);
-    fused->set_amp(scaled ? scale_ : torch::Tensor(), found_inf_);
+  if (optimizer.fused()) {
+    optimizer.set_scaler_inputs(scaled ? scale_ : torch::Tensor(), flag);
     optimizer.step();
-    return found_inf_;
+  } else if (flag.item<float>() == 0.0f) {
+    optimizer.step();
   }
-  unscale_(optimizer);
-  if (found_inf_.item<float>() == 0.0f) optimizer.step();
-  return found_inf_;
+  return flag;
 }
 
 void GradScaler::update() {

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
 #include "models/family.h"
 
 namespace gputrain {
@@ -22,10 +21,10 @@ std::vector<std::string> frozen_parameters(const Net& model, const Family& f, co
 // running statistics as they are. An empty `names` unfreezes everything.
 void set_frozen(Net& model, const std::vector<std::string>& names, bool freeze_bn);
 
-// A parameter's learning-rate multiplier: timm's layer decay over the family's layers
-// (layer_ids: the last, with the head, at 1) times --backbone_lr_scale outside the head, for
-// `model`'s parameters. Null when both are off.
+// A parameter's learning-rate multiplier: timm's layer decay (--layer_decay, 0: off) over the
+// family's layers (layer_ids: the last, with the head, at 1) times --backbone_lr_scale outside
+// the head, for `model`'s parameters. Null when both are off.
 using LrScale = std::function<double(const std::string& name)>;
-LrScale lr_scale(const Config& c, const Family& f, const Net& model);
+LrScale lr_scale(double layer_decay, double backbone_lr_scale, const Family& f, const Net& model);
 
 }  // namespace gputrain

@@ -1,5 +1,5 @@
 // Learning-rate schedules with linear warm-up, evaluated per optimizer step.
-#include "train/lr_schedule.h"
+#include "step/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>

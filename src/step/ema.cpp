@@ -1,5 +1,5 @@
 // --ema_decay: an exponential moving average of the weights, evaluated and checkpointed beside them.
-#include "train/ema.h"
+#include "step/ema.h"
 
 #include <stdexcept>
 #include <map>

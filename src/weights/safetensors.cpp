@@ -1,6 +1,6 @@
 // The safetensors format: an 8-byte little-endian header length N, N bytes of JSON naming each
 // tensor's dtype, shape and byte span, padded with spaces to a multiple of 8, then the data.
-#include "train/export.h"
+#include "weights/safetensors.h"
 
 #include <fcntl.h>
 #include <unistd.h>

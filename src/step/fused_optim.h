@@ -29,7 +29,7 @@ class FusedOptimizer {
   // refresh_lr() sets from the options outside the graph before every step (a number passed to
   // a captured kernel would stay what it was at capture, whatever the schedule says).
   void use_device_lr() { device_lr_ = true; }
-  void refresh_lr();
+  void refresh_lr(std::vector<torch::optim::OptimizerParamGroup>& groups);
 
   // Checkpoints: sync_steps() brings the state's step counts up to date from the device's
   // counters (a device read); steps_loaded() drops those counters after a new state was put in.

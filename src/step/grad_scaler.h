@@ -2,10 +2,11 @@
 #pragma once
 #include <vector>
 
-#include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
 namespace gputrain {
+
+class Optimizer;
 
 struct GradScalerOptions {
   double init_scale = 65536.0;
@@ -24,13 +25,14 @@ class GradScaler {
   bool enabled() const { return enabled_; }
   torch::Tensor scale(const torch::Tensor& loss) const;
   // Divides the gradients by the scale and records whether any was non-finite.
-  void unscale_(torch::optim::Optimizer& optimizer);
-  // Runs optimizer.step() unless the unscaled gradients had an inf/NaN. Returns the overflow
-  // flag on the device (1: the step was skipped; valid until the next step), undefined when
-  // disabled. A fused optimizer gets the scale and the flag and skips an overflow step on the
-  // device: no host sync. An unfused one needs the flag on the host to decide (one sync per
-  // step, as in PyTorch).
-  torch::Tensor step(torch::optim::Optimizer& optimizer);
+  void unscale_(Optimizer& optimizer);
+  // Runs optimizer.step() unless the unscaled gradients had an inf/NaN, or `skip` (a device
+  // flag from the step hooks, may be undefined) is 1. Returns the flag on the device (1: the
+  // step was skipped; valid until the next step), undefined when neither can skip. A fused
+  // optimizer gets the scale and the flag and skips on the device: no host sync. An unfused one
+  // needs the flag on the host to decide (one sync per step, as in PyTorch). Only an overflow
+  // backs the scale off.
+  torch::Tensor step(Optimizer& optimizer, const torch::Tensor& skip = {});
   // Backs off after an overflow, grows after growth_interval clean steps.
   void update();
   double get_scale() const;
@@ -52,7 +54,7 @@ class GradScaler {
   bool unscaled_ = false;
 
   // Sets found_inf_ from the gradients, dividing them by the scale when `unscale`.
-  void check_(torch::optim::Optimizer& optimizer, bool unscale);
+  void check_(Optimizer& optimizer, bool unscale);
 };
 
 }  // namespace gputrain

@@ -1,43 +1,49 @@
 // Trainer::step: the one optimizer step that `train` and `benchmark` both run, with its shells:
 // CUDA graph capture and replay, then the out-of-memory split and retry, then the straight step
-// (train/step.cpp) with whatever was composed around it (step.h: data parallel, stages, faults).
+// (forward under autocast, scaled backward, unscale, clip, fused update, scaler update) with
+// whatever was composed around it: the ForwardBackward (this device, or pipeline stages) and the
+// StepHooks (data parallel, faults). It knows no run, file or rank beyond what it is given.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <torch/optim/optimizer.h>
-
 #include "core/cuda_graph.h"
 #include "core/recipe.h"
 #include "data/loader.h"
 #include "models/registry.h"
-#include "parallel/pipeline.h"
-#include "train/ema.h"
-#include "train/grad_scaler.h"
-#include "train/loss.h"
-#include "train/step.h"
+#include "step/ema.h"
+#include "step/forward_backward.h"
+#include "step/grad_scaler.h"
+#include "step/loss.h"
+#include "step/optimizer.h"
+#include "step/step_hooks.h"
 
 namespace gputrain {
 
 struct TrainerOptions {
-  int64_t accumulation_steps = 1;
   double clip_max_norm = 0.0;  // 0 = no clipping
   LossSpec loss;
   double ema_decay = 0;  // > 0: keep an exponential moving average of the weights
+  double skip_spikes = 0;  // > 1: skip the update of a step whose loss exceeds this x the running mean
 };
 
 struct StepResult {
   torch::Tensor loss;       // mean loss over the micro-batches, on the device (no host sync)
   torch::Tensor grad_norm;  // total norm before clipping (defined when clipping is on)
-  torch::Tensor skipped;    // 1 when the scaler skipped an inf/NaN step, on the device; undefined without a scaler
+  // 1 when the update was skipped (the scaler's inf/NaN gradients, or a loss spike), on the
+  // device; undefined when nothing could skip it.
+  torch::Tensor skipped;
 };
 
 class Trainer {
  public:
-  Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const Recipe& ctx, TrainerOptions options);
+  // `recipe` is the run's, read at every step (its precision may change: precision_changed()):
+  // it must outlive the Trainer.
+  Trainer(NetPtr model, std::unique_ptr<Optimizer> optimizer, const Recipe& recipe, TrainerOptions options);
+  Trainer(NetPtr, std::unique_ptr<Optimizer>, const Recipe&&, TrainerOptions) = delete;
 
-  // One optimizer step over `micro` (accumulation_steps micro-batches already on the device):
+  // One optimizer step over `micro` (the step's micro-batches, already on the device):
   // autocast forward -> loss / k -> scaled backward, for each; then unscale -> clip -> step if
   // finite -> scaler update -> zero grads (to none).
   StepResult step(const std::vector<Batch>& micro);
@@ -48,53 +54,53 @@ class Trainer {
   int64_t split() const { return forward_backward_->split(); }
 
   // Forward and backward on `batch` without changing the weights; false when it ran out of
-  // memory (the cache is emptied). For the batch-size search.
+  // memory (the cache is emptied). For the batch-size search and the balance probe.
   bool probe(const Batch& batch);
 
   Net& model() { return *model_; }
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  Optimizer& optimizer() { return *optimizer_; }
   GradScaler& scaler() { return scaler_; }
-  const Recipe& context() const { return ctx_; }
+  const Recipe& context() const { return recipe_; }
   const LossSpec& loss() const { return opt_.loss; }
   const TrainerOptions& options() const { return opt_; }
   Ema* ema() { return ema_.get(); }  // null without --ema_decay
+
+  // The steps a resumed run had taken: hooks and messages count steps from there.
+  void resume_at(int64_t steps) { steps_ = steps; }
   // Composition, before the first step. `hooks` run at fixed points of every step, after those
-  // added before them (data parallel's gradient sum, synchronized BatchNorm).
+  // added before them (data parallel's gradient sum, synchronized BatchNorm, faults).
   void add_hooks(std::unique_ptr<StepHooks> hooks) { hooks_.add(std::move(hooks)); }
   // Data parallel: this rank's share of the global batch (its batch size over their sum), by
   // which its loss is weighted, so that the summed gradients equal one big batch's.
   void set_batch_share(double share) { share_ = share; }
-  // --pipeline_stages: every loader batch runs through `pipeline`'s stages in micro-batches
+  // --pipeline_stages: every loader batch runs through `fb` instead of this device's forward
   // (the model's pieces already placed on the stages' devices; the EMA copy is taken again there).
-  void set_pipeline(std::unique_ptr<Pipeline> pipeline);
-  Pipeline* pipeline() { return pipeline_; }
+  void set_forward_backward(std::unique_ptr<ForwardBackward> fb);
 
-  // Fine-tuning: each parameter group's share of the learning rate (make_optimizer's), and the
-  // schedule's rate applied with them.
-  void set_lr_scales(std::vector<double> scales) { lr_scales_ = std::move(scales); }
-  void set_lr(double lr);
+  void set_lr(double lr) { optimizer_->set_lr(lr); }
   // Parameters were frozen or unfrozen: the hooks (data parallel's buckets) and a captured CUDA
   // graph, which hold the old set, are rebuilt.
   void trainable_changed();
-
-  // Switches autocast and loss scaling to `precision`'s (the AMP fallback, mid-run): a fresh
-  // scaler, and a captured graph is dropped to be captured again in the new precision.
-  void set_precision(const Recipe& precision);
+  // The recipe's precision changed (the AMP fallback, mid-run): a fresh scaler, and a captured
+  // graph is dropped to be captured again in the new precision.
+  void precision_changed();
   // --cuda_graphs: whether the last step was a graph replay (false while warming up or eager).
   bool replayed() const { return replayed_; }
+  // The step hooks' state (the loss-spike guard's running mean): checkpoints keep it. Loading
+  // throws std::runtime_error (for the caller to word) for a value of the wrong form.
+  StepState step_state() const;
+  void load_step_state(const StepState& state) { hooks_.load_state(state); }
 
  private:
   NetPtr model_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  Recipe ctx_;
+  std::unique_ptr<Optimizer> optimizer_;
+  const Recipe& recipe_;
   TrainerOptions opt_;
   GradScaler scaler_;
   std::unique_ptr<Ema> ema_;
   std::unique_ptr<ForwardBackward> forward_backward_;
   HookList hooks_;
-  Pipeline* pipeline_ = nullptr;  // owned by forward_backward_ when stages are set
   double share_ = 1;
-  std::vector<double> lr_scales_;  // empty: every group at the schedule's rate
   int64_t steps_ = 0;
   bool updating_ = false;  // the step has begun the optimizer update (an out-of-memory there is not retried)
 
@@ -112,9 +118,11 @@ class Trainer {
   StepResult graphed_step(const std::vector<Batch>& micro);
   // How `micro` differs from the batch shape the graph holds ("" when it does not).
   std::string shape_mismatch(const std::vector<Batch>& micro) const;
+  // Drops a captured graph (it holds the old gradients or precision): captured again after a warm-up.
+  void reset_graph();
   // Turns CUDA graphs off for the rest of the run, freeing the graph, with one line saying why.
   void drop_graph(const std::string& why);
-  // Forward, backward and update of one step, with the hooks (train/step.cpp).
+  // Forward, backward and update of one step, with the hooks.
   StepResult straight_step(const std::vector<Batch>& micro);
 };
 

@@ -1,5 +1,5 @@
-// Trainer::step's shells (CUDA graphs, the out-of-memory split) and its composition.
-#include "train/trainer.h"
+// Trainer::step: its shells (CUDA graphs, the out-of-memory split) around the straight step.
+#include "step/trainer.h"
 
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
@@ -16,8 +16,7 @@
 #include "core/error.h"
 #include "core/memory_format.h"
 #include "core/autocast.h"
-#include "train/fused_optim.h"
-#include "train/optim.h"
+#include "step/spike_guard.h"
 
 namespace gputrain {
 
@@ -37,34 +36,6 @@ torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
     if (n.device() != norms.front().device()) n = n.to(norms.front().device());
   return torch::stack(norms).norm();
 }
-
-// The pipeline stages as the step's forward and backward: they cut each batch into their own
-// micro-batches and run them on their schedule.
-class PipelineForwardBackward : public ForwardBackward {
- public:
-  PipelineForwardBackward(std::unique_ptr<Pipeline> pipeline, torch::Device device)
-      : pipeline_(std::move(pipeline)), device_(device) {}
-  torch::Tensor run(const Batch& b, bool last, const WeightedLoss& weighted, const ScaledLoss& scaled,
-                    StepHooks& hooks) override {
-    // No hook before the last backward: the stage threads finish gradients in an order that
-    // differs between ranks, so a data-parallel sum waits until the whole backward is done.
-    // The loss comes from the last stage's device; the run reads it on its own.
-    return pipeline_->run(b.x, b.y, weighted, scaled).to(device_, /*non_blocking=*/true);
-  }
-  std::string shrink(const Batch&, int64_t step) override {
-    // The stages cut the batch into micro-batches already: more of them is the remedy.
-    throw runtime_error(fmt::format("out of memory with pipeline stages (step {})", step),
-                        fmt::format("raise --micro_batches (now {}) for smaller micro-batches, or use more "
-                                    "--pipeline_stages",
-                                    pipeline_->options().micro_batches));
-  }
-  void set_amp(bool amp, torch::ScalarType dtype) override { pipeline_->set_amp(amp, dtype); }
-  Pipeline* pipeline() { return pipeline_.get(); }
-
- private:
-  std::unique_ptr<Pipeline> pipeline_;
-  torch::Device device_;
-};
 
 }  // namespace
 
@@ -88,28 +59,29 @@ void to_channels_last(torch::nn::Module& module) {
     p.set_data(to_channels_last(p.data()));
 }
 
-Trainer::Trainer(NetPtr model, std::unique_ptr<torch::optim::Optimizer> optimizer, const Recipe& ctx,
-                 TrainerOptions options)
+Trainer::Trainer(NetPtr model, std::unique_ptr<Optimizer> optimizer, const Recipe& recipe, TrainerOptions options)
     : model_(std::move(model)),
       optimizer_(std::move(optimizer)),
-      ctx_(ctx),
+      recipe_(recipe),
       opt_(options),
-      scaler_(ctx.grad_scaler, ctx.device),
-      forward_backward_(std::make_unique<LocalForwardBackward>(*model_, ctx_)) {
-  hooks_.add(fault_hooks(scaler_));
+      scaler_(recipe.precision.scaler, recipe.device),
+      forward_backward_(std::make_unique<LocalForwardBackward>(*model_, recipe.precision, recipe.device.type())) {
   if (opt_.ema_decay > 0) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);
-  if (ctx_.cuda_graphs) {
-    auto* fused = dynamic_cast<FusedOptimizer*>(optimizer_.get());
-    if (!fused) throw std::logic_error("--cuda_graphs needs a fused optimizer (the resolver asks for one)");
-    fused->use_device_lr();
-  }
+  if (opt_.skip_spikes > 0) hooks_.add(spike_guard(opt_.skip_spikes, recipe.device));
+  if (recipe_.cuda_graphs) optimizer_->use_device_lr();
+}
+
+StepState Trainer::step_state() const {
+  StepState out;
+  hooks_.state(out);
+  return out;
 }
 
 StepResult Trainer::step(const std::vector<Batch>& micro) {
   replayed_ = false;
-  if (ctx_.cuda_graphs && !graph_off_ && split() > 1)
+  if (recipe_.cuda_graphs && !graph_off_ && split() > 1)
     drop_graph("out-of-memory backoff splits each batch, which the captured step cannot");
-  if (ctx_.cuda_graphs && !graph_off_) {
+  if (recipe_.cuda_graphs && !graph_off_) {
     // The graph holds one batch shape, the warm-ups' own. Before the capture, a larger batch
     // (the first ones were an epoch's partial tail) starts the warm-up over with its shape.
     const bool captured = graph_ && graph_->captured();
@@ -126,39 +98,31 @@ StepResult Trainer::step(const std::vector<Batch>& micro) {
       fmt::print(stderr, "gputrain: CUDA graph not replayed at step {}: {}; such steps run eagerly\n", steps_ + 1, why);
     }
   }
-  if (ctx_.cuda_graphs) dynamic_cast<FusedOptimizer&>(*optimizer_).refresh_lr();
+  if (recipe_.cuda_graphs) optimizer_->refresh_lr();
   return eager_step(micro);
 }
 
-void Trainer::set_pipeline(std::unique_ptr<Pipeline> pipeline) {
-  auto fb = std::make_unique<PipelineForwardBackward>(std::move(pipeline), ctx_.device);
-  pipeline_ = fb->pipeline();
+void Trainer::set_forward_backward(std::unique_ptr<ForwardBackward> fb) {
   forward_backward_ = std::move(fb);
   if (ema_) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);  // before any step: the weights themselves
 }
 
-void Trainer::set_precision(const Recipe& precision) {
-  ctx_.amp = precision.amp;
-  ctx_.amp_dtype = precision.amp_dtype;
-  ctx_.grad_scaler = precision.grad_scaler;
-  scaler_ = GradScaler(ctx_.grad_scaler, ctx_.device);
-  forward_backward_->set_amp(ctx_.amp, ctx_.amp_dtype);
-  graph_.reset();
-  static_in_.clear();
-  static_out_ = {};
-  graph_warmups_ = 0;
-  optimizer_->zero_grad(/*set_to_none=*/true);
+void Trainer::precision_changed() {
+  scaler_ = GradScaler(recipe_.precision.scaler, recipe_.device);
+  reset_graph();  // captured in the old precision
 }
-
-void Trainer::set_lr(double lr) { gputrain::set_lr(*optimizer_, lr, lr_scales_); }
 
 void Trainer::trainable_changed() {
   hooks_.trainable_changed();
-  graph_.reset();  // captured with the old set of gradients: captured again after a warm-up
+  reset_graph();  // captured with the old set of gradients
+}
+
+void Trainer::reset_graph() {
+  graph_.reset();  // captured again after a warm-up
   static_in_.clear();
   static_out_ = {};
   graph_warmups_ = 0;
-  optimizer_->zero_grad(/*set_to_none=*/true);
+  optimizer_->zero_grad();
 }
 
 void Trainer::drop_graph(const std::string& why) {
@@ -167,7 +131,7 @@ void Trainer::drop_graph(const std::string& why) {
   graph_.reset();  // frees the graph's memory pool
   static_in_.clear();
   static_out_ = {};
-  optimizer_->zero_grad(/*set_to_none=*/true);
+  optimizer_->zero_grad();
 }
 
 std::string Trainer::shape_mismatch(const std::vector<Batch>& micro) const {
@@ -186,9 +150,8 @@ std::string Trainer::shape_mismatch(const std::vector<Batch>& micro) const {
 
 StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
   constexpr int64_t kWarmups = 3;
-  auto& fused = dynamic_cast<FusedOptimizer&>(*optimizer_);
-  fused.refresh_lr();  // outside the graph: the captured update reads it from the device
-  if (!graph_) graph_ = std::make_unique<CudaGraph>(ctx_.device.index());
+  optimizer_->refresh_lr();  // outside the graph: the captured update reads it from the device
+  if (!graph_) graph_ = std::make_unique<CudaGraph>(recipe_.device.index());
   if (graph_warmups_ < kWarmups) {
     StepResult r;
     graph_->run_on_side_stream([&] { r = eager_step(micro); });
@@ -198,7 +161,7 @@ StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
   if (!graph_->captured()) {
     // As torch.cuda.graph does: the warm-ups' cached blocks go back, so the graph's own memory
     // pool finds room (a batch size searched close to the limit would not fit both).
-    cuda_synchronize(ctx_.device.index());
+    cuda_synchronize(recipe_.device.index());
     cuda_empty_cache();
     try {
       graph_->capture([&] { static_out_ = straight_step(static_in_); });
@@ -230,8 +193,8 @@ StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
       // Drop what the failed attempt left (gradients, cached blocks, a captured graph's pool:
       // its steps cannot run split anyway), then retry in smaller pieces.
       if (graph_ && graph_->captured()) drop_graph("out of memory in an eager step");
-      optimizer_->zero_grad(/*set_to_none=*/true);
-      if (ctx_.cuda) cuda_empty_cache();
+      optimizer_->zero_grad();
+      if (recipe_.cuda) cuda_empty_cache();
       // After the update began, some weights may have moved already: redoing the step would
       // apply it twice. Smaller chunks would not help there anyway (the optimizer's state is
       // what did not fit).
@@ -250,22 +213,73 @@ StepResult Trainer::eager_step(const std::vector<Batch>& micro) {
   }
 }
 
+StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
+  model_->train();
+  updating_ = false;
+  StepResult r;
+  struct End {  // the hooks' end() also when the step throws (a retried out-of-memory step)
+    StepHooks& h;
+    ~End() { h.end(); }
+  } end{hooks_};
+  hooks_.begin(steps_ + 1);
+  // Each batch's loss is weighted by its share of the step's samples, so the gradient equals that
+  // of one batch of them all. With data parallel the share is of the global batch (this rank
+  // holds share_ of it), and the hooks sum the gradients over the ranks.
+  int64_t local = 0;
+  for (const auto& b : micro) local += b.y.size(0);
+  const double total = static_cast<double>(local) / share_;
+  const WeightedLoss weighted = [&](const torch::Tensor& out, const torch::Tensor& y) {
+    auto loss = task_loss(out, y, opt_.loss);
+    return static_cast<double>(y.size(0)) != total ? loss * (static_cast<double>(y.size(0)) / total) : loss;
+  };
+  const ScaledLoss scaled = [&](const torch::Tensor& loss) { return hooks_.scaled(scaler_.scale(loss)); };
+  for (size_t m = 0; m < micro.size(); ++m) {
+    auto loss = forward_backward_->run(micro[m], m + 1 == micro.size(), weighted, scaled, hooks_);
+    r.loss = r.loss.defined() ? r.loss + loss : loss;
+  }
+  hooks_.after_backward();  // every rank now holds the same gradients, infs included
+  updating_ = true;
+  hooks_.before_update(steps_ + 1);
+  const torch::Tensor skip = hooks_.skip_update(r.loss);
+  // Clipping needs the true gradient norm. A fused update divides every gradient by a device
+  // scalar anyway (the grad scaler's scale): the clip coefficient joins that divisor, and the
+  // norm of the still-scaled gradients is divided by the scale. That saves two passes over the
+  // gradients (unscale, clip) and equals clipping after unscale (tests/test_numerics.cpp).
+  // Unfused: unscale first, then clip; the scaler's step unscales otherwise.
+  if (opt_.clip_max_norm > 0) {
+    if (optimizer_->fused()) {
+      auto norm = gradient_norm(model_->parameters());
+      if (scaler_.enabled()) norm = (norm / scaler_.scale_tensor().to(norm.device())).reshape({});
+      optimizer_->set_clip_divisor(((norm + 1e-6) / opt_.clip_max_norm).clamp_min(1.0));
+      r.grad_norm = norm;
+    } else {
+      scaler_.unscale_(*optimizer_);
+      r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
+    }
+  }
+  r.skipped = scaler_.step(*optimizer_, skip);
+  if (ema_) ema_->update(*model_, r.skipped);  // a skipped step leaves the average as it is
+  scaler_.update();
+  optimizer_->zero_grad();
+  return r;
+}
+
 bool Trainer::probe(const Batch& b) {
   model_->train();
   try {
     hooks_.before_forward(b.x);
+    torch::Tensor loss;
     {
-      AutocastGuard autocast(ctx_.amp, ctx_.device.type(), ctx_.amp_dtype);
-      auto logits = model_->forward(b.x);
-      auto loss = task_loss(logits, b.y, opt_.loss);
-      loss.backward();
+      AutocastGuard autocast(recipe_.precision.amp, recipe_.device.type(), recipe_.precision.dtype);
+      loss = task_loss(model_->forward(b.x), b.y, opt_.loss);
     }
-    if (ctx_.cuda) cuda_synchronize(ctx_.device.index());  // surface asynchronous failures here
-    optimizer_->zero_grad(/*set_to_none=*/true);
+    loss.backward();  // outside autocast, as in the step
+    if (recipe_.cuda) cuda_synchronize(recipe_.device.index());  // surface asynchronous failures here
+    optimizer_->zero_grad();
     return true;
   } catch (const c10::OutOfMemoryError&) {
-    optimizer_->zero_grad(/*set_to_none=*/true);
-    if (ctx_.cuda) cuda_empty_cache();
+    optimizer_->zero_grad();
+    if (recipe_.cuda) cuda_empty_cache();
     return false;
   }
 }

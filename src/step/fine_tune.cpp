@@ -1,5 +1,5 @@
 // Fine-tuning controls: frozen parameters and per-layer learning rates.
-#include "train/fine_tune.h"
+#include "step/fine_tune.h"
 
 #include <algorithm>
 #include <cmath>
@@ -69,17 +69,17 @@ void set_frozen(Net& model, const std::vector<std::string>& names, bool freeze_b
   model.train(model.is_training());  // applies the eval-mode layers now
 }
 
-LrScale lr_scale(const Config& c, const Family& f, const Net& model) {
-  if (c.layer_decay <= 0 && c.backbone_lr_scale == 1) return nullptr;
+LrScale lr_scale(double layer_decay, double backbone_lr_scale, const Family& f, const Net& model) {
+  if (layer_decay <= 0 && backbone_lr_scale == 1) return nullptr;
   std::vector<std::string> names;
   for (const auto& p : model.named_parameters()) names.push_back(p.key());
   const std::vector<int64_t> ids = layer_ids(f, names);
   const int64_t last = ids.empty() ? 0 : *std::max_element(ids.begin(), ids.end());
   std::map<std::string, double> scales;
   for (size_t i = 0; i < names.size(); ++i) {
-    double scale = in_head(f, names[i]) ? 1.0 : c.backbone_lr_scale;
+    double scale = in_head(f, names[i]) ? 1.0 : backbone_lr_scale;
     // As timm: layer i of L at decay^(L-1-i), the last (with the head) at the full rate.
-    if (c.layer_decay > 0) scale *= std::pow(c.layer_decay, static_cast<double>(last - ids[i]));
+    if (layer_decay > 0) scale *= std::pow(layer_decay, static_cast<double>(last - ids[i]));
     scales[names[i]] = scale;
   }
   return [scales](const std::string& name) {

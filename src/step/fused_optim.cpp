@@ -1,7 +1,7 @@
 // The fused optimizer steps: tensors grouped by device and dtype (the kernels' requirement), the
 // scaler's scale and overflow flag moved to each group's device, and the step counts kept as
 // device tensors (PyTorch's fused path does the same: +1 before the kernel, -found_inf after).
-#include "train/fused_optim.h"
+#include "step/fused_optim.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_sub.h>
@@ -39,9 +39,8 @@ std::optional<torch::Tensor> on(const torch::Tensor& t, const torch::Device& dev
 
 }  // namespace
 
-void FusedOptimizer::refresh_lr() {
+void FusedOptimizer::refresh_lr(std::vector<torch::optim::OptimizerParamGroup>& groups) {
   if (!device_lr_) return;
-  auto& groups = dynamic_cast<torch::optim::Optimizer&>(*this).param_groups();
   if (lr_.size() != groups.size()) {  // once: a tensor per group and device its parameters are on
     lr_.assign(groups.size(), {});
     for (size_t g = 0; g < groups.size(); ++g)

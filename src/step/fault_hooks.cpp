@@ -1,0 +1,58 @@
+// Injected faults as step hooks (fault_hooks.h).
+#include "step/fault_hooks.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/faults.h"
+
+namespace gputrain {
+namespace {
+
+class FaultHooks : public StepHooks {
+ public:
+  FaultHooks(const GradScaler& scaler, int rank) : scaler_(scaler), rank_(rank) {}
+  void begin(int64_t step) override {
+    step_ = step;
+    if (step == faults().oom_step && !oom_done_) {  // once: the retry of the step goes through
+      oom_done_ = true;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
+    }
+  }
+  void before_forward(const torch::Tensor& x) override {
+    if (faults().oom_above >= 0 && x.size(0) > faults().oom_above)
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
+    // NAN_STEP=k: the inputs of every step after the first k (steps counted from 1).
+    if (faults().nan_step >= 0 && step_ > faults().nan_step && (faults().nan_rank < 0 || faults().nan_rank == rank_) &&
+        x.is_floating_point())
+      x.mul_(std::nan(""));
+    // Negated and scaled up: confidently wrong where the model has learned (a loss spike).
+    if (faults().spike_every > 0 && step_ % faults().spike_every == 0 && x.is_floating_point()) x.mul_(-1000);
+  }
+  torch::Tensor scaled(torch::Tensor loss) override {
+    if (scaler_.enabled() && faults().overflow_step >= 0 && step_ >= faults().overflow_step)
+      loss = loss * std::numeric_limits<double>::infinity();  // the gradients overflow, the loss does not
+    return loss;
+  }
+  void before_update(int64_t step) override {
+    if (step == faults().oom_update) TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_UPDATE");
+  }
+
+ private:
+  const GradScaler& scaler_;
+  int rank_;
+  int64_t step_ = 0;
+  bool oom_done_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<StepHooks> fault_hooks(const GradScaler& scaler, int rank) {
+  const Faults& f = faults();
+  if (f.oom_step < 0 && f.oom_above < 0 && f.oom_update < 0 && f.overflow_step < 0 && f.nan_step < 0 &&
+      f.spike_every < 0)
+    return nullptr;
+  return std::make_unique<FaultHooks>(scaler, rank);
+}
+
+}  // namespace gputrain
