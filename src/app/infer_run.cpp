@@ -112,7 +112,7 @@ int run_infer(const InferRequest& q) {
     // The predictions are kept once, from the last pass.
     Pass p = run_pass(s, sweep[i], q.out_path && i + 1 == sweep.size() ? &csv : nullptr);
     fmt::print("{:>10} {:>14.0f} {:>12.3f} {:>12.3f} {:>14}\n", p.batch_size,
-               p.seconds > 0 ? static_cast<double>(p.samples) / p.seconds : 0.0, percentile(p.latency_ms, 0.5),
+               samples_per_second(static_cast<double>(p.samples), p.seconds), percentile(p.latency_ms, 0.5),
                percentile(p.latency_ms, 0.99), format_bytes(static_cast<double>(p.peak_memory_bytes)));
   }
   if (q.out_path) {

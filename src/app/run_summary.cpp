@@ -3,14 +3,14 @@
 
 #include <fmt/format.h>
 
+#include "core/stats.h"
 #include "core/text.h"
 
 namespace gputrain {
 
 nlohmann::json summary_record(const RunTotals& t, const std::string& monitored, double best_value,
                               const EvalResult& last_eval, const EvalResult& last_ema_eval) {
-  const double sps =
-      t.train_seconds > 0 ? static_cast<double>(t.steps_this_session * t.samples_per_step) / t.train_seconds : 0;
+  const double sps = samples_per_second(static_cast<double>(t.steps_this_session * t.samples_per_step), t.train_seconds);
   nlohmann::json summary = {{"event", "summary"},
                             {"step", t.step},
                             {"epoch", t.epoch},

@@ -38,6 +38,15 @@ void ResolvedConfig::not_applicable(const std::string& field, const std::string&
   not_applicable_.push_back(field);
 }
 
+void ResolvedConfig::record(const Decisions& decisions) {
+  for (const auto& d : decisions) {
+    if (d.not_applicable)
+      not_applicable(d.field, d.reason);
+    else
+      decide(d.field, d.value, d.reason);
+  }
+}
+
 bool ResolvedConfig::is_not_applicable(const std::string& field) const {
   return std::find(not_applicable_.begin(), not_applicable_.end(), field) != not_applicable_.end();
 }

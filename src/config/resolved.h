@@ -12,6 +12,16 @@
 
 namespace gputrain {
 
+// A value decided by a part of the Session that returns its decisions for the Session to record
+// (train/parallelism's plan): a field set with its reason, or marked n/a with it.
+struct Decision {
+  std::string field;
+  nlohmann::json value;  // null for n/a
+  std::string reason;
+  bool not_applicable = false;
+};
+using Decisions = std::vector<Decision>;
+
 struct ResolvedConfig {
   Config requested;
   Config resolved;
@@ -27,6 +37,8 @@ struct ResolvedConfig {
   // every record and table, with `reason`, and keeps its requested value inside the Config.
   void not_applicable(const std::string& field, const std::string& reason);
   bool is_not_applicable(const std::string& field) const;
+  // Records `decisions` in order, as decide() and not_applicable() would.
+  void record(const Decisions& decisions);
   // The reason a field was decided, or "" when it kept its requested value untouched.
   std::string reason(const std::string& field) const;
   // The resolved half as records and tables show it: n/a where a field does not apply.

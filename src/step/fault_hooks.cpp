@@ -19,15 +19,17 @@ class FaultHooks : public StepHooks {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
     }
   }
+  void inputs(int64_t step, std::vector<Batch>& micro) override {
+    // NAN_STEP=k: the first micro-batch of every step after the first k (steps counted from 1).
+    if (faults().nan_step >= 0 && step > faults().nan_step && (faults().nan_rank < 0 || faults().nan_rank == rank_))
+      micro[0].x = micro[0].x * std::nan("");
+    // SPIKE_EVERY=k: negated and scaled up, confidently wrong where the model has learned.
+    if (faults().spike_every > 0 && step % faults().spike_every == 0)
+      for (auto& b : micro) b.x = b.x * -1000;
+  }
   void before_forward(const torch::Tensor& x) override {
     if (faults().oom_above >= 0 && x.size(0) > faults().oom_above)
       TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
-    // NAN_STEP=k: the inputs of every step after the first k (steps counted from 1).
-    if (faults().nan_step >= 0 && step_ > faults().nan_step && (faults().nan_rank < 0 || faults().nan_rank == rank_) &&
-        x.is_floating_point())
-      x.mul_(std::nan(""));
-    // Negated and scaled up: confidently wrong where the model has learned (a loss spike).
-    if (faults().spike_every > 0 && step_ % faults().spike_every == 0 && x.is_floating_point()) x.mul_(-1000);
   }
   torch::Tensor scaled(torch::Tensor loss) override {
     if (scaler_.enabled() && faults().overflow_step >= 0 && step_ >= faults().overflow_step)

@@ -1,7 +1,10 @@
 // The loss-spike guard as a step hook (spike_guard.h).
 #include "step/spike_guard.h"
 
+#include <cmath>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -39,13 +42,16 @@ class SpikeGuard : public StepHooks {
   }
 
   void load_state(const StepState& in) override {
+    std::vector<std::pair<torch::Tensor*, torch::Tensor>> found;
     for (const auto& [name, t] : in) {
       torch::Tensor* mine = name == "spike_guard.mean" ? &mean_ : name == "spike_guard.count" ? &count_ : nullptr;
       if (!mine) continue;  // another hook's
-      if (t.numel() != 1 || !t.is_floating_point())
-        throw std::runtime_error(fmt::format("its {} is not one number", name));
-      mine->copy_(t.reshape({}));  // in place: a captured graph holds these tensors
+      // A mean and a count of losses: finite numbers, not negative. Checked before either is set.
+      const double v = t.numel() == 1 && t.is_floating_point() ? t.item<double>() : -1;
+      if (!std::isfinite(v) || v < 0) throw std::runtime_error(fmt::format("its {} is not a number >= 0", name));
+      found.emplace_back(mine, t);
     }
+    for (auto& [mine, t] : found) mine->copy_(t.reshape({}));  // in place: a captured graph holds these tensors
   }
 
  private:

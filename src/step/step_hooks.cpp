@@ -5,6 +5,9 @@
 
 namespace gputrain {
 
+void HookList::inputs(int64_t step, std::vector<Batch>& micro) {
+  for (auto& h : hooks_) h->inputs(step, micro);
+}
 void HookList::begin(int64_t step) {
   for (auto& h : hooks_) h->begin(step);
 }

@@ -10,6 +10,8 @@
 
 #include <torch/types.h>
 
+#include "data/device_copy.h"  // Batch
+
 namespace gputrain {
 
 // Tensors a hook keeps across steps, by name: checkpoints hold them, so a resume is exact.
@@ -18,6 +20,9 @@ using StepState = std::vector<std::pair<std::string, torch::Tensor>>;
 class StepHooks {
  public:
   virtual ~StepHooks() = default;
+  // The step's batches, before anything runs (graphs copy them in after): a hook may replace a
+  // tensor (an injected fault), never change one in place, since the caller may keep them.
+  virtual void inputs(int64_t step, std::vector<Batch>& micro) {}
   virtual void begin(int64_t step) {}                       // before the step's first forward
   virtual void before_forward(const torch::Tensor& x) {}    // each forward on this device
   virtual void before_last_backward() {}                    // the step's last backward is next
@@ -45,6 +50,7 @@ class HookList : public StepHooks {
   void add(std::unique_ptr<StepHooks> h) {
     if (h) hooks_.push_back(std::move(h));
   }
+  void inputs(int64_t step, std::vector<Batch>& micro) override;
   void begin(int64_t step) override;
   void before_forward(const torch::Tensor& x) override;
   void before_last_backward() override;

@@ -77,8 +77,10 @@ StepState Trainer::step_state() const {
   return out;
 }
 
-StepResult Trainer::step(const std::vector<Batch>& micro) {
+StepResult Trainer::step(const std::vector<Batch>& given) {
   replayed_ = false;
+  std::vector<Batch> micro = given;  // handles: a hook may replace a tensor (an injected fault)
+  hooks_.inputs(steps_ + 1, micro);
   if (recipe_.cuda_graphs && !graph_off_ && split() > 1)
     drop_graph("out-of-memory backoff splits each batch, which the captured step cannot");
   if (recipe_.cuda_graphs && !graph_off_) {

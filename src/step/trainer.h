@@ -43,10 +43,10 @@ class Trainer {
   Trainer(NetPtr model, std::unique_ptr<Optimizer> optimizer, const Recipe& recipe, TrainerOptions options);
   Trainer(NetPtr, std::unique_ptr<Optimizer>, const Recipe&&, TrainerOptions) = delete;
 
-  // One optimizer step over `micro` (the step's micro-batches, already on the device):
+  // One optimizer step over `given` (the step's micro-batches, already on the device):
   // autocast forward -> loss / k -> scaled backward, for each; then unscale -> clip -> step if
   // finite -> scaler update -> zero grads (to none).
-  StepResult step(const std::vector<Batch>& micro);
+  StepResult step(const std::vector<Batch>& given);
 
   // Out of memory, `step` splits every loader batch into `split` chunks (accumulating over them)
   // and retries: same data, same effective batch, half the activation memory per halving.

@@ -239,9 +239,9 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     if (trainer.ema() && !c.ema.empty()) check_fits(c.ema, named(*trainer.ema()));
     if (!weights_finite(c)) throw std::runtime_error("it holds non-finite weights");
     // Everything that can refuse the file runs before the model changes.
-    trainer.load_step_state(c.step_state);  // a state no hook of this run keeps is passed over
     apply_optimizer_state(trainer.optimizer(), c.optimizer);
     trainer.scaler().load_state(c.scale, c.growth_tracker);
+    trainer.load_step_state(c.step_state);  // a state no hook of this run keeps is passed over
     {
       torch::NoGradGuard no_grad;
       std::map<std::string, torch::Tensor> by_name(c.model.begin(), c.model.end());

@@ -81,6 +81,7 @@ class Fit {
   }
 
   FitResult run() {
+    evals_.start_clock();
     if (auto layout = s_.parallel().layout_record(s_.trainer(), c().pipeline_schedule); !layout.is_null()) {
       layout["step"] = r_.step;
       write(layout);

@@ -17,6 +17,8 @@ class FitEvaluations {
 
   // Both evaluations; false, both left empty, when `stop` (polled between batches) interrupted them.
   bool run(Trainer& trainer, Comm* comm, const std::function<bool()>& stop, EvalResult& raw, EvalResult& averaged);
+  // The fit began: the training time counts from here.
+  void start_clock() { fit_start_ = std::chrono::steady_clock::now(); }
   double last_seconds() const { return last_; }
   double total_seconds() const { return total_; }
   // Training time since the fit began: the wall time less the evaluations'.

@@ -98,10 +98,27 @@ std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world)
 
 }  // namespace
 
+// plan()'s decisions, each applied to a working copy as it is made (later choices read earlier
+// ones) and kept for the Session to record.
+struct Parallelism::Planning {
+  ResolvedConfig rc;
+  Decisions out;
+  Config& resolved = rc.resolved;
+  void decide(const std::string& field, const nlohmann::json& value, const std::string& reason) {
+    rc.decide(field, value, reason);
+    out.push_back({field, value, reason});
+  }
+  void not_applicable(const std::string& field, const std::string& reason) {
+    rc.not_applicable(field, reason);
+    out.push_back({field, nullptr, reason, true});
+  }
+};
+
 Parallelism::Parallelism(Mesh mesh) : mesh_(std::move(mesh)) {}
 Parallelism::~Parallelism() = default;
 
-void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t keep_global) {
+Decisions Parallelism::plan(const ResolvedConfig& given, const MachineInfo& machine, int64_t keep_global) {
+  Planning rc{given};
   const int world = mesh_.ranks.world_size;
   if (keep_global > 0 && rc.resolved.rank_batch_sizes.empty()) {
     if (keep_global % world != 0)
@@ -124,7 +141,7 @@ void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t k
   if (c.balance == "auto" && !mesh_.data_parallel()) rc.not_applicable("balance", "one process: nothing to balance");
   if (!mesh_.data_parallel()) {
     if (c.sync_bn) rc.decide("sync_bn", false, "one process: its batch is the global batch");
-    return;
+    return rc.out;
   }
   const std::string why = fmt::format("rank {} of {}", e.rank, e.world_size);
   // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
@@ -151,9 +168,10 @@ void Parallelism::plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t k
     throw usage_error(fmt::format("--skip_spikes {} with data parallel ({} ranks): not yet", c.skip_spikes, e.world_size),
                       "run it in one process, or drop --skip_spikes");
   if (c.auto_batch_size) rc.decide("auto_batch_size", false, why + ": each rank would search alone");
+  return rc.out;
 }
 
-void Parallelism::plan_stages(ResolvedConfig& rc) {
+void Parallelism::plan_stages(Planning& rc) {
   const Config c = rc.resolved;
   const int64_t n = c.pipeline_stages;
   if (n == 1) {

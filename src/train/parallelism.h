@@ -41,8 +41,8 @@ class Parallelism {
 
   // Session, before the recipe: this rank's device and batch size (its share of `keep_global`
   // when a run continues on another number of ranks), the pipeline's micro-batches, and the
-  // switches that do not combine with ranks or stages.
-  void plan(ResolvedConfig& rc, const MachineInfo& machine, int64_t keep_global = 0);
+  // switches that do not combine with ranks or stages, as decisions for the Session to record.
+  Decisions plan(const ResolvedConfig& rc, const MachineInfo& machine, int64_t keep_global = 0);
   // Session, after the recipe: connects the ranks' collectives on the run's device.
   void connect(const Config& c, Recipe& recipe);
   // Session, with the model built: `trainer`'s stages cut and placed, every rank on rank 0's
@@ -85,7 +85,8 @@ class Parallelism {
   DataParallelHooks* hooks_ = nullptr;     // owned by the Trainer once composed
   Pipeline* pipeline_ = nullptr;           // owned by the Trainer once composed
 
-  void plan_stages(ResolvedConfig& rc);
+  struct Planning;
+  void plan_stages(Planning& rc);
   std::vector<torch::Device> stage_devices(const Config& c, const Recipe& recipe, const MachineInfo& machine) const;
   void make_stages(Trainer& trainer, const FirstBatch& first_batch, const Config& c, Recipe& recipe);
   void balance(Trainer& trainer, const FirstBatch& first_batch, ResolvedConfig& rc, Recipe& recipe);

@@ -227,13 +227,13 @@ std::string fall_back_precision(ResolvedConfig& rc, Recipe& r, const MachineInfo
   r.precision.dtype = bf16 ? c10::kBFloat16 : c10::kFloat;
   r.precision.scaler = false;
   const std::string reason = fmt::format("{} fell back to {}: {}", from, to, why);
-  r.precision.why = reason;
+  r.precision.why = (bf16 ? "on (bf16 autocast; " : "off (fp32; ") + reason + ")";
   if (bf16)
     rc.decide("amp_dtype", "bf16", reason);
   else
     rc.decide("use_amp", false, reason);
   for (auto& [what, state] : r.report)
-    if (what == "AMP") state = (bf16 ? "on (bf16 autocast; " : "off (fp32; ") + reason + ")";
+    if (what == "AMP") state = r.precision.why;
   return to;
 }
 

@@ -33,11 +33,13 @@ std::string check_task_options(const Config& c, const Dataset& train) {
   std::vector<std::string> problems;
   if (const Metric* m = find_metric(metric))  // the flag's values are the table's names
     if (const std::string misfit = metric_misfit(*m, regression, train.num_classes()); !misfit.empty()) {
-      const std::string needs = m->min_classes > 0 && !regression
-                                    ? fmt::format("needs {} classes or more", m->min_classes)
-                                    : (regression ? "is for classification" : "is for regression");
-      problems.push_back(fmt::format("monitor_metric '{}' {}; {} ({})", metric, needs, misfit,
-                                     regression ? "use loss, mae or rmse" : "use loss or accuracy"));
+      if (m->min_classes > 0 && !regression)
+        problems.push_back(fmt::format("monitor_metric '{}' needs {} classes or more; this data has {}", metric,
+                                       m->min_classes, train.num_classes()));
+      else
+        problems.push_back(fmt::format("monitor_metric '{}' is for {}; {} ({})", metric,
+                                       regression ? "classification" : "regression", misfit,
+                                       regression ? "use loss, mae or rmse" : "use loss or accuracy"));
     }
   if (!regression && c.loss != "auto")
     problems.push_back(fmt::format("--loss {} is for regression; classification trains with cross-entropy", c.loss));
@@ -84,7 +86,7 @@ Session::Session(const Config& requested, SessionOptions options)
   if (!family(rc_.resolved.model).width) rc_.not_applicable("width", "the model's layers come from " + rc_.resolved.model);
 
   machine_ = probe_machine(rc_.resolved.device != "cpu");
-  parallel_.plan(rc_, machine_, options_.keep_global_batch);
+  rc_.record(parallel_.plan(rc_, machine_, options_.keep_global_batch));
   recipe_ = resolve_recipe(rc_, machine_);
   apply_global_switches(recipe_);
   parallel_.connect(rc_.resolved, recipe_);
@@ -301,7 +303,7 @@ std::string Session::describe_line() const {
     return std::string();
   };
   return fmt::format("device {} | precision {} | channels_last {} | data {} | model {}, {} parameters", row("device"),
-                     row("AMP"), row("channels_last"), data_->description, rc_.resolved.model,
+                     recipe_.precision.why, row("channels_last"), data_->description, rc_.resolved.model,
                      parameter_count(trainer_->model()));
 }
 
