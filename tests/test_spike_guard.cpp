@@ -79,10 +79,16 @@ TEST_CASE("spike guard: a spike's update is skipped as if its batch were left ou
   }
 }
 
-TEST_CASE("spike guard: --skip_spikes below or at 1 is exit 2, naming the flag", "[cli]") {
+TEST_CASE("spike guard: --skip_spikes at or below 1, or with data parallel, is exit 2 naming the flag", "[cli]") {
   auto r = test::run_gputrain("train --preset smoke --skip_spikes 1 --output_dir /nonexistent/never");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("skip_spikes '1'") && Catch::Contains("above 1"));
+  // Each rank would judge its own share of the loss, and the ranks would skip different steps.
+  test::TempDir dir;
+  auto ranks = test::run_gputrain("launch --nproc_per_node 2 -- train --preset smoke --skip_spikes 3 --output_dir " +
+                                  (dir / "run"));
+  CHECK(ranks.exit_code == 2);
+  CHECK_THAT(ranks.err, Catch::Contains("--skip_spikes 3 with data parallel (2 ranks)"));
 }
 
 TEST_CASE("spike guard: a run stopped after a skipped spike resumes to the uninterrupted run's losses", "[resilience]") {
@@ -112,4 +118,34 @@ TEST_CASE("spike guard: a run stopped after a skipped spike resumes to the unint
     INFO("step " << step);
     CHECK(loss.at(step) == l);  // bit-identical on CPU
   }
+}
+
+TEST_CASE("cuda: the spike guard decides on the device, so a replayed CUDA-graph step skips a spike as the eager one does",
+          "[cuda]") {
+  const torch::Device gpu(torch::kCUDA, 0);
+  at::globalContext().setDeterministicCuDNN(true);
+  auto make = [&](bool graphs) {
+    torch::manual_seed(3);
+    auto model = make_model("mlp", ModelSpec{{1, 6, 6}, 5, 16});
+    model->to(gpu);
+    Recipe& r = test::keep({});
+    r.device = gpu;
+    r.cuda = r.fused_optimizer = true;
+    r.cuda_graphs = graphs;
+    Config c;
+    TrainerOptions options;
+    options.skip_spikes = 3;
+    return std::make_unique<Trainer>(model, make_optimizer(optimizer_spec(c, true), *model), r, options);
+  };
+  auto eager = make(false), graphed = make(true);
+  for (int s = 0; s < 16; ++s) {
+    const bool spike = s == 12;  // replayed: 3 warm-ups, the capture, then replays
+    Batch b = batch_of(100 + s, spike ? 1000 : 1);
+    b = {b.x.to(gpu), b.y.to(gpu)};
+    const auto e = eager->step({b}), g = graphed->step({b});
+    CHECK(e.skipped.item<double>() == (spike ? 1 : 0));
+    CHECK(g.skipped.item<double>() == (spike ? 1 : 0));
+    CHECK(graphed->replayed() == (s >= 3));
+  }
+  CHECK(torch::allclose(flat(*eager), flat(*graphed), 1e-6, 1e-7));
 }
