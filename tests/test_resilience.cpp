@@ -203,6 +203,21 @@ TEST_CASE("resume: a different preset is refused, auto without a checkpoint star
   CHECK_THAT(missing.err, Catch::Contains("does not exist"));
 }
 
+TEST_CASE("resume: a finished run says it is finished, and more epochs train on", "[resilience]") {
+  test::TempDir dir;
+  const std::string run = " --preset smoke --output_dir " + (dir / "run");  // 16 steps per epoch, 2 epochs
+  REQUIRE(test::run_gputrain("train" + run).exit_code == 0);
+  auto again = test::run_gputrain("train" + run + " --resume auto");
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("the run is finished (step 32 of 32): nothing left to train; raise --epochs"));
+  auto more = test::run_gputrain("train" + run + " --resume auto --epochs 3");
+  INFO(more.out << more.err);
+  CHECK(more.exit_code == 0);
+  CHECK_THAT(more.out, !Catch::Contains("the run is finished"));
+  CHECK(read_metrics(dir / "run/metrics.jsonl").loss.rbegin()->first == 48);
+}
+
 TEST_CASE("the time limit stops in time with a checkpoint and the resume command", "[resilience]") {
   test::TempDir dir;
   auto t0 = std::chrono::steady_clock::now();

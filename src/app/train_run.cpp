@@ -179,6 +179,18 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
     nlohmann::json event = {{"event", "resume"},          {"step", at.step},   {"epoch", at.epoch},
                             {"samples", at.samples},        {"checkpoint", from.checkpoint}};
     if (!resharded.empty()) event["resharded"] = resharded;
+    // A finished run says so (the fit loop has nothing to do; the summary is written again).
+    const int64_t total = c.max_steps > 0 ? std::min(c.max_steps, s.steps_per_epoch() * c.epochs)
+                                          : s.steps_per_epoch() * c.epochs;
+    const bool early = c.early_stopping > 0 && at.evals_since_best >= c.early_stopping;
+    if (early || at.epoch >= c.epochs || (at.step >= total && (at.samples == 0 || at.evaluated))) {
+      event["finished"] = true;
+      fmt::print("the run is finished ({}): nothing left to train; {}\n",
+                 early ? fmt::format("early stopping after {} evaluations without a better test {}", at.evals_since_best,
+                                     s.monitored())
+                       : fmt::format("step {} of {}", at.step, total),
+                 early ? "raise --early_stopping to train on" : "raise --epochs or --max_steps to train on");
+    }
     folder.write(event);
   }
 
