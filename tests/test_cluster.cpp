@@ -128,6 +128,23 @@ TEST_CASE("cluster: nodes told different world sizes are refused at the rendezvo
   CHECK(nodes.seconds < 30);  // not the 60 s timeout
 }
 
+TEST_CASE("cluster: two processes started as rank 0 are both refused at once, naming the rank", "[dist][cli]") {
+  test::TempDir dir;
+  const std::string env = fmt::format("env RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
+                                      "MASTER_PORT={} {} ",
+                                      free_port(), test::gputrain_exe());
+  // The second comes when the first serves the job's store: it cannot serve it too.
+  auto r = run_pair(dir, env + kMlp + "--dist_timeout 60 --output_dir " + (dir / "a"),
+                    "sleep 2; " + env + kMlp + "--dist_timeout 60 --output_dir " + (dir / "b"));
+  INFO(r.out[0] << r.out[1]);
+  for (int n = 0; n < 2; ++n) {
+    CHECK(r.code[n] == 2);
+    CHECK_THAT(r.out[n], Catch::Contains("gputrain: error: two processes were started as rank 0 of 2") &&
+                             !Catch::Contains("frame #"));
+  }
+  CHECK(r.seconds < 30);  // not the 60 s timeout
+}
+
 TEST_CASE("cluster: when rank 0 cannot start (its folder is locked), every rank says why in one line and exits 2",
           "[dist][cli]") {
   test::TempDir dir;

@@ -106,6 +106,26 @@ c10::intrusive_ptr<c10d::TCPStore> join_store(const RankEnv& env, c10d::TCPStore
       throw Error({fmt::format("rank {} of {} stopped while joining the job at {}:{}", env.rank, env.world_size,
                                env.master_addr, env.master_port)},
                   "", exit_code_for_signal(stop_signal()));
+    // The port is served already: by this job's rank 0 when two processes were started as rank 0.
+    // Joined as a client, this one finds its rank taken and says so to both (Comm's join), at
+    // once, where the first would wait for a rank that never comes.
+    if (so.isServer && failure.find("EADDRINUSE") != std::string::npos) {
+      so.isServer = false;
+      so.timeout = millis(1.0);
+      pthread_sigmask(SIG_BLOCK, &stops, &before);
+      try {
+        QuietC10d quiet;
+        auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+        restore();
+        tcp->setTimeout(millis(timeout_seconds));
+        return tcp;
+      } catch (const std::exception&) {
+        restore();
+        throw usage_error(fmt::format("rank {} of {}: port {} is in use by another program", env.rank, env.world_size,
+                                      env.master_port),
+                          "choose a free MASTER_PORT (--master_port) for this job");
+      }
+    }
     if (so.isServer || std::chrono::steady_clock::now() >= deadline)
       throw runtime_error(fmt::format("rank {} of {} could not join the job at {}:{}: {}", env.rank, env.world_size,
                                       env.master_addr, env.master_port, failure),
