@@ -216,7 +216,7 @@ TEST_CASE("data parallel: --balance auto gives a slowed rank a smaller batch, an
   CHECK(config["reasons"].contains("balance"));
   const int64_t b0 = std::stoll(sizes.substr(0, sizes.find(','))), b1 = std::stoll(sizes.substr(sizes.find(',') + 1));
   CHECK(b0 + b1 == 64);
-  CHECK(b0 > b1);  // rank 1 runs at half speed
+  CHECK(b0 > b1);  // rank 1 runs at a quarter of the speed
   check_same_weights(dir / "one.st", dir / "bal.st");
 }
 

@@ -16,7 +16,7 @@ struct Faults {
   int64_t amp_check = -1;     // GPUTRAIN_FAULT_AMP_CHECK=1: the AMP check's mixed-precision loss is inf
   int64_t overflow_step = -1; // GPUTRAIN_FAULT_OVERFLOW_STEP=k: under the grad scaler, gradients overflow from step k on
   int64_t nan_rank = -1;      // GPUTRAIN_FAULT_NAN_RANK=r: NAN_STEP applies to data-parallel rank r alone
-  int64_t slow_rank = -1;     // GPUTRAIN_FAULT_SLOW_RANK=r: rank r's --balance probe steps take twice as long
+  int64_t slow_rank = -1;     // GPUTRAIN_FAULT_SLOW_RANK=r: rank r's --balance probe steps take 4x as long
   int64_t sigterm_step = -1;  // GPUTRAIN_FAULT_SIGTERM_STEP=k: the process sends itself SIGTERM after step k
   int64_t kill_step = -1;     // GPUTRAIN_FAULT_KILL_STEP=k: the process dies by SIGKILL after step k (a lost node)
   int64_t stop_step = -1;     // GPUTRAIN_FAULT_STOP_STEP=k: data-parallel rank STOP_RANK sends itself SIGSTOP after step k
