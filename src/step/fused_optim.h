@@ -19,7 +19,7 @@ namespace gputrain {
 class FusedOptimizer {
  public:
   virtual ~FusedOptimizer() = default;
-  void set_amp(torch::Tensor grad_scale, torch::Tensor found_inf) {
+  void set_scaler_inputs(torch::Tensor grad_scale, torch::Tensor found_inf) {
     grad_scale_ = std::move(grad_scale);
     found_inf_ = std::move(found_inf);
   }

@@ -25,7 +25,7 @@ void Optimizer::step() { base_->step(); }
 
 void Optimizer::set_scaler_inputs(torch::Tensor grad_scale, torch::Tensor found_inf) {
   if (!fused_) throw std::logic_error("Optimizer::set_scaler_inputs: the update is not fused");
-  fused_->set_amp(std::move(grad_scale), std::move(found_inf));
+  fused_->set_scaler_inputs(std::move(grad_scale), std::move(found_inf));
 }
 
 void Optimizer::set_clip_divisor(torch::Tensor divisor) {
