@@ -3,7 +3,7 @@
 // stop policy (stop_policy.h) and the evaluations (fit_evaluations.h).
 #include "train/fit.h"
 
-#include <csignal>
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
