@@ -137,6 +137,22 @@ TEST_CASE("run folder: --resume auto after a crash before the first checkpoint s
   CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
 }
 
+TEST_CASE("run folder: --resume auto with every checkpoint deleted starts the folder's own job again, not the default",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  REQUIRE(run_gputrain("train --preset smoke --epochs 1 --width 4 --output_dir " + (dir / "run")).exit_code == 0);
+  fs::remove_all(dir / "run/checkpoints");
+  auto again = run_gputrain("train --output_dir " + (dir / "run") + " --resume auto");  // no preset, no flags
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("moved the earlier start aside") && Catch::Contains("starting its recorded job again"));
+  const auto config = nlohmann::json::parse(gputrain::test::read_file(dir / "run/config.json"));
+  CHECK(config["requested"]["preset"] == "smoke");  // not quickstart, the default
+  CHECK(config["requested"]["width"] == 4);
+  CHECK(config["requested"]["epochs"] == 1);
+  CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
+}
+
 TEST_CASE("run folder: --resume auto passes over a damaged last.pt for the newest intact epoch checkpoint",
           "[run_folder]") {
   gputrain::test::TempDir dir;

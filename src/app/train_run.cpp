@@ -53,6 +53,22 @@ Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg
   return run;
 }
 
+// The job a run folder's config.json records, to start again from the beginning in that folder.
+Continued restart_recorded(const std::string& config_json, const std::vector<FlagArg>& flags) {
+  nlohmann::json record;
+  try {
+    std::ifstream in(config_json);
+    record = nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    throw usage_error("the run's config.json '" + config_json + "' cannot be read: no job to start again",
+                      "give the run's flags (or --preset) with --resume auto, or use a new --output_dir");
+  }
+  const StoredConfig saved = read_config_record(record);
+  Continued run{resolve_resumed_config(saved.requested, flags), nlohmann::json::object(), "", "", 1, 0};
+  if (!has_flag(flags, "output_dir")) run.requested.output_dir = fs::path(config_json).parent_path().parent_path();
+  return run;
+}
+
 void print_session(const Session& s) {
   print_config_table(s.resolution());
   fmt::print("device report:\n");
@@ -114,7 +130,11 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
     from.checkpoint = comm->share("start", from.checkpoint);
     from.branch = comm->share("branch", from.branch ? "1" : "") == "1";
   }
+  if (comm) from.recorded = comm->share("recorded", from.recorded);
   if (resume == "auto" && !from.checkpoint.empty()) run = continue_from(from.checkpoint, flags);
+  // No checkpoint left: the folder's own job (its config.json, flags given now win) starts
+  // again from the beginning, never the default preset.
+  if (resume == "auto" && from.checkpoint.empty() && !from.recorded.empty()) run = restart_recorded(from.recorded, flags);
   if (from.branch) run.branched_from = fs::weakly_canonical(from.checkpoint).string();  // continued here
   run.requested.resume.clear();  // a run's record must not point at a checkpoint
 

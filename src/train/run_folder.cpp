@@ -254,8 +254,9 @@ StartPoint RunFolder::plan_start(const std::string& resume) {
         if (!ec && fs::exists(fs::path(dir_) / name)) fs::rename(fs::path(dir_) / name, aside / name, ec);
       if (ec)
         throw usage_error("cannot move the aborted start aside into '" + aside.string() + "' (" + ec.message() + ")");
-      fmt::print("resume: no checkpoint in {}; moved the earlier start aside to {}; starting a new run\n", dir_,
-                 aside.string());
+      if (fs::exists(aside / "config.json")) start.recorded = (aside / "config.json").string();
+      fmt::print("resume: no checkpoint in {}; moved the earlier start aside to {}; starting {} again\n", dir_,
+                 aside.string(), start.recorded.empty() ? "a new run" : "its recorded job");
     } else if (start.checkpoint.empty()) {
       fmt::print("resume: no checkpoint in {} yet; starting a new run\n", dir_);
     }

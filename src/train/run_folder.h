@@ -23,6 +23,9 @@ std::string default_run_dir(const Config& c);
 struct StartPoint {
   std::string checkpoint;  // the checkpoint to load; "" for a fresh start
   bool branch = false;     // a checkpoint of another run, continued in a new folder
+  // --resume auto on a folder whose run left no checkpoint: that run's config.json (moved aside
+  // with its start), whose job starts again; "" when there was none.
+  std::string recorded;
 };
 
 class RunFolder {
