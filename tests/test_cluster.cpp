@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "parallel/launcher.h"
+#include "train/checkpoint_file.h"
 #include "test_util.h"
 #include "test_weights.h"
 
@@ -143,6 +144,22 @@ TEST_CASE("cluster: two processes started as rank 0 are both refused at once, na
                              !Catch::Contains("frame #"));
   }
   CHECK(r.seconds < 30);  // not the 60 s timeout
+}
+
+TEST_CASE("cluster: a rank killed mid-run is named at once as exited or killed, with its step, not as late",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string env = fmt::format("env LOCAL_WORLD_SIZE=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} ",
+                                      free_port());
+  const std::string job = std::string(test::gputrain_exe()) +
+                          " train --preset smoke --epochs 2000 --num_workers 0 --dist_timeout 60 --output_dir " + (dir / "run");
+  auto r = run_pair(dir, env + "RANK=0 LOCAL_RANK=0 " + job, env + "RANK=1 LOCAL_RANK=1 GPUTRAIN_FAULT_KILL_STEP=10 " + job);
+  INFO(r.out[0] << r.out[1]);
+  CHECK(r.code[1] == 128 + 9);
+  CHECK(r.code[0] == 1);
+  CHECK_THAT(r.out[0], Catch::Contains("rank 1 exited or was killed at step 1") &&
+                           Catch::Contains("its connection closed at ") && !Catch::Contains("did not come within"));
+  CHECK(r.seconds < 40);  // not the 60 s timeout
 }
 
 TEST_CASE("cluster: when rank 0 cannot start (its folder is locked), every rank says why in one line and exits 2",
@@ -282,10 +299,12 @@ TEST_CASE("cluster: a stopped rank is named with the collective and the step, ra
           "[dist][cli]") {
   test::TempDir dir;
   const std::string run = dir / "run";
-  // Rank 1 stops itself (SIGSTOP) after step 20, mid-epoch (8 steps each).
+  // Rank 1 stops itself (SIGSTOP) after step 21, mid-epoch (8 steps each). Rank 0 goes into
+  // step 22 (no stop check comes between: --log_every 1000 makes them rare), whose forward
+  // moves BatchNorm's statistics before its gradient sum fails.
   const pid_t pid = test::start_shell(fmt::format(
-      "GPUTRAIN_FAULT_STOP_STEP=20 GPUTRAIN_FAULT_STOP_RANK=1 exec {} launch --nproc_per_node 2 -- train --preset smoke "
-      "--epochs 2000 --num_workers 0 --dist_timeout 5 --output_dir {} >{} 2>&1",
+      "GPUTRAIN_FAULT_STOP_STEP=21 GPUTRAIN_FAULT_STOP_RANK=1 exec {} launch --nproc_per_node 2 -- train --preset smoke "
+      "--epochs 2000 --lr_schedule constant --log_every 1000 --num_workers 0 --dist_timeout 5 --output_dir {} >{} 2>&1",
       test::gputrain_exe(), run, dir / "out"));
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
@@ -296,17 +315,32 @@ TEST_CASE("cluster: a stopped rank is named with the collective and the step, ra
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
   CHECK(took < 40);  // start-up, the 5 s timeout, the roll call, the stop: not the launcher's kill after its grace
-  // The next collective after step 20: the stop check of step 20, or step 21's gradient sum.
-  CHECK_THAT(out, Catch::Contains("[rank0] gputrain: error: rank 0 of 2: the all-reduce of step 2") &&
+  CHECK_THAT(out, Catch::Contains("[rank0] gputrain: error: rank 0 of 2: the all-reduce of step 22") &&
                       Catch::Contains(" failed: rank 1 did not come within --dist_timeout 5 s"));
   CHECK_THAT(out, Catch::Contains("rank 1 (pid ") && Catch::Contains(") is stopped") && !Catch::Contains("killing them"));
   CHECK(std::system(("pgrep -f '[o]utput_dir " + run + "' >/dev/null").c_str()) != 0);
-  // Rank 0 kept step 20, which every rank completed, and the run continues from there.
-  CHECK_THAT(out, Catch::Contains("[rank0] kept step 20 in " + run + "/checkpoints/last.pt"));
+  // Rank 0 kept step 21, which every rank completed, and the run continues from there.
+  CHECK_THAT(out, Catch::Contains("[rank0] kept step 21 in " + run + "/checkpoints/last.pt"));
+  // Exactly the state after step 21: rank 0's forward of step 22 (BatchNorm's statistics and
+  // its count) is not in it. The same job stopped by --max_steps 21 holds the same tensors.
+  auto ref = test::run_gputrain("launch --nproc_per_node 2 -- train --preset smoke --epochs 2000 --lr_schedule constant "
+                                "--log_every 1000 --num_workers 0 --max_steps 21 --output_dir " + (dir / "ref"));
+  REQUIRE(ref.exit_code == 0);
+  const auto kept = read_checkpoint_file(run + "/checkpoints/last.pt").model;
+  const auto whole = read_checkpoint_file(dir / "ref/checkpoints/last.pt").model;
+  REQUIRE(kept.size() == whole.size());
+  bool has_bn_count = false;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    INFO(kept[i].first);
+    CHECK(kept[i].first == whole[i].first);
+    CHECK(torch::equal(kept[i].second, whole[i].second));
+    has_bn_count |= kept[i].first.ends_with("num_batches_tracked");
+  }
+  CHECK(has_bn_count);
   auto resumed = test::run_gputrain("train --resume auto --epochs 3 --num_workers 0 --output_dir " + run);
   INFO(resumed.out << resumed.err);
   CHECK(resumed.exit_code == 0);
-  CHECK_THAT(resumed.out, Catch::Contains("epoch 3, batch 4, step 20"));
+  CHECK_THAT(resumed.out, Catch::Contains("epoch 3, batch 5, step 21"));
 }
 
 TEST_CASE("cluster: a global batch larger than the training set is named as the global batch", "[dist][cli]") {

@@ -363,6 +363,67 @@ TEST_CASE("imported: 2 ranks train the weights of 1 process, a resume ends on th
   test::check_same_weights(dir / "one.st", dir / "bf16.st", 0.05, 0.02);
 }
 
+TEST_CASE("imported: the run keeps its program: a moved or re-exported --model changes nothing, a changed copy is "
+          "refused",
+          "[imported][resume][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  namespace fs = std::filesystem;
+  const std::string run = dir / "run", ckpt = " --checkpoint " + run + "/checkpoints/last.pt";
+  const std::string train = fixture_data(dir) + "--model " + (dir / "net.pt2") +
+                            " --num_workers 0 --threads 1 --epochs 3 --batch_size 8 --output_dir " + run;
+  fs::copy_file(dir / "good.pt2", dir / "net.pt2");
+  auto stopped = test::run_gputrain(train, "GPUTRAIN_FAULT_SIGTERM_STEP=5");
+  INFO(stopped.out << stopped.err);
+  REQUIRE(stopped.exit_code == 143);
+  // The copy and its hash, as sha256sum computes it.
+  CHECK(test::read_file(run + "/model.pt2") == test::read_file(dir / "net.pt2"));
+  CHECK_FALSE(fs::exists(run + "/model.eval.pt2"));
+  const auto config = nlohmann::json::parse(test::read_file(run + "/config.json"));
+  REQUIRE(std::system(("sha256sum " + (dir / "net.pt2") + " > " + (dir / "sum")).c_str()) == 0);
+  CHECK(config["program"]["sha256"] == test::read_file(dir / "sum").substr(0, 64));
+  CHECK(config["program"]["file"] == "model.pt2");
+  CHECK(config["program"]["from"] == (dir / "net.pt2"));
+  auto eval = [&](const std::string& extra) { return test::run_gputrain("eval" + ckpt + " --json " + (dir / "e.json") + extra); };
+  REQUIRE(eval("").exit_code == 0);
+  const std::string before = test::read_file(dir / "e.json");
+
+  // The original moved away, another program exported under its name: the run uses its copy.
+  fs::rename(dir / "net.pt2", dir / "moved.pt2");
+  fs::copy_file(dir / "tanh.pt2", dir / "net.pt2");
+  auto again = eval("");
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK(test::read_file(dir / "e.json") == before);
+  CHECK(test::run_gputrain("infer" + ckpt + " --out " + (dir / "p.csv")).exit_code == 0);
+  auto resumed = test::run_gputrain("train --resume auto --output_dir " + run);
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, !Catch::Contains("changed:"));
+  REQUIRE(eval("").exit_code == 0);
+  const std::string finished = test::read_file(dir / "e.json");  // the resumed run's last.pt
+
+  // The copy changed: refused, nothing written; --model with the run's bytes stands in.
+  fs::copy_file(dir / "tanh.pt2", run + "/model.pt2", fs::copy_options::overwrite_existing);
+  auto refused = test::run_gputrain("infer" + ckpt + " --out " + (dir / "q.csv"));
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains(run + "/model.pt2 is not the run's program: its bytes changed (sha256 " +
+                                          config["program"]["sha256"].get<std::string>()));
+  CHECK_FALSE(fs::exists(dir / "q.csv"));
+  auto wrong = eval(" --model " + (dir / "net.pt2"));
+  CHECK(wrong.exit_code == 2);
+  CHECK_THAT(wrong.err, Catch::Contains("--model " + (dir / "net.pt2") + " is not the run's program"));
+  auto given = eval(" --model " + (dir / "moved.pt2"));
+  INFO(given.out << given.err);
+  CHECK(given.exit_code == 0);
+  CHECK(test::read_file(dir / "e.json") == finished);
+  // Gone, with the original gone too: the line names what it needs.
+  fs::remove(run + "/model.pt2");
+  auto gone = eval("");
+  CHECK(gone.exit_code == 2);
+  CHECK_THAT(gone.err, Catch::Contains("the run's program is gone") && Catch::Contains("pass --model FILE"));
+}
+
 TEST_CASE("cuda: an imported model with the fp16 grad scaler and CUDA graphs trains the weights of eager steps", "[cuda]") {
   if (!test::have_python()) return;
   test::TempDir dir;

@@ -2,7 +2,10 @@
 // folder's, an exact resume on 2 ranks, and damaged shards.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/shard_pattern.h"
@@ -233,6 +236,81 @@ open("{0}/shards/cut-000001.tar", "wb").write(data[:len(data) // 2])
     CHECK(skipped.exit_code == 0);
     CHECK_THAT(skipped.out, Catch::Contains("bad samples skipped"));
   }
+}
+
+TEST_CASE("webdataset: labels get every format's class checks, and cuts, compressed or text shards and twin members "
+          "are named",
+          "[data][cli][python]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  write_folder(dir / "images", 12);  // 36 training images of classes 0, 1, 2
+  make_shards(dir / "images/train", dir / "shards/train", "--samples_per_shard 36");
+  // Copies of the one shard, each with one thing wrong.
+  python_snippet(fmt::format(R"(
+import gzip, io, tarfile
+root = "{0}/shards/"
+src = root + "train-000000.tar"
+def rewrite(name, change):
+    with tarfile.open(src) as t, tarfile.open(root + name, "w") as out:
+        for m in t.getmembers():
+            data = t.extractfile(m).read()
+            for m2, d2 in change(m, data):
+                m2.size = len(d2)
+                out.addfile(m2, io.BytesIO(d2))
+def relabel(f):
+    return lambda m, d: [(m, f(m.name, d) if m.name.endswith(".cls") else d)]
+rewrite("gap.tar", relabel(lambda n, d: b"0" if d == b"1" else d))        # labels 0 and 2
+rewrite("ones.tar", relabel(lambda n, d: b"1"))                           # label 1 alone
+rewrite("neg.tar", relabel(lambda n, d: b"-1" if n == "000000007.cls" else d))
+rewrite("five.tar", relabel(lambda n, d: b"5" if n == "000000007.cls" else d))
+rewrite("twin.tar", lambda m, d: [(m, d), (tarfile.TarInfo(m.name), d)] if m.name == "000000007.cls" else [(m, d)])
+data = open(src, "rb").read()
+with tarfile.open(src) as t:
+    cls = [m for m in t.getmembers() if m.name == "000000007.cls"][0]
+open(root + "cutcls.tar", "wb").write(data[:cls.offset_data])  # the label's header, not its byte
+open(root + "gz.tar", "wb").write(gzip.compress(data))
+open(root + "gz.tar.gz", "wb").write(gzip.compress(data))
+open(root + "text.tar", "wb").write(b"hello, this is not a tar file\n" * 40)
+)", dir.path.string()));
+  const std::string base = "train --dataset webdataset --image_size 8 --model cnn --width 4 --batch_size 4 --epochs 1 "
+                           "--device cpu --data_dir ";
+  struct Case {
+    std::string shard, message;
+    bool skippable;  // a bad sample (dropped and counted with --skip_bad_samples) or the data's own fault
+  };
+  for (const auto& c : std::vector<Case>{
+           {"gap.tar", "gap.tar': labels run 0..2 but 1 of these 3 classes have no sample (first: 1)", false},
+           {"ones.tar", "labels run 0..1 but 1 of these 2 classes have no sample (first: 0)", false},
+           {"neg.tar", "neg.tar: sample '000000007': label -1 is negative", false},
+           {"twin.tar", "twin.tar: sample '000000007' has two '.cls' members in a row", true},
+           {"cutcls.tar", "cutcls.tar: truncated tar: member '000000007.cls' needs", true},
+           {"gz.tar", "gz.tar': it is compressed (gzip)", false},
+           {"gz.tar.gz", "gz.tar.gz': it is compressed (gzip)", false},
+           {"text.tar", "text.tar': it is not a tar file (it starts 'hello, this is n', no tar header)", false}}) {
+    DYNAMIC_SECTION(c.shard) {
+      auto r = test::run_gputrain(base + (dir / ("shards/" + c.shard)) + " --output_dir " + (dir / "run"));
+      INFO(r.out << r.err);
+      CHECK(r.exit_code == 2);
+      CHECK_THAT(r.err, Catch::Contains(c.message));
+      CHECK(std::count(r.err.begin(), r.err.end(), '\n') <= 2);  // the error and its hint
+      auto skipped = test::run_gputrain(base + (dir / ("shards/" + c.shard)) + " --skip_bad_samples --output_dir " +
+                                        (dir / "skip"));
+      INFO(skipped.out << skipped.err);
+      CHECK(skipped.exit_code == (c.skippable ? 0 : 2));
+      if (c.skippable) {
+        // One sample lost, counted once (the held-out split reads the same shard).
+        std::ifstream in(dir / "skip/metrics.jsonl");
+        nlohmann::json summary;
+        for (std::string line; std::getline(in, line);)
+          if (auto rec = nlohmann::json::parse(line); rec["event"] == "summary") summary = rec;
+        CHECK(summary["bad_samples"] == 1);
+      }
+    }
+  }
+  // --num_classes: a label beyond it names its sample.
+  auto five = test::run_gputrain(base + (dir / "shards/five.tar") + " --num_classes 3 --output_dir " + (dir / "five"));
+  CHECK(five.exit_code == 2);
+  CHECK_THAT(five.err, Catch::Contains("five.tar: sample '000000007': label 5 is outside 0..2 (3 classes)"));
 }
 
 TEST_CASE("imagenet_like: the preset trains from an image folder and from its shards, tiny", "[data][cli][python]") {

@@ -6,17 +6,22 @@
 #include <nlohmann/json.hpp>
 
 #include "config/merge.h"
+#include "train/run_program.h"
 
 namespace gputrain {
 
 Trained load_trained(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
   Trained t;
   t.meta = read_checkpoint_meta(checkpoint);
-  StoredConfig saved = read_config_record(checkpoint_record(checkpoint, t.meta));
+  const nlohmann::json record = checkpoint_record(checkpoint, t.meta);
+  StoredConfig saved = read_config_record(record);
   // Other test data named on the command line replaces the run's held-out split.
   if (has_flag(flags, "test_file")) saved.requested["val_split"] = 0.0;
   Config c = resolve_resumed_config(saved.requested, flags);
   c.resume.clear();
+  // A model from a file: the run's own copy of it, checked (train/run_program.h).
+  if (record.contains("program"))
+    c.model = find_program(record["program"], run_dir_of(checkpoint), has_flag(flags, "model") ? c.model : "");
   // A pipeline-trained checkpoint holds the model whole: eval and infer run it on one device.
   c.pipeline_stages = 1;
   c.micro_batches = kAuto;

@@ -44,6 +44,7 @@ void print_summary(const nlohmann::json& summary, const std::string& monitored, 
   if (int64_t skipped = summary["skipped_steps"].get<int64_t>())
     extra += fmt::format(" | {} overflow steps skipped", skipped);
   if (int64_t bad = summary["bad_samples"].get<int64_t>()) extra += fmt::format(" | {} bad samples skipped", bad);
+  if (summary.contains("ended_by")) extra += " | ended by " + summary["ended_by"].get<std::string>();
   fmt::print("done: {} steps in {} (training {}) | {:.0f} samples/s | best test {} {:.4f} | data wait {:.1f}%{}\n",
              summary["step"].get<int64_t>(), format_duration(summary["wall_seconds"].get<double>()),
              format_duration(summary["train_seconds"].get<double>()), summary["samples_per_sec"].get<double>(),

@@ -9,16 +9,22 @@
 #include <fmt/format.h>
 
 #include "config/config_table.h"
+#include "config/fields.h"
 #include "config/merge.h"
+#include "core/atomic_file.h"
 #include "core/device_cuda.h"
 #include "core/device_probe.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/host_info.h"
 #include "core/signals.h"
+#include "core/text.h"
+#include "data/data_fingerprint.h"
 #include "parallel/rank_env.h"
 #include "weights/safetensors.h"
 #include "train/fit.h"
+#include "train/run_program.h"
+#include "app/resume_changes.h"
 #include "app/run_summary.h"
 
 namespace fs = std::filesystem;
@@ -37,13 +43,23 @@ struct Continued {
   std::string amp_fallback;  // why mixed precision fell back during that run ("" if it did not)
   // How that run's ranks took batches: its world size and global batch size.
   int64_t world_size = 1, global_batch_size = 0;
+  nlohmann::json record;  // the recorded run's whole record (null for a new run): what a resume compares
+  std::string program_dir;  // the folder holding that run's copy of its program (train/run_program.h)
 };
+
+// The samples one optimizer step of a recorded run took (0 when its record does not say).
+int64_t recorded_samples_per_step(const nlohmann::json& record) {
+  const auto resolved = read_config_record(record).resolved;
+  const int64_t accumulation = resolved.is_object() ? resolved.value("accumulation_steps", int64_t{1}) : 1;
+  return record_global_batch(record) * accumulation;
+}
 
 Continued continue_from(const std::string& checkpoint, const std::vector<FlagArg>& flags) {
   const auto record = checkpoint_record(checkpoint, read_checkpoint_meta(checkpoint));
   StoredConfig saved = read_config_record(record);
   Continued run{resolve_resumed_config(saved.requested, flags), saved.resolved, record.value("branched_from", ""),
-                record.value("amp_fallback", ""), record.value("world_size", int64_t{1}), record_global_batch(record)};
+                record.value("amp_fallback", ""), record.value("world_size", int64_t{1}), record_global_batch(record),
+                record, run_dir_of(checkpoint)};
   // A checkpoint in <run>/checkpoints/ continues in <run>, wherever the run was started from.
   const fs::path folder = fs::path(checkpoint).parent_path();
   if (!has_flag(flags, "output_dir") && folder.filename() == "checkpoints")
@@ -64,7 +80,8 @@ Continued restart_recorded(const std::string& config_json, const std::vector<Fla
                       "give the run's flags (or --preset) with --resume auto, or use a new --output_dir");
   }
   const StoredConfig saved = read_config_record(record);
-  Continued run{resolve_resumed_config(saved.requested, flags), nlohmann::json::object(), "", "", 1, 0};
+  Continued run{resolve_resumed_config(saved.requested, flags), nlohmann::json::object(), "", "", 1, 0, record,
+                fs::path(config_json).parent_path().string()};
   if (!has_flag(flags, "output_dir")) run.requested.output_dir = fs::path(config_json).parent_path().parent_path();
   return run;
 }
@@ -95,6 +112,19 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
                     {"gputrain_step", std::to_string(step)},
                     {"gputrain_weights", t.ema() ? "ema" : "raw"}});
   if (t.ema()) t.ema()->swap(t.model());
+}
+
+// A model from a file: --model's program for a new run (loaded from where the user named it, so
+// that any problem names that file), the recorded run's own copy for a resume (found again and
+// checked); copied into `folder` either way. Returns its record (null for a model gputrain builds).
+nlohmann::json use_kept_program(RunFolder& folder, Continued& run, const std::vector<FlagArg>& flags) {
+  const auto recorded = run.record.is_object() ? run.record.value("program", nlohmann::json()) : nlohmann::json();
+  if (recorded.is_object())
+    run.requested.model = find_program(recorded, run.program_dir, has_flag(flags, "model") ? run.requested.model : "");
+  if (!is_model_file(run.requested.model)) return nullptr;
+  nlohmann::json program = folder.keep_program(run.requested.model);
+  if (recorded.is_object()) run.requested.model = (fs::path(folder.path()) / program["file"].get<std::string>()).string();
+  return program;
 }
 
 // Whether the run folder `dir` is empty or holds a run of `job`: a restart of a job continues
@@ -137,6 +167,21 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (resume == "auto" && from.checkpoint.empty() && !from.recorded.empty()) run = restart_recorded(from.recorded, flags);
   if (from.branch) run.branched_from = fs::weakly_canonical(from.checkpoint).string();  // continued here
   run.requested.resume.clear();  // a run's record must not point at a checkpoint
+  const bool allow_data_change = run.requested.allow_data_change;
+  run.requested.allow_data_change = false;  // this resume's permission, not the run's setting
+  // A model from a file trains from the run's own copy (train/run_program.h); the other ranks
+  // load rank 0's (one node, or a shared file system, as for checkpoints).
+  const nlohmann::json program = root ? use_kept_program(*owned, run, flags) : nlohmann::json();
+  if (comm) run.requested.model = comm->share("model", run.requested.model);
+  // Now, not after the run, and before the report: --export /dev/stdout sends it to stderr.
+  // Rank 0's alone (another node may not see rank 0's disk).
+  if (root && !run.requested.export_path.empty()) {
+    if (ranks.world_size > 1 && own_descriptor(run.requested.export_path) >= 0)
+      throw usage_error("--export " + run.requested.export_path + " with " + std::to_string(ranks.world_size) +
+                            " ranks: the launcher mixes every rank's lines into its output",
+                        "export to a file, e.g. --export model.safetensors");
+    check_writable(run.requested.export_path, "export file");
+  }
 
   SessionOptions options;  // (designated initializers here set off a false GCC 12 -Wmaybe-uninitialized)
   options.mesh.ranks = ranks;
@@ -153,12 +198,13 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   Session s(run.requested, options);
   if (root) print_session(s);
   const Config& c = s.config();
+  FitOptions fit_options;
+  if (!c.until.empty()) fit_options.target = parse_target(c.until);  // the Session checked it applies
   check_steps_fit(s);
-  // Now, not after the run; rank 0's alone (another node may not see rank 0's disk).
-  if (root && !c.export_path.empty()) check_writable(c.export_path, "export file");
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
   if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
+  const CheckpointMeta loaded = at;  // as the file holds it (a resume may move the step position)
   // A position past the end of the epoch would skip the rest of it in silence.
   if (!from.checkpoint.empty() && at.samples > static_cast<int64_t>(s.data().train->size()))
     throw usage_error(fmt::format("checkpoint '{}' stands at sample {} of an epoch of {} training samples", from.checkpoint,
@@ -171,22 +217,43 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   const int64_t global = s.global_batch_size();
   if (!from.checkpoint.empty() && at.samples > 0 &&
       (run.world_size != ranks.world_size || run.global_batch_size != global)) {
-    resharded = fmt::format("world size {} -> {}: re-sharded the epoch after its first {} samples", run.world_size,
-                            ranks.world_size, at.samples);
+    resharded = run.world_size != ranks.world_size
+                    ? fmt::format("world size {} -> {}: re-sharded the epoch after its first {} samples", run.world_size,
+                                  ranks.world_size, at.samples)
+                    : fmt::format("global batch {} -> {}: the epoch goes on after its first {} samples",
+                                  run.global_batch_size, global, at.samples);
     if (at.samples % global != 0)
       resharded += fmt::format(", skipping {} short of a global batch of {}", at.samples % global, global);
   }
 
+  // What this resume changes: said in the resume line, kept in config.json's history.
+  ResumeChanges changes;
+  if (!from.checkpoint.empty())
+    rescale_steps(recorded_samples_per_step(run.record), s.samples_per_step(), s.steps_per_epoch(), at, changes);
+
   nlohmann::json record = s.config_record();
+  if (root) {
+    record["data"] = data_fingerprint(c, static_cast<int64_t>(s.data().train->size()),
+                                      static_cast<int64_t>(s.data().test->size()));
+    // A program's path moves with its run folder; its bytes are what must not change (checked).
+    if (!run.record.is_null())
+      compare_flags(read_config_record(run.record).requested, record["requested"], changes,
+                    program.is_null() ? "" : "model");
+    if (!from.checkpoint.empty())
+      compare_data(run.record.value("data", nlohmann::json()), record["data"], allow_data_change, from.checkpoint, changes);
+  }
+  record["history"] = run.record.is_object() ? run.record.value("history", nlohmann::json::array()) : nlohmann::json::array();
+  if (const auto entry = changes.entry(at); !entry.is_null()) record["history"].push_back(entry);
   if (!run.branched_from.empty()) record["branched_from"] = run.branched_from;
   if (!run.amp_fallback.empty()) record["amp_fallback"] = run.amp_fallback;
   record["world_size"] = ranks.world_size;
   record["global_batch_size"] = s.global_batch_size();
   if (!s.init_report().record.is_null()) record["init_from"] = s.init_report().record;
+  if (!program.is_null()) record["program"] = program;
   if (!ranks.job.empty()) record["job"] = ranks.job;  // what a restart of this job looks for
   if (!root) {
     training = true;
-    return fit(s, nullptr, at, record, run_start).stop.signal() ? exit_code_for_signal(stop_signal()) : 0;
+    return fit(s, nullptr, at, record, run_start, fit_options).stop.signal() ? exit_code_for_signal(stop_signal()) : 0;
   }
   RunFolder& folder = *owned;
   folder.start(record, c.tensorboard, c.monitor_interval, s.parallel().node_gpus(s.recipe(), s.machine()));
@@ -194,30 +261,44 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
   if (!s.init_report().record.is_null()) folder.write(s.init_report().record);
   if (!from.checkpoint.empty()) {
-    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}\n", from.checkpoint, at.epoch + 1, at.samples / global, at.step,
-               resharded.empty() ? "" : " (" + resharded + ")");
+    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}{}\n", from.checkpoint, at.epoch + 1, at.samples / global,
+               at.step, resharded.empty() ? "" : " (" + resharded + ")",
+               changes.said.empty() ? "" : "; changed: " + join(changes.said, "; "));
     nlohmann::json event = {{"event", "resume"},          {"step", at.step},   {"epoch", at.epoch},
                             {"samples", at.samples},        {"checkpoint", from.checkpoint}};
     if (!resharded.empty()) event["resharded"] = resharded;
+    if (!changes.kept.empty()) event["changed"] = changes.kept;
     // A finished run says so (the fit loop has nothing to do; the summary is written again).
     const int64_t total = c.max_steps > 0 ? std::min(c.max_steps, s.steps_per_epoch() * c.epochs)
                                           : s.steps_per_epoch() * c.epochs;
     const bool early = c.early_stopping > 0 && at.evals_since_best >= c.early_stopping;
-    if (early || at.epoch >= c.epochs || (at.step >= total && (at.samples == 0 || at.evaluated))) {
+    const auto& target = fit_options.target;
+    const bool reached = target && at.last_eval.count(target->metric) && target->reached(at.last_eval.at(target->metric));
+    const bool done = at.epoch >= c.epochs || (at.step >= total && (at.samples == 0 || at.evaluated));
+    if (reached || early || done) {
       event["finished"] = true;
       fmt::print("the run is finished ({}): nothing left to train; {}\n",
-                 early ? fmt::format("early stopping after {} evaluations without a better test {}", at.evals_since_best,
-                                     s.monitored())
-                       : fmt::format("step {} of {}", at.step, total),
-                 early ? "raise --early_stopping to train on" : "raise --epochs or --max_steps to train on");
+                 reached ? fmt::format("its last evaluation reached {}: test {} {:.4f}", target->text(), target->metric,
+                                       at.last_eval.at(target->metric))
+                 : early ? fmt::format("early stopping after {} evaluations without a better test {}",
+                                       at.evals_since_best, s.monitored())
+                         : fmt::format("step {} of {}", at.step, total),
+                 reached ? "give --until a harder target to train on"
+                 : early ? "raise --early_stopping to train on"
+                         : "raise --epochs or --max_steps to train on");
     }
     folder.write(event);
+    // A crash between the saves after an evaluation: the files still missing are that state.
+    if (!from.branch)
+      for (const auto& name : folder.complete_saves(from.checkpoint, loaded, c.save_checkpoints))
+        fmt::print("{}: copied from {} (the saves after step {}'s evaluation were cut short)\n",
+                   folder.checkpoint_path(name), from.checkpoint, loaded.step);
   }
 
   training = true;
   FitResult r;
   try {
-    r = fit(s, &folder, at, record, run_start);
+    r = fit(s, &folder, at, record, run_start, fit_options);
   } catch (const std::exception& e) {
     folder.status().set_state("failed", e.what());
     throw;
@@ -230,13 +311,21 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
                    .steps_this_session = r.step - r.first_step,
                    .samples_per_step = s.global_batch_size() * c.accumulation_steps,
                    .skipped_steps = r.skipped_steps,
-                   .bad_samples = s.data().train->bad_samples() + s.data().test->bad_samples(),
+                   .bad_samples = s.data().bad_samples(),
                    .wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count(),
                    .train_seconds = r.train_seconds,
                    .wait_seconds = r.wait_seconds};
   const double best = EvalResult::higher_is_better(monitored) ? r.best_score : -r.best_score;
   nlohmann::json summary = summary_record(totals, monitored, best, r.last_eval, r.last_ema_eval);
+  // Why the run ended before its epochs: in the summary, status.json and the closing line.
+  const std::string ended_by =
+      r.target_reached ? "target " + fit_options.target->text() + " reached" : r.early_stopped ? "early stopping" : "";
   if (r.early_stopped) summary["early_stopped"] = true;
+  if (fit_options.target) {
+    summary["target"] = fit_options.target->text();
+    summary["target_reached"] = r.target_reached;
+  }
+  if (!ended_by.empty()) summary["ended_by"] = ended_by;
   if (s.recipe().cuda)
     summary["peak_memory_bytes"] = cuda_peak_allocated(s.recipe().device.index());
   else
@@ -247,7 +336,7 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   folder.write_report();
   if (!c.export_path.empty()) export_weights(s, record.dump(), r.step);
   folder.status().update({{"step", r.step}, {"epoch", r.last_epoch + 1}});
-  folder.status().set_state("finished", r.early_stopped ? "early stopping" : "");
+  folder.status().set_state("finished", ended_by);
   print_summary(summary, monitored, c, folder.path());
   return 0;
 }
@@ -275,7 +364,7 @@ int run_training(const std::vector<FlagArg>& flags) {
     probe = [] { return probe_machine().gpus; };
     fingerprint = machine_fingerprint;
   }
-  Continued run{resolve_config(flags, probe, fingerprint), nullptr, "", "", 1, 0};
+  Continued run{resolve_config(flags, probe, fingerprint), nullptr, "", "", 1, 0, nullptr, ""};
   // A job started again by its scheduler (torchrun --max_restarts, a Slurm requeue) continues
   // its run: the same command line must not refuse the folder it wrote the first time.
   if (ranks.restart_count > 0 && run.requested.output_dir.empty() && run.requested.resume.empty())

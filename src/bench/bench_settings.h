@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "train/fit_target.h"
+#include "config/fit_target.h"
 
 namespace gputrain {
 

@@ -1,24 +1,11 @@
-// --until: whether the target applies to the data, and the medians over seeds.
+// --until: the medians over seeds.
 #include "bench/time_to_target.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include <fmt/format.h>
-
-#include "core/error.h"
-#include "core/metric.h"
-
 namespace gputrain {
-
-void check_target_applies(const FitTarget& target, bool regression, int64_t num_classes) {
-  const Metric* m = find_metric(target.metric);
-  const std::string misfit = m ? metric_misfit(*m, regression, num_classes) : "an unknown metric";
-  if (!misfit.empty())
-    throw usage_error("--until test_" + target.metric + ": " + misfit,
-                      regression ? "use test_loss, test_mae or test_rmse" : "use test_accuracy or test_loss");
-}
 
 namespace {
 

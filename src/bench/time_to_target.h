@@ -6,13 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "train/fit_target.h"
+#include "config/fit_target.h"
 
 namespace gputrain {
-
-// Throws a usage error when the metric does not apply to the training data (accuracy on
-// regression, ...): `regression`, or classification into `num_classes`.
-void check_target_applies(const FitTarget& target, bool regression, int64_t num_classes);
 
 // One run to the target, with one seed.
 struct TargetRun {

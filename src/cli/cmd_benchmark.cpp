@@ -8,7 +8,7 @@
 #include "config/merge.h"
 #include "core/device_probe.h"
 #include "core/error.h"
-#include "train/fit_target.h"
+#include "config/fit_target.h"
 #include "core/text.h"
 
 namespace gputrain {

@@ -1,6 +1,8 @@
 // The command table and the dispatcher: unknown commands get a "did you mean".
 #include "cli/commands.h"
 
+#include <cstdio>
+
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -50,6 +52,7 @@ void print_usage() {
 }  // namespace
 
 void print_error(const std::vector<std::string>& problems, const std::string& hint) {
+  std::fflush(stdout);  // a combined log (> log 2>&1) gets the error after the lines before it, never inside one
   for (const auto& p : problems) fmt::print(stderr, "gputrain: error: {}\n", p);
   if (!hint.empty()) fmt::print(stderr, "hint: {}\n", hint);
 }
@@ -61,6 +64,9 @@ void reject_leftover_flags(const Args& args, const std::vector<std::string>& kno
 }
 
 int run_cli(int argc, char** argv) {
+  // Whole lines: LibTorch's warnings and our own errors go to stderr between two lines of the
+  // report, never inside a table row, whatever stdout is (a file or pipe is fully buffered).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   set_model_choices(model_names());
   std::vector<std::string> words(argv + 1, argv + argc);
   try {

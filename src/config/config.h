@@ -117,6 +117,7 @@ struct Config {
   double huber_delta = 1.0;
   std::string monitor_metric = "auto";  // what "best" and early stopping watch; auto: accuracy or loss
   int64_t early_stopping = 0;           // stop after this many evaluations without improvement; 0 = off
+  std::string until;                    // "test_accuracy=0.92": stop when an evaluation reaches it ("" = off)
   double ema_decay = 0;                 // > 0: also evaluate and checkpoint an average of the weights
   double skip_spikes = 0;               // > 1: skip a step whose loss exceeds this x the running mean; 0 = off
 
@@ -137,6 +138,7 @@ struct Config {
   // Output and resilience
   std::string output_dir;         // default: runs/<date-time>-<preset>
   std::string resume;             // "" | auto | path to a checkpoint
+  bool allow_data_change = false;  // resume on training data whose sample count changed
   int64_t keep_checkpoints = 3;   // epoch-N.pt files kept (last.pt and best.pt always)
   std::string time_limit;         // e.g. "8h45m": checkpoint and stop cleanly before it
   int64_t max_bad_steps = 20;     // consecutive non-finite losses before giving up (exit 3)

@@ -214,6 +214,8 @@ std::vector<Field> make_fields() {
        {},
        0,
        1e9},
+      {"until", &C::until, "optim",
+       "stop when an evaluation reaches METRIC=VALUE, e.g. test_accuracy=0.92 or test_loss=0.3"},
 
       {"device", &C::device, "speed", "auto | cpu | cuda | cuda:N"},
       {"use_amp", &C::use_amp, "speed", "automatic mixed precision"},
@@ -246,6 +248,8 @@ std::vector<Field> make_fields() {
       {"export", &C::export_path, "output", "write the final weights here as safetensors (e.g. model.safetensors)"},
       {"resume", &C::resume, "output",
        "continue a run: auto (the newest intact checkpoint in <output_dir>) or a checkpoint path"},
+      {"allow_data_change", &C::allow_data_change, "output",
+       "resume even though the training data's sample count changed (the position is kept in samples)"},
       {"keep_checkpoints", &C::keep_checkpoints, "output", "epoch checkpoints kept (last and best always)", {}, 1, 1e6},
       {"time_limit", &C::time_limit, "output", "stop cleanly with a checkpoint before this much time, e.g. 8h45m"},
       {"max_bad_steps",

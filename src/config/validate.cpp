@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/fields.h"
+#include "config/fit_target.h"
+#include "core/error.h"
 #include "core/text.h"
 
 namespace gputrain {
@@ -137,6 +139,15 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " + format_number(c.lr) + ")");
   if (!c.time_limit.empty() && parse_duration(c.time_limit) <= 0)
     problems.push_back("time_limit '" + c.time_limit + "' (expected a duration like 8h45m, 90m or 3600)");
+  if (!c.until.empty()) {
+    try {
+      parse_target(c.until);
+    } catch (const Error& e) {
+      problems.push_back(e.problems.front() + " (" + e.hint + ")");
+    }
+  }
+  if (c.allow_data_change && c.resume.empty())
+    problems.push_back("--allow_data_change is for a resume (--resume auto or a checkpoint)");
   if (c.resume == "auto" && c.output_dir.empty())
     problems.push_back("resume 'auto' needs --output_dir (the run folder to continue)");
   // Trust is for a program to load (with --resume the model is the checkpoint's, not known yet).

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -31,6 +34,33 @@ std::string write_target(const std::string& path) {
   throw runtime_error("writing " + path + ": " + std::strerror(ELOOP));  // a loop: no file to replace
 }
 
+namespace {
+// Where the data for /dev/stdout goes once keep_stdout_for_data() moved the report off fd 1.
+int stdout_data = -1;
+}  // namespace
+
+int own_descriptor(const std::string& path) {
+  // /dev/fd/N reads its folder's link (/dev/fd -> /proc/self/fd) before N's: by hand, then.
+  const std::string p = path.rfind("/dev/fd/", 0) == 0 ? "/proc/self/fd/" + path.substr(8) : write_target(path);
+  for (const std::string& prefix : {std::string("/proc/self/fd/"), std::string("/proc/thread-self/fd/"),
+                                   "/proc/" + std::to_string(::getpid()) + "/fd/"}) {
+    if (p.rfind(prefix, 0) != 0) continue;
+    const std::string n = p.substr(prefix.size());
+    if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(n);
+  }
+  return -1;
+}
+
+void keep_stdout_for_data() {
+  if (stdout_data >= 0) return;
+  std::fflush(stdout);
+  stdout_data = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
+  if (stdout_data >= 0) ::dup2(2, 1);
+}
+
+int descriptor_to_write(int fd) { return fd == 1 && stdout_data >= 0 ? stdout_data : fd; }
+
 bool is_special_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
@@ -41,7 +71,12 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   // (/dev/stdout -> /proc/self/fd/1 -> "pipe:[123]", no path to follow by hand). A link through
   // /proc names an open file: it is written through, as a device is.
   const std::string target = write_target(path_);
-  if (is_special_file(path_) || target.rfind("/proc/", 0) == 0) {
+  if (const int own = own_descriptor(path_); own >= 0) {
+    // One of this process's open files (/dev/stdout): written on its descriptor, where the
+    // shell left it (a `>>` file keeps its text, a `>` file its offset), never reopened.
+    std::fflush(nullptr);  // what the process printed there before comes first
+    fd_ = ::fcntl(descriptor_to_write(own), F_DUPFD_CLOEXEC, 3);
+  } else if (is_special_file(path_) || target.rfind("/proc/", 0) == 0) {
     // A pipe blocks here until a reader opens it, as a shell's `>` does.
     fd_ = ::open(path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   } else {
@@ -99,6 +134,17 @@ void AtomicFile::commit() {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void copy_file_atomically(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw runtime_error("reading " + from + ": " + std::strerror(errno));
+  AtomicFile out(to);
+  std::vector<char> buf(1 << 20);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0)
+    out.write(buf.data(), static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw runtime_error("reading " + from + " failed");
+  out.commit();
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

@@ -37,12 +37,25 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Copies the file `from` to `to` as AtomicFile writes: `to` is whole or as it was.
+void copy_file_atomically(const std::string& from, const std::string& to);
+
 // Where a write to `path` lands: `path` with its symlinks followed (a dangling link gives the
 // path it points to; a link into /proc stops there). A loop of links throws.
 std::string write_target(const std::string& path);
 
 // Whether `path` (followed) exists and is not a regular file or a folder: a device, pipe or socket.
 bool is_special_file(const std::string& path);
+
+// The descriptor of this process that `path` names (/dev/stdout, /dev/fd/2, /proc/self/fd/1, a
+// link to one), or -1. AtomicFile writes such a path on that descriptor, never reopening it.
+int own_descriptor(const std::string& path);
+// For a command whose data goes to /dev/stdout: from now on what the process prints to stdout
+// goes to stderr, and a write to /dev/stdout lands in the original stdout, so that the stream
+// carries the data alone. Call before the report's first line.
+void keep_stdout_for_data();
+// The descriptor a write to this process's descriptor `fd` uses (stdout's data, once kept).
+int descriptor_to_write(int fd);
 
 // Writes `text` to `path` through an AtomicFile.
 void write_file_atomically(const std::string& path, const std::string& text);

@@ -22,7 +22,7 @@ const char* const kInferHint =
 }  // namespace
 
 int64_t check_class_indices(const std::string& file, int64_t n, const std::function<double(int64_t)>& label,
-                            int64_t given) {
+                            int64_t given, const std::function<std::string(int64_t)>& name) {
   const int64_t limit = given > 0 ? given : kMaxClasses;
   std::vector<int64_t> count;
   for (int64_t i = 0; i < n; ++i) {
@@ -38,7 +38,9 @@ int64_t check_class_indices(const std::string& file, int64_t n, const std::funct
                       : v != std::floor(v)     ? "is not a whole number"
                       : given > 0              ? fmt::format("is outside 0..{} ({} classes)", given - 1, given)
                                                : fmt::format("is {} or more", kMaxClasses);
-    throw usage_error(fmt::format("{}: label {} at index {} {}", file, fmt::format("{:.9g}", v), i, why),
+    const std::string value = fmt::format("{:.9g}", v);
+    throw usage_error(name ? fmt::format("{}: label {} {}", name(i), value, why)
+                           : fmt::format("{}: label {} at index {} {}", file, value, i, why),
                       given > 0 ? fmt::format("labels must be class indices below {}: pass a larger --num_classes, "
                                               "or fix the labels",
                                               given)

@@ -12,9 +12,9 @@ namespace gputrain {
 // count a format fixes, like MNIST's 10) every label must lie in [0, given). With `given` == 0
 // the count is inferred, and the labels must then be exactly 0..K-1 with every class present
 // and K >= 2. Returns the class count; anything else is a usage error naming the file, the
-// index and the value, with a hint.
+// index (or `name(index)`, when given: "shard.tar: sample '000012'") and the value, with a hint.
 int64_t check_class_indices(const std::string& file, int64_t n, const std::function<double(int64_t)>& label,
-                            int64_t given);
+                            int64_t given, const std::function<std::string(int64_t)>& name = {});
 
 // Classes named by their values (CSV labels, folder names): `found` distinct names. Returns the
 // class count: `given` when set (it must cover every name), else `found`, which must be >= 2.

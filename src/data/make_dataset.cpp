@@ -227,6 +227,7 @@ void require_images(const Config& c, const std::vector<int64_t>& shape) {
 struct Pipelines {
   DatasetPtr train, test;
   std::string eval_name = "test";
+  bool held_out = false;  // the test split is a part of the training data
 };
 
 Pipelines assemble(const Config& c, const Raw& raw) {
@@ -236,6 +237,7 @@ Pipelines assemble(const Config& c, const Raw& raw) {
   if (c.val_split > 0 || !p.test) {
     const double fraction = c.val_split > 0 ? c.val_split : 0.1;
     std::tie(p.train, p.test) = split_validation(p.train, fraction, static_cast<uint64_t>(c.seed), raw.train_eval);
+    p.held_out = true;
     p.eval_name = fmt::format("validation ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
                               c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default");
   }
@@ -285,6 +287,7 @@ DataSplits make_datasets(const Config& c) {
     throw usage_error("--cache with --random_resized_crop on image files would keep each image's first crop",
                       "drop --cache: the crop is drawn anew every epoch, and only its region is decoded");
   Pipelines p = assemble(c, raw);
+  s.test_held_out = p.held_out;
   std::vector<std::shared_ptr<const Transform>> train_t, test_t;
   // Random augmentation (training only), then normalization by statistics of the training data.
   if (c.random_crop > 0) train_t.push_back(std::make_shared<RandomCrop>(c.random_crop));

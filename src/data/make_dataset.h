@@ -15,6 +15,10 @@ struct DataSplits {
   // The normalization used, as config strings: computed ones are stored in the run's config so
   // that a resume (and evaluation) reuses them instead of computing them again.
   std::string normalize_mean, normalize_std;
+  // The test split is held out of the training data (--val_split): one source, whose bad
+  // samples both splits report; counted once.
+  bool test_held_out = false;
+  int64_t bad_samples() const { return train->bad_samples() + (test_held_out ? 0 : test->bad_samples()); }
 };
 
 // Throws a usage error (naming the file and, where there is one, an install hint) when the

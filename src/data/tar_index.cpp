@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -48,6 +49,33 @@ bool checksum_ok(const char* h) {
 }
 
 std::string field(const char* f, size_t n) { return std::string(f, strnlen(f, n)); }
+
+// A file that is no tar at all, from its first bytes: a compressed shard (WebDataset's readers
+// stream .tar.gz; shards here are read by offset, which compression rules out), or anything else
+// whose first block is no tar header. "" when it may be a tar.
+std::string not_a_tar(const char* h, size_t got) {
+  const auto starts = [&](const char* magic, size_t n) { return got >= n && std::memcmp(h, magic, n) == 0; };
+  const char* compressed = starts("\x1f\x8b", 2)                    ? "gzip"
+                           : starts("BZh", 3)                         ? "bzip2"
+                           : starts("\xfd" "7zXZ\x00", 6)            ? "xz"
+                           : starts("\x28\xb5\x2f\xfd", 4)          ? "zstd"
+                           : starts("PK\x03\x04", 4)                 ? "zip"
+                                                                      : nullptr;
+  if (compressed)
+    return fmt::format("it is compressed ({}): shards are read by offset, so they must be plain tar files "
+                       "(decompress it, e.g. gunzip -c shard.tar.gz > shard.tar)",
+                       compressed);
+  if (got == 0) return "it is empty (0 bytes): not a tar file";
+  // A first header cut short still shows its "ustar" magic: that is a truncation, said later.
+  const bool ustar = got >= 262 && std::memcmp(h + 257, "ustar", 5) == 0;
+  if ((got < kBlock && !ustar) || (got == kBlock && !checksum_ok(h))) {
+    std::string start;
+    for (size_t i = 0; i < std::min<size_t>(got, 16); ++i)
+      start += std::isprint(static_cast<unsigned char>(h[i])) ? h[i] : '.';
+    return fmt::format("it is not a tar file (it starts '{}', no tar header)", start);
+  }
+  return "";
+}
 
 // pax records: "<length> <key>=<value>\n"; sets path and size when present (size -2 when negative).
 void parse_pax(const std::string& data, std::string* path, int64_t* size) {
@@ -99,12 +127,23 @@ TarIndex index_tar(const std::string& path) {
   std::string long_name;   // from a GNU 'L' entry or a pax record, for the next member
   int64_t pax_size = -1;
   const auto last = [&] {
-    return out.members.empty() ? std::string("the first member") : "member '" + out.members.back().name + "'";
+    return out.members.empty() ? std::string("the start of the file") : "member '" + out.members.back().name + "'";
   };
   char h[kBlock];
   for (uint64_t pos = 0;;) {
     const size_t got = f.read_at(pos, h, kBlock);
-    if (got == 0 && pos == file_size) break;  // no end-of-archive blocks: tolerated, as Python does
+    if (pos == 0)
+      if (const std::string why = not_a_tar(h, got); !why.empty())
+        throw usage_error(fmt::format("shard '{}': {}", path, why), "WebDataset shards are tar files of "
+                                                                     "<key>.<image> and <key>.cls members "
+                                                                     "(tools/make_shards.py writes them)");
+    if (got == 0 && pos == file_size) {  // no end-of-archive blocks: tolerated, as Python does
+      // ... unless an extended header promised a member that never came.
+      if (!long_name.empty() || pax_size >= 0)
+        out.damage = fmt::format("truncated tar: the file ends at offset {}, after the extended header {}", pos,
+                                 long_name.empty() ? "of a member" : "of '" + long_name + "'");
+      break;
+    }
     if (got < kBlock) {
       out.damage = fmt::format("truncated tar: the header after {} is cut at offset {}", last(), pos);
       break;

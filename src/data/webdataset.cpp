@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "data/labels.h"
 #include "data/tar_index.h"
 
 namespace gputrain {
@@ -45,6 +46,7 @@ struct ShardScan {
   };
   std::vector<Found> samples;
   std::vector<std::string> problems;  // in shard order
+  int64_t lost = 0;                   // samples dropped (a problem may be no sample's, as a cut between two)
 };
 
 ShardScan scan_shard(const std::string& shard) {
@@ -52,7 +54,14 @@ ShardScan scan_shard(const std::string& shard) {
   const TarIndex index = index_tar(shard);
   const ShardFile f(shard);
   if (f.fd < 0) throw usage_error(fmt::format("shard '{}': cannot open it ({})", shard, std::strerror(errno)));
+  // A sample the shard drops: its problem, counted once.
+  const auto drop = [&](std::string problem) {
+    out.problems.push_back(std::move(problem));
+    ++out.lost;
+  };
   // Members sharing a key are consecutive in a shard: a sample ends where the key changes.
+  bool last_incomplete = false;  // whether the shard's last sample lacks a member (a cut may go through it)
+  std::string last_key;
   for (size_t i = 0; i < index.members.size();) {
     std::string key, ext;
     if (!split_key(index.members[i].name, &key, &ext)) {
@@ -61,19 +70,29 @@ ShardScan scan_shard(const std::string& shard) {
     }
     const TarMember* image = nullptr;
     const TarMember* cls = nullptr;
-    std::vector<std::string> names;
+    std::vector<std::string> names, exts;
+    std::string twice;  // an extension two members of the sample share
     for (std::string k, e; i < index.members.size() && split_key(index.members[i].name, &k, &e) && k == key; ++i) {
       names.push_back(index.members[i].name);
+      if (twice.empty() && std::find(exts.begin(), exts.end(), e) != exts.end()) twice = e;
+      exts.push_back(e);
       if (!image && (e == "jpg" || e == "jpeg" || e == "png")) image = &index.members[i];
       if (!cls && e == "cls") cls = &index.members[i];
     }
+    last_key = key;
+    last_incomplete = !twice.empty() ? false : !image || !cls;
     const std::string members = fmt::format("its members: {}", join(names, ", "));
+    // Which one would be the sample's? WebDataset's own reader refuses it too.
+    if (!twice.empty()) {
+      drop(fmt::format("{}: sample '{}' has two '.{}' members in a row ({})", shard, key, twice, members));
+      continue;
+    }
     if (!image) {
-      out.problems.push_back(fmt::format("{}: sample '{}' has no .jpg, .jpeg or .png image ({})", shard, key, members));
+      drop(fmt::format("{}: sample '{}' has no .jpg, .jpeg or .png image ({})", shard, key, members));
       continue;
     }
     if (!cls) {
-      out.problems.push_back(fmt::format("{}: sample '{}' has no .cls label ({})", shard, key, members));
+      drop(fmt::format("{}: sample '{}' has no .cls label ({})", shard, key, members));
       continue;
     }
     char text[32] = {};
@@ -84,15 +103,25 @@ ShardScan scan_shard(const std::string& shard) {
     errno = 0;
     const long long label = std::strtoll(text, &end, 10);
     while (end && *end && std::isspace(static_cast<unsigned char>(*end))) ++end;
-    // A class index is at most 2^24 (a head of 16.7 M outputs); larger is a corrupt label.
-    if (cls->size >= sizeof text || end == text || (end && *end) || errno || label < 0 || label > (1 << 24)) {
-      out.problems.push_back(fmt::format("{}: member '{}' holds '{}', not a class index (0, 1, ...)", shard,
-                                         cls->name, std::string(text, n)));
+    // A class index is at most 2^24 (a head of 16.7 M outputs); larger is a corrupt label. A
+    // negative number is a label: the class checks refuse it, naming the sample.
+    if (cls->size >= sizeof text || end == text || (end && *end) || errno || label < -(1 << 24) || label > (1 << 24)) {
+      drop(fmt::format("{}: member '{}' holds '{}', not a class index (0, 1, ...)", shard, cls->name,
+                       std::string(text, n)));
       continue;
     }
     out.samples.push_back({image->offset, image->size, label, image->name});
   }
-  if (!index.damage.empty()) out.problems.push_back(shard + ": " + index.damage);
+  if (!index.damage.empty()) {
+    // The cut is the problem: the sample it went through is lost with it, not "unlabelled"
+    // (counted once: as the incomplete last sample, or here, as the one whose member it cuts).
+    if (last_incomplete)
+      out.problems.pop_back();
+    else
+      ++out.lost;
+    out.problems.push_back(fmt::format("{}: {}{}", shard, index.damage,
+                                       last_incomplete ? fmt::format(" (sample '{}' is cut short)", last_key) : ""));
+  }
   return out;
 }
 
@@ -123,8 +152,6 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
 
-  int64_t largest = -1;
-  std::string largest_at;  // "<shard>: member '<name>'" of the largest label, for messages
   for (size_t s = 0; s < scans.size(); ++s) {
     auto& scan = scans[s];
     if (!scan.problems.empty() && !opt_.skip_bad) {
@@ -132,31 +159,34 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
       for (size_t t = s + 1; t < scans.size(); ++t) more += scans[t].problems.size();
       throw usage_error(scan.problems[0] + (more ? fmt::format(" (and {} more problems)", more) : ""), kBadHint);
     }
-    scan_bad_ += static_cast<int64_t>(scan.problems.size());
+    scan_bad_ += scan.lost;
     shard_first_.push_back(static_cast<int64_t>(samples_.size()));
-    for (auto& f : scan.samples) {
-      if (f.label > largest) {
-        largest = f.label;
-        largest_at = fmt::format("{}: member '{}'", shards_[s], f.member);
-      }
+    for (auto& f : scan.samples)
       samples_.push_back({static_cast<uint32_t>(s), f.offset, f.size, f.label, std::move(f.member)});
-    }
   }
   shard_first_.push_back(static_cast<int64_t>(samples_.size()));
   if (samples_.empty())
     throw usage_error(fmt::format("the {} shard(s) from '{}' hold no samples (an image and a .cls label each)",
                                   shards_.size(), shards_.front()),
                       "write shards with tools/make_shards.py");
-  if (opt_.num_classes > 0 && largest >= opt_.num_classes)
-    throw usage_error(fmt::format("{}'s sample has label {}, beyond the {} classes of {}", largest_at, largest,
-                                  opt_.num_classes, opt_.classes_from),
-                      opt_.classes_from == "--num_classes" ? fmt::format("pass --num_classes {} or more", largest + 1)
-                                                           : "evaluate on shards of the same classes");
-  classes_ = opt_.num_classes > 0 ? opt_.num_classes : largest + 1;
-  if (classes_ < 2)
-    throw usage_error(fmt::format("the shards from '{}' hold only label {} ({}): nothing to classify", shards_.front(),
-                                  largest, largest_at),
-                      "a classifier needs two classes or more (pass --num_classes if some have no samples here)");
+  // The same checks as every other format's labels, each problem naming its shard and sample.
+  const auto label = [&](int64_t i) { return static_cast<double>(samples_[static_cast<size_t>(i)].label); };
+  const auto sample = [&](int64_t i) {
+    const Sample& x = samples_[static_cast<size_t>(i)];
+    return fmt::format("{}: sample '{}'", shards_[x.shard], x.member.substr(0, x.member.rfind('.')));
+  };
+  const std::string what = fmt::format("the {} shard(s) from '{}'", shards_.size(), shards_.front());
+  if (opt_.num_classes > 0 && opt_.classes_from != "--num_classes") {
+    // The test shards, numbered by the training classes.
+    for (int64_t i = 0; i < size(); ++i)
+      if (label(i) < 0 || label(i) >= static_cast<double>(opt_.num_classes))
+        throw usage_error(fmt::format("{} has label {}, outside the {} classes of {}", sample(i), label(i),
+                                      opt_.num_classes, opt_.classes_from),
+                          "evaluate on shards of the same classes");
+    classes_ = opt_.num_classes;
+  } else {
+    classes_ = check_class_indices(what, size(), label, opt_.num_classes, sample);
+  }
 }
 
 std::string WebDataset::where(int64_t index) const {

@@ -355,6 +355,20 @@ void Comm::collective_failed(const std::string& op, const std::string& failure) 
     throw CollectiveFailed({fmt::format("rank {} of {}: the {} of step {} failed: {}", env_.rank, env_.world_size, op,
                                         step_, first)},
                            "every rank is alive: see the other ranks' errors", kExitRuntime);
+  // A peer's socket closed before the timeout: it exited or was killed, now, not "slow".
+  const bool closed = first.find("Timed out") == std::string::npos && first.find("timed out") == std::string::npos &&
+                      (first.find("losed") != std::string::npos || first.find("reset") != std::string::npos ||
+                       first.find("exited") != std::string::npos || first.find("Broken pipe") != std::string::npos ||
+                       first.find("Connection refused") != std::string::npos);
+  if (closed)
+    throw CollectiveFailed({fmt::format("rank {} of {}: the {} of step {} failed: {} exited or was killed at step {} "
+                                        "(its connection closed at {}: {})",
+                                        env_.rank, env_.world_size, op, step_, name_ranks(absent), step_,
+                                        utc_now(), first)},
+                           fmt::format("see what became of {} (its exit code, its node, its own output); resume with "
+                                       "--resume auto from the last checkpoint",
+                                       name_ranks(absent)),
+                           kExitRuntime);
   throw CollectiveFailed({fmt::format("rank {} of {}: the {} of step {} failed: {} did not come within --dist_timeout "
                                       "{:g} s (stopped, hung, or gone)",
                                       env_.rank, env_.world_size, op, step_, name_ranks(absent), timeout_seconds_)},

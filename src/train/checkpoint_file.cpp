@@ -269,6 +269,13 @@ CheckpointMeta read_meta(Tree& t, const PickleValue& root, int version) {
   // Absent in checkpoints written before --early_stopping existed.
   if (auto e = t.find(m, p + "evals_since_best")) meta.evals_since_best = t.integer(t.at(*e), "evals_since_best");
   if (meta.evals_since_best < 0 || meta.evals_since_best > kMaxSteps) t.fail("its early-stopping count is out of range");
+  // Absent in checkpoints written before train --until existed.
+  if (auto e = t.find(m, p + "last_eval")) {
+    const PickleValue& d = t.at(*e);
+    if (d.kind != Kind::Dict) t.fail("'last_eval' is not a dict");
+    for (size_t i = 0; i + 1 < d.items.size(); i += 2)
+      meta.last_eval[t.name(t.at(d.items[i]), "a metric's name")] = t.number(t.at(d.items[i + 1]), "a metric");
+  }
   return meta;
 }
 
@@ -407,6 +414,12 @@ void write_checkpoint(const CheckpointData& c, const std::function<size_t(const 
   out.text("evaluated"), out.boolean(meta.evaluated);
   out.text("best_score"), out.number(meta.best_score);
   out.text("evals_since_best"), out.integer(meta.evals_since_best);
+  if (!meta.last_eval.empty()) {
+    out.text("last_eval");
+    out.begin_dict();
+    for (const auto& [name, value] : meta.last_eval) out.text(name), out.number(value);
+    out.end();
+  }
   out.text("config"), out.text(meta.config_json);
   out.end();
   out.text("model");

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,9 @@ struct CheckpointMeta {
   // The evaluation at this position has run: a --max_steps end inside an epoch, evaluated; a
   // resume with more steps continues from here, one with the same steps has nothing left to do.
   bool evaluated = false;
+  // The metrics of the last evaluation (the moving average's when kept: what is judged), by
+  // name ("accuracy", "loss"); empty before the first. A resume checks --until against them.
+  std::map<std::string, double> last_eval;
 };
 
 // A checkpoint from a newer gputrain: refused, never passed over as damaged.

@@ -49,6 +49,13 @@ double EvalResult::metric(const std::string& name) const {
   return n == "mae" ? mean_mae() : mean_rmse();
 }
 
+std::map<std::string, double> EvalResult::metrics() const {
+  std::map<std::string, double> out;
+  for (const auto& name : metric_names())
+    if (metric_misfit(*find_metric(name), regression, top5 < 0 ? 0 : 5).empty()) out[name] = metric(name);
+  return out;
+}
+
 void EvalResult::add_to(nlohmann::json& record, const std::string& prefix) const {
   record[prefix + "loss"] = loss;
   if (regression) {

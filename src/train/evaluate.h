@@ -1,6 +1,7 @@
 // Evaluation on a held-out split: the loss and the task's metrics, no gradients.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ struct EvalResult {
   // The value of a metric (loss, accuracy, top5, mae, rmse) and whether higher is better.
   double metric(const std::string& name) const;
   static bool higher_is_better(const std::string& name);
+  // Every metric that applies to this task, by name (what a checkpoint keeps of an evaluation).
+  std::map<std::string, double> metrics() const;
   // A NaN or infinite loss (an fp16 overflow, diverged weights): the NaN guard's error, exit 3,
   // with `hint`.
   void require_finite(const std::string& what, const std::string& hint) const;

@@ -5,9 +5,15 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/_foreach_copy.h>
 #include <fmt/format.h>
 
+#include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/progress.h"
@@ -77,6 +83,9 @@ class Fit {
     r_.evals_since_best = start.evals_since_best;
     // A run that stopped early stays stopped: resuming it only writes the summary again.
     r_.early_stopped = c().early_stopping > 0 && r_.evals_since_best >= c().early_stopping;
+    // So does one whose last evaluation reached the target (a resume with a harder one goes on).
+    last_eval_ = start.last_eval;
+    if (target_ && last_eval_.count(target_->metric)) r_.target_reached = target_->reached(last_eval_.at(target_->metric));
     s.trainer().resume_at(start.step);
   }
 
@@ -113,7 +122,16 @@ class Fit {
   StopPolicy stop_;
   Progress progress_;
   std::string record_;  // config.json's record, in every checkpoint (an AMP fallback adds to it)
+  std::map<std::string, double> last_eval_;  // the last epoch evaluation's judged metrics, in checkpoints
   FitResult r_;
+  // With several ranks: the model's buffers and this process's generators before the step in
+  // flight. A collective that fails inside it (the gradient sum) leaves the weights as they
+  // were, but its forward has moved BatchNorm's statistics and drawn random numbers: they are
+  // put back, so that the state kept is exactly the one before the failed step.
+  struct BeforeStep {
+    std::vector<torch::Tensor> buffers;
+    torch::Tensor cpu_rng, cuda_rng;
+  } before_;
 
   const Config& c() const { return s_.config(); }
   Trainer& trainer() { return s_.trainer(); }
@@ -163,6 +181,7 @@ class Fit {
   CheckpointMeta meta(int64_t epoch, int64_t consumed, bool evaluated = false) const {
     CheckpointMeta m{epoch, consumed * s_.global_batch_size(), r_.step, r_.best_score, record_, r_.evals_since_best};
     m.evaluated = evaluated;
+    m.last_eval = last_eval_;
     return m;
   }
 
@@ -233,7 +252,7 @@ class Fit {
     if (!target_) return;
     const double v = judged.metric(target_->metric);
     r_.target_metric = v;
-    if (target_->higher_is_better() ? v >= target_->value : v <= target_->value) {
+    if (target_->reached(v)) {
       r_.target_reached = true;
       r_.target_train_seconds = evals_.training_seconds();
       progress_.line(fmt::format("target {} reached at step {}", target_->text(), r_.step));
@@ -324,9 +343,43 @@ class Fit {
       } catch (const CollectiveFailed&) {
         // A rank stopped or gone: keep the last step every rank completed (this one when its
         // update ran: the step counter moved).
-        keep_alone(epoch, batches_.consumed() - (r_.step > done_before ? 0 : c().accumulation_steps));
+        const bool updated = r_.step > done_before;
+        if (!updated) restore_before_step();
+        keep_alone(epoch, batches_.consumed() - (updated ? 0 : c().accumulation_steps));
         throw;
       }
+    }
+  }
+
+  void remember_before_step() {
+    const std::vector<torch::Tensor> buffers = trainer().model().buffers();
+    if (before_.buffers.size() != buffers.size()) {
+      before_.buffers.clear();
+      for (const auto& b : buffers) before_.buffers.push_back(b.detach().clone());
+    } else if (!buffers.empty()) {
+      torch::NoGradGuard no_grad;
+      at::_foreach_copy_(before_.buffers, buffers);  // one fused copy on a GPU, queued with the step
+    }
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      before_.cpu_rng = gen.get_state();
+    }
+    if (s_.recipe().cuda) before_.cuda_rng = cuda_rng_state(s_.recipe().device.index());
+  }
+
+  void restore_before_step() {
+    if (before_.buffers.empty() && !before_.cpu_rng.defined()) return;
+    try {
+      torch::NoGradGuard no_grad;
+      const std::vector<torch::Tensor> buffers = trainer().model().buffers();
+      for (size_t i = 0; i < buffers.size() && i < before_.buffers.size(); ++i) buffers[i].copy_(before_.buffers[i]);
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(before_.cpu_rng);
+      if (before_.cuda_rng.defined()) set_cuda_rng_state(s_.recipe().device.index(), before_.cuda_rng);
+    } catch (const std::exception& e) {  // best effort, as the save after it: the failure is the news
+      progress_.line(fmt::format("could not put back the state before step {}: {}", r_.step + 1, e.what()));
     }
   }
 
@@ -338,6 +391,7 @@ class Fit {
     trainer().set_lr(lr);
     if (Comm* comm = s_.parallel().comm()) comm->set_step(r_.step + 1);  // named if a collective fails
     const int64_t split_before = trainer().split();
+    if (s_.parallel().comm()) remember_before_step();
     const StepResult sr = trainer().step(micro);
     if (trainer().split() != split_before)
       write({{"event", "oom"},
@@ -404,6 +458,7 @@ class Fit {
     const std::string& monitored = s_.monitored();
     // The average is what one deploys: it decides "best", early stopping and the target.
     const EvalResult& judged = trainer().ema() ? r_.last_ema_eval : r_.last_eval;
+    last_eval_ = judged.metrics();
     // Scores are signed so that higher is better, whatever the metric.
     const double score = judged.metric(monitored) * (EvalResult::higher_is_better(monitored) ? 1 : -1);
     const bool improved = score > r_.best_score;

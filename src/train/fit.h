@@ -9,7 +9,7 @@
 
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
-#include "train/fit_target.h"
+#include "config/fit_target.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 #include "train/stop_reason.h"

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "monitor/report_html.h"
+#include "train/run_program.h"
 
 namespace fs = std::filesystem;
 
@@ -117,8 +118,8 @@ std::string newest_intact(const fs::path& checkpoints) {
 }
 
 // The files a run writes at its start, before any checkpoint.
-const char* const kRunFiles[] = {"config.json", "metrics.jsonl", "monitor.csv",
-                                 "report.html", "tensorboard",   "checkpoints"};
+const char* const kRunFiles[] = {"config.json", "metrics.jsonl", "monitor.csv", "report.html", "tensorboard",
+                                 "checkpoints", kProgramFiles[0], kProgramFiles[1], kProgramFiles[2]};
 
 // The hint for a folder this user may not write: in a container that is most often a bind
 // mount owned by the host's user, while the image runs as its own (uid 1000).
@@ -163,6 +164,8 @@ RunFolder::~RunFolder() {
       write_note(lock_fd_, old_note_);
   }
   if (!started_ && created_checkpoints_) fs::remove(d / "checkpoints", ec);
+  if (!started_)
+    for (const auto& name : program_files_) fs::remove(d / name, ec);
   if (!lock_file_.empty()) fs::remove(lock_file_, ec);
   if (!started_ && created_dir_) fs::remove(d, ec);
   if (lock_fd_ >= 0) ::close(lock_fd_);
@@ -310,6 +313,39 @@ double RunFolder::save_checkpoint(const std::string& name, Trainer& trainer, con
   gputrain::save_checkpoint(checkpoint_path(name), trainer, meta);
   if (status_) status_->update({{"last_checkpoint", {{"path", checkpoint_path(name)}, {"step", meta.step}}}});
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::string> RunFolder::complete_saves(const std::string& from, const CheckpointMeta& at,
+                                                  bool save_checkpoints) {
+  std::vector<std::string> copied;
+  // Only a position right after an evaluation: an epoch's end, or an evaluated --max_steps end.
+  if (!at.evaluated && (at.samples != 0 || at.epoch == 0)) return copied;
+  auto holds_this_step = [&](const std::string& name) {
+    try {
+      return read_checkpoint_meta(checkpoint_path(name)).step == at.step;
+    } catch (const std::exception&) {
+      return false;  // missing or torn
+    }
+  };
+  std::vector<std::string> names = {"last.pt"};
+  if (save_checkpoints && at.samples == 0) names.push_back(fmt::format("epoch-{}.pt", at.epoch));
+  // evals_since_best 0: this evaluation is the best (a checkpoint from before any evaluation
+  // has no last_eval).
+  if (save_checkpoints && at.evals_since_best == 0 && !at.last_eval.empty()) names.push_back("best.pt");
+  for (const auto& name : names) {
+    const std::string path = checkpoint_path(name);
+    if (fs::weakly_canonical(path) == fs::weakly_canonical(from) || holds_this_step(name)) continue;
+    // last.pt is the newest state; an older one is left for the run to replace (a resume from
+    // an earlier epoch's checkpoint continues from there).
+    if (name == "last.pt" && fs::exists(path)) continue;
+    copy_file_atomically(from, path);
+    copied.push_back(name);
+  }
+  return copied;
+}
+
+nlohmann::json RunFolder::keep_program(const std::string& model) {
+  return gputrain::keep_program(model, dir_, program_files_);
 }
 
 void RunFolder::prune_checkpoints(int64_t keep) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +65,15 @@ class RunFolder {
   // The checkpoint `name` (last.pt, best.pt, epoch-N.pt); returns the seconds the save took.
   double save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta);
   void prune_checkpoints(int64_t keep);
+  // The run keeps its program (train/run_program.h): `model` copied in, its record returned. A
+  // run that ends before start() takes the copies away again.
+  nlohmann::json keep_program(const std::string& model);
+  // The saves after an evaluation write epoch-N.pt, last.pt, then best.pt when it is the best so
+  // far: a crash between them leaves some missing (or best.pt an older evaluation's), for good,
+  // since the first one written already counts the evaluation as done and as the best. Resuming
+  // from `from` (at `at`), the files of that evaluation still missing are copied from it, byte
+  // for byte (they are the same state); returns their names.
+  std::vector<std::string> complete_saves(const std::string& from, const CheckpointMeta& at, bool save_checkpoints);
 
   // report.html; a failure is a warning, never the run's failure (`gputrain report` retries).
   void write_report();
@@ -75,6 +85,7 @@ class RunFolder {
   std::string lock_file_;  // the exclusive-create lock file where flock is refused
   // What this process added, taken away again when the run ends before start().
   bool created_dir_ = false, created_lock_ = false, created_checkpoints_ = false, started_ = false;
+  std::vector<std::string> program_files_;  // the program copies this process wrote
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<Monitor> monitor_;

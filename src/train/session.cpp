@@ -13,6 +13,7 @@
 #include "core/metric.h"
 #include "core/text.h"
 #include "config/fields.h"
+#include "config/fit_target.h"
 #include "models/imported.h"
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
@@ -48,6 +49,7 @@ std::string check_task_options(const Config& c, const Dataset& train) {
   if (regression && (c.mixup > 0 || c.cutmix > 0))
     problems.push_back("--mixup and --cutmix mix class labels; this data is regression");
   if (!problems.empty()) throw Error(problems, "see --task to change how the targets are read", kExitUsage);
+  if (!c.until.empty()) check_target_applies(parse_target(c.until), regression, train.num_classes());
   return metric;
 }
 

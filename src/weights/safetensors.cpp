@@ -64,6 +64,13 @@ Error cannot_write(const std::string& what, const std::string& path, const std::
 
 void check_writable(const std::string& path, const std::string& what) {
   if (std::filesystem::is_directory(path)) throw cannot_write(what, path, "it is a folder");
+  if (const int own = own_descriptor(path); own >= 0) {  // /dev/stdout: its descriptor is written
+    const int flags = ::fcntl(descriptor_to_write(own), F_GETFL);
+    if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+      throw cannot_write(what, path, flags < 0 ? "this process has no such descriptor open" : "it is open read-only");
+    if (own == 1) keep_stdout_for_data();  // the stream carries the data alone: reports go to stderr
+    return;
+  }
   if (is_special_file(path)) {  // written straight through: a pipe's reader may come later
     if (::access(path.c_str(), W_OK) != 0) throw cannot_write(what, path, errno_text());
     return;

@@ -41,6 +41,9 @@ runs (the red team's payloads; each would work if run):
     eval_from_file.pt2, eval_from_file.eval.pt2  good.pt2, and beside it from_file.pt2's program
                       as its eval program
 
+A valid export with good.pt2's names and another forward, as a re-export of a changed module:
+    tanh.pt2          Mlp with tanh in place of relu
+
 And a TorchScript module, which gputrain loads only with --trust_program (its code runs on load):
     script.pt         torch.jit.save(torch.jit.script(Mlp())), the same seeded weights
 
@@ -76,6 +79,13 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.fc2(F.relu(self.fc1(x)))
+
+
+class Tanh(Mlp):
+    """Mlp with tanh in place of relu: the same parameter names, another program."""
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
 
 
 class Tied(Mlp):
@@ -251,6 +261,8 @@ def main():
     export(Mlp, path("good.pt2"), dynamic=True)
     done("good.pt2")
     good = read_members(path("good.pt2"))
+    export(Tanh, path("tanh.pt2"), dynamic=True)
+    done("tanh.pt2")
     with open(path("good.pt2"), "rb") as f:
         good_bytes = f.read()
 

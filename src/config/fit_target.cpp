@@ -1,5 +1,5 @@
-// --until METRIC=VALUE.
-#include "train/fit_target.h"
+// --until METRIC=VALUE: its parse, and whether it applies to the data.
+#include "config/fit_target.h"
 
 #include <algorithm>
 #include <cmath>
@@ -44,6 +44,14 @@ FitTarget parse_target(const std::string& text) {
                                   t.higher_is_better() ? "a fraction in (0, 1]" : "a value >= 0"),
                       hint);
   return t;
+}
+
+void check_target_applies(const FitTarget& target, bool regression, int64_t num_classes) {
+  const Metric* m = find_metric(target.metric);
+  const std::string misfit = m ? metric_misfit(*m, regression, num_classes) : "an unknown metric";
+  if (!misfit.empty())
+    throw usage_error("--until test_" + target.metric + ": " + misfit,
+                      regression ? "use test_loss, test_mae or test_rmse" : "use test_accuracy or test_loss");
 }
 
 }  // namespace gputrain

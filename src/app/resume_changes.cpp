@@ -1,0 +1,91 @@
+// Resume changes: flags, data and step position, compared and said.
+#include "app/resume_changes.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace gputrain {
+namespace {
+
+std::string shown(const nlohmann::json& v) {
+  if (v.is_null()) return "(none)";
+  const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  return s.empty() ? "\"\"" : s;
+}
+
+}  // namespace
+
+nlohmann::json ResumeChanges::entry(const CheckpointMeta& at) const {
+  if (kept.empty()) return nullptr;
+  nlohmann::json e = {{"step", at.step}, {"epoch", at.epoch}};
+  e.update(kept);
+  return e;
+}
+
+void compare_flags(const nlohmann::json& was, const nlohmann::json& now, ResumeChanges& out, const std::string& skip) {
+  if (!was.is_object() || !now.is_object()) return;
+  // Not settings of the run: where it is written, and switches of this command alone.
+  static const char* const kNotSettings[] = {"output_dir", "resume", "allow_data_change", "trust_program",
+                                             "device_preset_why"};
+  for (const auto& [name, value] : now.items()) {
+    if (name == skip || std::find(std::begin(kNotSettings), std::end(kNotSettings), name) != std::end(kNotSettings))
+      continue;
+    const nlohmann::json before = was.contains(name) ? was[name] : nlohmann::json();
+    if (before == value) continue;
+    out.said.push_back(fmt::format("--{} {} -> {}", name, shown(before), shown(value)));
+    out.kept["flags"][name] = {{"from", before}, {"to", value}};
+  }
+}
+
+void compare_data(const nlohmann::json& was, const nlohmann::json& now, bool allow, const std::string& checkpoint,
+                  ResumeChanges& out) {
+  if (!was.is_object() || !now.is_object()) return;  // a run from before data fingerprints
+  const auto samples_was = was.value("train_samples", int64_t{-1}), samples_now = now.value("train_samples", int64_t{-1});
+  if (samples_was != samples_now) {
+    if (!allow)
+      throw usage_error(fmt::format("the training data has {} samples; checkpoint '{}' was trained on {}", samples_now,
+                                    checkpoint, samples_was),
+                        "resume on the run's own data, or pass --allow_data_change to go on from its position (its "
+                        "epochs' sample orders change)");
+    out.said.push_back(fmt::format("training samples {} -> {} (--allow_data_change)", samples_was, samples_now));
+    out.kept["data"]["train_samples"] = {{"from", samples_was}, {"to", samples_now}};
+  }
+  const nlohmann::json empty = nlohmann::json::object();
+  const auto& files_was = was.contains("files") ? was["files"] : empty;
+  const auto& files_now = now.contains("files") ? now["files"] : empty;
+  auto said_file = [&](const std::string& path, const std::string& how) {
+    out.said.push_back(fmt::format("data file {} {}", path, how));
+    out.kept["data"]["files"][path] = how;
+  };
+  for (const auto& [path, before] : files_was.items()) {
+    if (!files_now.contains(path)) {
+      said_file(path, "is no longer read");
+      continue;
+    }
+    const auto& after = files_now[path];
+    if (before.value("bytes", uint64_t{0}) != after.value("bytes", uint64_t{0}))
+      said_file(path, fmt::format("changed: {} -> {} bytes", before.value("bytes", uint64_t{0}), after.value("bytes", uint64_t{0})));
+    else if (before.value("crc32_ends", "") != after.value("crc32_ends", ""))
+      said_file(path, "changed: same size, other bytes");
+    else if (before.value("mtime", int64_t{0}) != after.value("mtime", int64_t{0}))
+      said_file(path, "was modified (same size and ends)");
+  }
+  for (const auto& [path, after] : files_now.items())
+    if (!files_was.contains(path)) said_file(path, "is new");
+}
+
+void rescale_steps(int64_t was_per_step, int64_t now_per_step, int64_t steps_per_epoch, CheckpointMeta& at,
+                   ResumeChanges& out) {
+  if (was_per_step <= 0 || was_per_step == now_per_step || now_per_step <= 0) return;
+  const int64_t step = at.epoch * steps_per_epoch + at.samples / now_per_step;
+  out.said.push_back(fmt::format("{} -> {} samples per step: step {} -> {}, counted from the samples trained, so the "
+                                 "epochs and the learning-rate schedule end together",
+                                 was_per_step, now_per_step, at.step, step));
+  out.kept["samples_per_step"] = {{"from", was_per_step}, {"to", now_per_step}, {"step_from", at.step}, {"step_to", step}};
+  at.step = step;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,91 @@
+// A run's program: copied in, hashed, found again.
+#include "train/run_program.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/sha256.h"
+
+namespace fs = std::filesystem;
+
+namespace gputrain {
+namespace {
+
+// <stem>.eval.pt2 beside <stem>.pt2 (models/imported's rule): "" when there is none.
+std::string eval_program_of(const std::string& model) {
+  if (!model.ends_with(".pt2")) return "";
+  const std::string eval = model.substr(0, model.size() - 4) + ".eval.pt2";
+  return fs::exists(eval) ? eval : "";
+}
+
+bool has_bytes(const std::string& path, const std::string& sha256) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && sha256_file(path) == sha256;
+}
+
+// `from` into `to` (atomically), unless `to` already holds its bytes; returns `from`'s hash.
+std::string copy_in(const std::string& from, const std::string& to, std::vector<std::string>& written) {
+  const std::string sha = sha256_file(from);
+  std::error_code ec;
+  if (fs::equivalent(from, to, ec) || has_bytes(to, sha)) return sha;
+  copy_file_atomically(from, to);
+  written.push_back(fs::path(to).filename().string());
+  if (sha256_file(to) != sha)  // changed while it was copied (a re-export in progress)
+    throw usage_error(fmt::format("--model {} changed while it was copied into the run", from),
+                      "wait for the export to finish, then start the run again");
+  return sha;
+}
+
+}  // namespace
+
+nlohmann::json keep_program(const std::string& model, const std::string& dir, std::vector<std::string>& written) {
+  const bool pt2 = model.ends_with(".pt2");
+  const std::string file = pt2 ? "model.pt2" : "model.pt";
+  nlohmann::json record = {{"file", file},
+                           {"sha256", copy_in(model, (fs::path(dir) / file).string(), written)},
+                           {"from", fs::absolute(model).lexically_normal().string()}};
+  if (const std::string eval = eval_program_of(model); !eval.empty()) {
+    record["eval_file"] = "model.eval.pt2";
+    record["eval_sha256"] = copy_in(eval, (fs::path(dir) / "model.eval.pt2").string(), written);
+  } else if (pt2) {
+    // A stale eval program of another model must not pair with this one.
+    std::error_code ec;
+    fs::remove(fs::path(dir) / "model.eval.pt2", ec);
+  }
+  return record;
+}
+
+std::string find_program(const nlohmann::json& program, const std::string& dir, const std::string& given) {
+  const std::string file = program.value("file", ""), sha = program.value("sha256", "");
+  const std::string eval_sha = program.value("eval_sha256", "");
+  // A candidate is the run's program when its bytes, and its eval program's, are the recorded ones.
+  auto matches = [&](const std::string& path) {
+    if (path.empty() || !has_bytes(path, sha)) return false;
+    const std::string eval = eval_program_of(path);
+    return eval_sha.empty() ? eval.empty() : !eval.empty() && sha256_file(eval) == eval_sha;
+  };
+  const std::string copy = (fs::path(dir) / file).string();
+  if (matches(copy)) return copy;
+  if (matches(given)) return given;
+  const std::string from = program.value("from", "");
+  if (given.empty() && matches(from)) return from;
+  const std::string wanted = fmt::format("sha256 {}{}", sha, eval_sha.empty() ? "" : ", its eval program " + eval_sha);
+  if (!given.empty())
+    throw usage_error(fmt::format("--model {} is not the run's program ({})", given, wanted),
+                      "give the file the run was trained with, or start a new run with --init_from the checkpoint");
+  if (fs::exists(copy))
+    throw usage_error(fmt::format("{} is not the run's program: its bytes changed ({})", copy, wanted),
+                      "restore the run's own copy, or pass --model FILE of that program");
+  throw usage_error(fmt::format("the run's program is gone: no {} and no {} with its bytes ({})", copy, from, wanted),
+                    "pass --model FILE of that program");
+}
+
+std::string run_dir_of(const std::string& checkpoint) {
+  const fs::path folder = fs::path(checkpoint).parent_path();
+  return (folder.filename() == "checkpoints" ? folder.parent_path() : folder).string();
+}
+
+}  // namespace gputrain
