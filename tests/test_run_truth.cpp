@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -142,6 +143,12 @@ TEST_CASE("outputs to /dev/stdout: a file, an appended file or a pipe gets the d
   CHECK(test::read_file(dir / "x.safetensors") == test::read_file(dir / "ref.safetensors"));
   CHECK(shell_in(dir, "$G train --preset smoke --epochs 1 --output_dir run2 --export /dev/stdout > t.safetensors "
                       "2> t.err") == 0);
+  // benchmark --csv: a stream gets the last report alone (a file is rewritten after each variant).
+  CHECK(shell_in(dir, "$G benchmark --preset smoke --variants baseline,all --csv /dev/stdout 2>/dev/null | cat > "
+                      "b.csv") == 0);
+  const std::string bench = test::read_file(dir / "b.csv");
+  CHECK(bench.rfind("variant,", 0) == 0);
+  CHECK(std::count(bench.begin(), bench.end(), '\n') == 3);  // the header, baseline, all
   const auto weights = load_safetensors(dir / "t.safetensors");
   CHECK(weights.size() == load_safetensors(dir / "ref.safetensors").size());
   CHECK_THAT(test::read_file(dir / "t.err"), Catch::Contains("configuration") && Catch::Contains("done:"));

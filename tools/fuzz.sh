@@ -36,7 +36,7 @@ build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp
 build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp src/core/mapped_file.cpp src/core/zip.cpp -- -lz
 image_srcs=(src/data/image_decode.cpp src/data/crop_box.cpp src/data/decode_box.cpp src/data/resample.cpp)
 build fuzz_image tests/fuzz/fuzz_image.cpp "${image_srcs[@]}" -- -lpng -lturbojpeg -ljpeg -lz
-build fuzz_tar tests/fuzz/fuzz_tar.cpp src/data/tar_index.cpp src/data/webdataset.cpp src/data/image_sample.cpp \
+build fuzz_tar tests/fuzz/fuzz_tar.cpp src/data/tar_index.cpp src/data/webdataset.cpp src/data/labels.cpp src/data/image_sample.cpp \
   "${image_srcs[@]}" src/core/text.cpp -- -lpng -lturbojpeg -ljpeg -lz
 
 # Checkpoints are read by gputrain's own code (the unpickler, the zip reader, the checkpoint

@@ -130,11 +130,16 @@ int run_benchmark(const BenchRequest& q) {
   nlohmann::json workload_json = to_json(q.workload);
   BenchReport report{recipe, &workload_json, s, {}, recipe.cuda ? "GPU (caching allocator peak)" : "host (peak RSS)", ""};
   report.data_parallel = data_parallel;
-  // Rewritten after every variant, so a kill or a crash keeps what was measured.
-  auto write_outputs = [&] {
-    if (q.json_path) write_file_atomically(*q.json_path, to_json(report).dump(2) + "\n");
-    if (q.csv_path) write_file_atomically(*q.csv_path, format_csv(report));
-    if (q.markdown_path) write_file_atomically(*q.markdown_path, format_markdown(report));
+  // Rewritten after every variant, so a kill or a crash keeps what was measured. A stream
+  // (/dev/stdout, a pipe) cannot be rewritten: it gets the last report alone.
+  auto write_outputs = [&](bool last) {
+    auto write = [&](const std::optional<std::string>& path, const auto& text) {
+      if (path && (last || (own_descriptor(*path) < 0 && !is_special_file(*path))))
+        write_file_atomically(*path, text());
+    };
+    write(q.json_path, [&] { return to_json(report).dump(2) + "\n"; });
+    write(q.csv_path, [&] { return format_csv(report); });
+    write(q.markdown_path, [&] { return format_markdown(report); });
   };
   for (size_t i = 0; i < variants.size() && !stop_signal(); ++i) {
     const auto& v = variants[i];
@@ -157,7 +162,7 @@ int run_benchmark(const BenchRequest& q) {
       fmt::print("  session ({}): {}\n", v.name, report.results.back().session);
     compare_with_baseline(report.results);
     report.verdict = fmt::format("partial: {} of {} variants measured so far", i + 1, variants.size());
-    write_outputs();
+    write_outputs(false);
   }
   if (tty) fmt::print(stderr, "\r\033[K");
   if (const int sig = stop_signal()) {
@@ -169,7 +174,7 @@ int run_benchmark(const BenchRequest& q) {
     report.verdict = s.stage == "full" ? bottleneck(variants, data, s) : "";
   }
   fmt::print("\n{}", format_table(report));
-  write_outputs();
+  write_outputs(true);
   if (q.save_recipe && stop_signal()) {
     fmt::print("--save_recipe: nothing saved (stopped before every variant was measured)\n");
   } else if (q.save_recipe) {
