@@ -189,9 +189,22 @@ TEST_CASE("a resume with another --batch_size keeps the run's epochs and finishe
   CHECK(steps.back()["lr"].get<double>() < 0.003 * 0.01);
   const auto config = nlohmann::json::parse(test::read_file(run + "/config.json"));
   REQUIRE(config["history"].size() == 1);
-  CHECK(config["history"][0]["samples_per_step"]["step_to"] == 10);
+  CHECK(config["history"][0]["steps"]["to"] == 10);
   CHECK(config["history"][0]["flags"]["batch_size"]["from"] == 32);
   CHECK(config["history"][0]["flags"]["batch_size"]["to"] == 64);
+
+  // Accumulation changed mid-epoch: 160 samples in, micro-batches 5..14 make 5 steps of 2, so
+  // the position is step 8 - 5 = 3 and the run ends at step 16 of 16 (2 epochs of 8).
+  const std::string acc = dir / "acc";
+  REQUIRE(test::run_gputrain("train --preset smoke --log_every 1 --output_dir " + acc, "GPUTRAIN_FAULT_SIGTERM_STEP=5")
+              .exit_code == 143);
+  auto accumulated = test::run_gputrain("train --output_dir " + acc + " --resume auto --accumulation_steps 2");
+  INFO(accumulated.out << accumulated.err);
+  REQUIRE(accumulated.exit_code == 0);
+  CHECK_THAT(accumulated.out, Catch::Contains("32 -> 64 samples per step: step 5 -> 3"));
+  CHECK(records(acc, "step").back()["step"] == 16);
+  CHECK(status(acc)["total_steps"] == 16);
+  CHECK(records(acc, "eval").size() == 2);
 }
 
 TEST_CASE("a resume says every flag it changes and keeps them in config.json's history", "[run_truth]") {
@@ -241,7 +254,7 @@ TEST_CASE("a resume on changed data: another sample count is refused, a changed 
   CHECK(test::read_file(run + "/metrics.jsonl") == metrics_before);
 
   auto allowed = test::run_gputrain("train --output_dir " + run + " --resume auto --allow_data_change",
-                                    "GPUTRAIN_FAULT_SIGTERM_STEP=14");
+                                    "GPUTRAIN_FAULT_SIGTERM_STEP=16");
   INFO(allowed.out << allowed.err);
   CHECK(allowed.exit_code == 143);
   CHECK_THAT(allowed.out, Catch::Contains("training samples") && Catch::Contains("(--allow_data_change)"));
@@ -256,4 +269,11 @@ TEST_CASE("a resume on changed data: another sample count is refused, a changed 
   INFO(edited.out << edited.err);
   CHECK(edited.exit_code == 0);
   CHECK_THAT(edited.out, Catch::Contains("data file " + csv + " changed: same size, other bytes"));
+  // The larger data has more steps per epoch: the position was counted anew, so the run ends on
+  // its one-cycle schedule's last step (a position left behind would end it a few steps early,
+  // at several times this rate).
+  double top = 0;
+  const auto steps = records(run, "step");
+  for (const auto& r : steps) top = std::max(top, r["lr"].get<double>());
+  CHECK(steps.back()["lr"].get<double>() < 0.01 * top);
 }

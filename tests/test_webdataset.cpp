@@ -112,6 +112,7 @@ with tarfile.open("{0}/hugepax.tar", "w", format=tarfile.PAX_FORMAT) as t:
 data = open("{0}/ustar.tar", "rb").read()
 open("{0}/cut.tar", "wb").write(data[:2048 + 512 + 200])  # inside b.png's data
 open("{0}/cut_header.tar", "wb").write(data[:2048 + 100])  # inside b.png's header
+open("{0}/cut_between.tar", "wb").write(data[:2048])  # between two members: no end blocks
 )", dir.path.string()));
   for (const char* name : {"ustar", "gnu", "pax"}) {
     INFO(name);
@@ -131,6 +132,10 @@ open("{0}/cut_header.tar", "wb").write(data[:2048 + 100])  # inside b.png's head
   CHECK_THAT(cut.damage, Catch::Contains("truncated tar: member 'b.png' needs 700 bytes at offset 2560"));
   CHECK_THAT(index_tar(dir / "cut_header.tar").damage,
              Catch::Contains("truncated tar: the header after member 'a/1.cls' is cut at offset 2048"));
+  const TarIndex between = index_tar(dir / "cut_between.tar");
+  CHECK(between.members.size() == 2);
+  CHECK_THAT(between.damage, Catch::Contains("truncated tar: the file ends at offset 2048, after member 'a/1.cls', "
+                                             "without tar's end-of-archive blocks"));
 }
 
 TEST_CASE("webdataset: the stream order reads each shard in turn, within the shuffle buffer of its head",

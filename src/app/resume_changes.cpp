@@ -77,14 +77,19 @@ void compare_data(const nlohmann::json& was, const nlohmann::json& now, bool all
     if (!files_was.contains(path)) said_file(path, "is new");
 }
 
-void rescale_steps(int64_t was_per_step, int64_t now_per_step, int64_t steps_per_epoch, CheckpointMeta& at,
-                   ResumeChanges& out) {
-  if (was_per_step <= 0 || was_per_step == now_per_step || now_per_step <= 0) return;
-  const int64_t step = at.epoch * steps_per_epoch + at.samples / now_per_step;
-  out.said.push_back(fmt::format("{} -> {} samples per step: step {} -> {}, counted from the samples trained, so the "
-                                 "epochs and the learning-rate schedule end together",
-                                 was_per_step, now_per_step, at.step, step));
-  out.kept["samples_per_step"] = {{"from", was_per_step}, {"to", now_per_step}, {"step_from", at.step}, {"step_to", step}};
+void recount_steps(const StepGeometry& now, int64_t was_per_step, CheckpointMeta& at, ResumeChanges& out) {
+  if (now.steps_per_epoch <= 0 || now.global_batch <= 0) return;
+  const int64_t left = std::max<int64_t>(now.micro_batches_per_epoch - now.first_batch(at.samples), 0) / now.accumulation;
+  const int64_t step = at.epoch * now.steps_per_epoch + std::max<int64_t>(now.steps_per_epoch - left, 0);
+  if (step == at.step) return;
+  const std::string why = was_per_step > 0 && was_per_step != now.samples_per_step()
+                              ? fmt::format("{} -> {} samples per step", was_per_step, now.samples_per_step())
+                              : fmt::format("{} steps per epoch now", now.steps_per_epoch);
+  out.said.push_back(fmt::format("{}: step {} -> {}, counted from the position in the epoch, so the epochs and the "
+                                 "learning-rate schedule end together",
+                                 why, at.step, step));
+  out.kept["steps"] = {{"from", at.step}, {"to", step}, {"samples_per_step", now.samples_per_step()},
+                       {"steps_per_epoch", now.steps_per_epoch}};
   at.step = step;
 }
 

@@ -32,10 +32,20 @@ void compare_flags(const nlohmann::json& was, const nlohmann::json& now, ResumeC
 void compare_data(const nlohmann::json& was, const nlohmann::json& now, bool allow, const std::string& checkpoint,
                   ResumeChanges& out);
 
-// Another number of samples per optimizer step (a batch size or accumulation changed): the step
-// position is recomputed from the samples trained, so that the run's epochs and its learning-rate
-// schedule (laid over steps) end together, over the remaining samples.
-void rescale_steps(int64_t was_per_step, int64_t now_per_step, int64_t steps_per_epoch, CheckpointMeta& at,
-                   ResumeChanges& out);
+// How this run takes an epoch in steps.
+struct StepGeometry {
+  int64_t steps_per_epoch, micro_batches_per_epoch, global_batch, accumulation;
+  int64_t samples_per_step() const { return global_batch * accumulation; }
+  // The epoch's first micro-batch after `samples` of it are trained: the next whole global batch
+  // (the rest of one cut by a change of global batch is skipped, not trained twice).
+  int64_t first_batch(int64_t samples) const { return (samples + global_batch - 1) / global_batch; }
+};
+
+// The step position counted from the position in the epoch: the epochs before it, plus this
+// epoch's steps less those its remaining micro-batches make. Another batch size, accumulation or
+// data size moves it, so that the run's epochs and its learning-rate schedule (laid over steps)
+// end together over the remaining samples; unchanged settings give the checkpoint's own step.
+// `was_per_step`: the recorded run's samples per step, for the line that says so.
+void recount_steps(const StepGeometry& now, int64_t was_per_step, CheckpointMeta& at, ResumeChanges& out);
 
 }  // namespace gputrain

@@ -20,6 +20,7 @@
 #include "core/signals.h"
 #include "core/text.h"
 #include "data/data_fingerprint.h"
+#include "data/loader.h"
 #include "parallel/rank_env.h"
 #include "weights/safetensors.h"
 #include "train/fit.h"
@@ -223,13 +224,18 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
                     : fmt::format("global batch {} -> {}: the epoch goes on after its first {} samples",
                                   run.global_batch_size, global, at.samples);
     if (at.samples % global != 0)
-      resharded += fmt::format(", skipping {} short of a global batch of {}", at.samples % global, global);
+      resharded += fmt::format(", skipping the {} up to the next global batch of {}",
+                               (at.samples + global - 1) / global * global - at.samples, global);
   }
 
-  // What this resume changes: said in the resume line, kept in config.json's history.
+  // What this resume changes: said in the resume line, kept in config.json's history. The step
+  // position follows the epoch's, unless --max_steps lays the schedule over steps.
   ResumeChanges changes;
-  if (!from.checkpoint.empty())
-    rescale_steps(recorded_samples_per_step(run.record), s.samples_per_step(), s.steps_per_epoch(), at, changes);
+  if (!from.checkpoint.empty() && (c.max_steps == 0 || c.max_steps >= s.steps_per_epoch() * c.epochs))
+    recount_steps({s.steps_per_epoch(), batches_per_epoch(static_cast<int64_t>(s.data().train->size()),
+                                                          s.train_loader_options()),
+                   global, c.accumulation_steps},
+                  recorded_samples_per_step(run.record), at, changes);
 
   nlohmann::json record = s.config_record();
   if (root) {
@@ -335,7 +341,7 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   print_telemetry(summary["monitor"]);
   folder.write_report();
   if (!c.export_path.empty()) export_weights(s, record.dump(), r.step);
-  folder.status().update({{"step", r.step}, {"epoch", r.last_epoch + 1}});
+  folder.status().update({{"step", r.step}, {"epoch", r.last_epoch + 1}, {"eta_seconds", 0.0}});  // done: nothing left
   folder.status().set_state("finished", ended_by);
   print_summary(summary, monitored, c, folder.path());
   return 0;

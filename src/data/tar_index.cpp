@@ -137,11 +137,14 @@ TarIndex index_tar(const std::string& path) {
         throw usage_error(fmt::format("shard '{}': {}", path, why), "WebDataset shards are tar files of "
                                                                      "<key>.<image> and <key>.cls members "
                                                                      "(tools/make_shards.py writes them)");
-    if (got == 0 && pos == file_size) {  // no end-of-archive blocks: tolerated, as Python does
-      // ... unless an extended header promised a member that never came.
-      if (!long_name.empty() || pax_size >= 0)
-        out.damage = fmt::format("truncated tar: the file ends at offset {}, after the extended header {}", pos,
-                                 long_name.empty() ? "of a member" : "of '" + long_name + "'");
+    if (got == 0 && pos == file_size) {
+      // Every tar writer (Python's tarfile, GNU tar) ends with zero blocks: a file that stops
+      // between two members without them was cut there, and what followed is lost.
+      out.damage = !long_name.empty() || pax_size >= 0
+                       ? fmt::format("truncated tar: the file ends at offset {}, after the extended header {}", pos,
+                                     long_name.empty() ? "of a member" : "of '" + long_name + "'")
+                       : fmt::format("truncated tar: the file ends at offset {}, after {}, without tar's end-of-archive "
+                                     "blocks", pos, last());
       break;
     }
     if (got < kBlock) {

@@ -68,14 +68,24 @@ std::string find_program(const nlohmann::json& program, const std::string& dir, 
     return eval_sha.empty() ? eval.empty() : !eval.empty() && sha256_file(eval) == eval_sha;
   };
   const std::string copy = (fs::path(dir) / file).string();
-  if (matches(copy)) return copy;
-  if (matches(given)) return given;
-  const std::string from = program.value("from", "");
-  if (given.empty() && matches(from)) return from;
   const std::string wanted = fmt::format("sha256 {}{}", sha, eval_sha.empty() ? "" : ", its eval program " + eval_sha);
-  if (!given.empty())
+  // A --model given now names the program to use: the run's, or it is refused, never passed over.
+  if (!given.empty() && !matches(given))
     throw usage_error(fmt::format("--model {} is not the run's program ({})", given, wanted),
-                      "give the file the run was trained with, or start a new run with --init_from the checkpoint");
+                      "give the file the run was trained with (or no --model: the run keeps a copy), or start a new "
+                      "run with --init_from the checkpoint");
+  if (matches(copy)) return copy;
+  if (!given.empty()) return given;
+  const std::string from = program.value("from", "");
+  if (matches(from)) return from;
+  if (has_bytes(copy, sha)) {  // the program is intact: its eval program is what changed
+    const std::string eval = (fs::path(dir) / "model.eval.pt2").string();
+    if (eval_sha.empty())
+      throw usage_error(eval + ": the run had no eval program, and this one would change its evaluation",
+                        "remove it");
+    throw usage_error(fmt::format("{}: the run's eval program is missing or changed (sha256 {})", eval, eval_sha),
+                      "restore it, or pass --model FILE of the program with its <stem>.eval.pt2 beside it");
+  }
   if (fs::exists(copy))
     throw usage_error(fmt::format("{} is not the run's program: its bytes changed ({})", copy, wanted),
                       "restore the run's own copy, or pass --model FILE of that program");
