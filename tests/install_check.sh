@@ -47,7 +47,10 @@ unshare -m bash -euo pipefail -c '
   cd "$moved/.."
   unset GPUTRAIN_PRESETS_DIR LD_LIBRARY_PATH GPUTRAIN
   "$moved/bin/gputrain" --version
-  "$moved/bin/gputrain" presets | grep -q "quickstart"
+  # Into a file: grep -q leaves a pipe at its first match, and the rest of the (line-buffered)
+  # list would meet a closed pipe (SIGPIPE, which pipefail reports).
+  "$moved/bin/gputrain" presets >presets.txt
+  grep -q "quickstart" presets.txt
   # The start script finds the installed binary; the quickstart reads the installed dataset.
   PRESET=quickstart RUN_DIR="$moved/../run" "$moved/share/gputrain/scripts/train.sh" --epochs 1 >run.log 2>&1 ||
     { tail -20 run.log; exit 1; }
