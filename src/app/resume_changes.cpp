@@ -77,6 +77,15 @@ void compare_data(const nlohmann::json& was, const nlohmann::json& now, bool all
     if (!files_was.contains(path)) said_file(path, "is new");
 }
 
+void compare_schema(const nlohmann::json& was, const nlohmann::json& now, ResumeChanges& out) {
+  if (!was.is_object() || was == now) return;  // (a run from before schemas has none)
+  for (const auto& [name, field] : now.items())
+    if (!was.contains(name) || was[name] != field)
+      out.said.push_back(fmt::format("sample field {} {} -> {}", name, was.contains(name) ? was[name].dump() : "(none)",
+                                     field.dump()));
+  out.kept["schema"] = {{"from", was}, {"to", now}};
+}
+
 void recount_steps(const StepGeometry& now, int64_t was_per_step, CheckpointMeta& at, ResumeChanges& out) {
   if (now.steps_per_epoch <= 0 || now.global_batch <= 0) return;
   const int64_t left = std::max<int64_t>(now.micro_batches_per_epoch - now.first_batch(at.samples), 0) / now.accumulation;

@@ -32,6 +32,9 @@ void compare_flags(const nlohmann::json& was, const nlohmann::json& now, ResumeC
 void compare_data(const nlohmann::json& was, const nlohmann::json& now, bool allow, const std::string& checkpoint,
                   ResumeChanges& out);
 
+// The sample schemas (data/schema.h) of the recorded run and this one: a changed field is said.
+void compare_schema(const nlohmann::json& was, const nlohmann::json& now, ResumeChanges& out);
+
 // How this run takes an epoch in steps.
 struct StepGeometry {
   int64_t steps_per_epoch, micro_batches_per_epoch, global_batch, accumulation;

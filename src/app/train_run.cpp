@@ -21,6 +21,7 @@
 #include "core/text.h"
 #include "data/data_fingerprint.h"
 #include "data/loader.h"
+#include "data/schema.h"
 #include "parallel/rank_env.h"
 #include "weights/safetensors.h"
 #include "train/fit.h"
@@ -91,7 +92,7 @@ void print_session(const Session& s) {
   print_config_table(s.resolution());
   fmt::print("device report:\n");
   for (const auto& [what, state] : s.recipe().report) fmt::print("  {:<21} {}\n", what, state);
-  fmt::print("data: {}\n", s.data().description);
+  fmt::print("data: {}\nschema: {}\n", s.data().description, schema_of(*s.data().train).text());
   if (s.requested().auto_batch_size) {
     const std::string why = s.resolution().reason("batch_size");
     if (s.batch_search().is_null())
@@ -241,12 +242,15 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (root) {
     record["data"] = data_fingerprint(c, static_cast<int64_t>(s.data().train->size()),
                                       static_cast<int64_t>(s.data().test->size()));
+    record["schema"] = schema_of(*s.data().train).to_json();
     // A program's path moves with its run folder; its bytes are what must not change (checked).
     if (!run.record.is_null())
       compare_flags(read_config_record(run.record).requested, record["requested"], changes,
                     program.is_null() ? "" : "model");
-    if (!from.checkpoint.empty())
+    if (!from.checkpoint.empty()) {
       compare_data(run.record.value("data", nlohmann::json()), record["data"], allow_data_change, from.checkpoint, changes);
+      compare_schema(run.record.value("schema", nlohmann::json()), record["schema"], changes);
+    }
   }
   record["history"] = run.record.is_object() ? run.record.value("history", nlohmann::json::array()) : nlohmann::json::array();
   if (const auto entry = changes.entry(at); !entry.is_null()) record["history"].push_back(entry);
