@@ -134,6 +134,7 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
       {"deflated", "zip compression method 8"},
       {"static_batch", "exported with a fixed batch size of 4"},
       {"two_outputs", "returns several values"},
+      {"int_input", "the model's input 'ids' is Long; gputrain feeds it one float32 tensor"},
       {"zero_stride", "a Float tensor of shape [32768, 32768] needs more than the 512 bytes stored for it"},
       {"deep", "models/model.json: JSON nested deeper than 64 levels"},
       {"empty_spec", "malformed program"},

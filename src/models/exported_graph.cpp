@@ -422,6 +422,13 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
       g.input_slots.push_back(slot);
     }
     if (user.empty()) throw usage_error(path + ": the model's forward takes no tensor input", kPt2Hint);
+    // The loader gives one float32 tensor (x); an integer input would get float values bound to it.
+    const auto input_dtype = export_scalar_type(graph.at("tensor_values").at(user).at("dtype").get<int64_t>());
+    if (!input_dtype || !c10::isFloatingType(*input_dtype))
+      throw usage_error(path + ": the model's input '" + user + "' is " +
+                            (input_dtype ? std::string(c10::toString(*input_dtype)) : "of an unknown dtype") +
+                            "; gputrain feeds it one float32 tensor (x)",
+                        "take the ids as floats and cast them in forward, e.g. self.emb(x.long())");
     for (const auto& in : g.inputs)
       if (in.kind == GraphInput::Kind::User) g.input_shape = in.shape;
     for (const auto& node : graph.at("nodes")) g.compile_node(node, eval, slot_buffer);

@@ -28,6 +28,8 @@ rewritten member by member with zipfile: the same member names in the same order
 Separate exports, valid archives whose program gputrain cannot train:
     static_batch.pt2  Mlp exported without dynamic_shapes: the batch is fixed at 4
     two_outputs.pt2   a module whose forward returns (fc2(h), h): two user outputs
+    int_input.pt2     a module whose forward takes int64 ids (an embedding's), while gputrain
+                      feeds one float32 tensor
 
 Graphs whose operators reach outside their tensors, which gputrain must refuse before any node
 runs (the red team's payloads; each would work if run):
@@ -86,6 +88,18 @@ class Tanh(Mlp):
 
     def forward(self, x):
         return self.fc2(torch.tanh(self.fc1(x)))
+
+
+class Ids(nn.Module):
+    """A module whose forward takes int64 ids: an embedding, averaged, then a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 4)
+        self.fc = nn.Linear(4, OUTPUTS)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids).mean(1))
 
 
 class Tied(Mlp):
@@ -311,6 +325,11 @@ def main():
     done("static_batch.pt2")
     export(TwoOutputs, path("two_outputs.pt2"), dynamic=True)
     done("two_outputs.pt2")
+    torch.manual_seed(0)
+    ids = (torch.randint(0, 16, (BATCH, IN_FEATURES)),)
+    torch.export.save(torch.export.export(Ids().train(), ids, dynamic_shapes=({0: torch.export.Dim("batch")},)),
+                      path("int_input.pt2"))
+    done("int_input.pt2")
     export(Tied, path("tied.pt2"), dynamic=True)
     done("tied.pt2")
     export(Printing, path("print.pt2"), dynamic=True)
