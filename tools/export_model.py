@@ -3,7 +3,7 @@
 
     python tools/export_model.py MODULE:CLASS --input-shape 3x32x32 [--args JSON] [--kwargs JSON]
                                  [--out net.pt2] [--no-eval] [--weights state_dict.pth]
-                                 [--input-dtype float32]
+                                 [--input-dtype float32] [--input-range LOW,HIGH]
 
 MODULE:CLASS names what builds the model:
   - an importable module and a name in it: `mypkg.models:ConvNeXtTiny` (the current directory is
@@ -18,8 +18,10 @@ carries those weights.
 
 --input-shape is one sample's shape without the batch: "3x32x32" for images, "64" for a vector.
 The example input is a batch of 2 random samples of --input-dtype (float32 by default), which is
-what gputrain feeds. A model that takes integer ids (embeddings) gets them as floats too and must
-cast in forward, e.g. `self.emb(x[:, 0].long())`.
+what gputrain feeds: normal values, or with --input-range LOW,HIGH whole numbers in [LOW, HIGH).
+A model that takes integer ids (embeddings) gets them as floats too and must cast in forward,
+e.g. `self.emb(x[:, 0].long())`, exported with --input-range 0,VOCAB (normal values would be
+negative indices).
 
 Written, after the checks below pass (nothing is written when one fails):
   - --out (default: <CLASS lowercased>.pt2): the program of model.train(), with a dynamic batch
@@ -29,6 +31,8 @@ Written, after the checks below pass (nothing is written when one fails):
     running statistics, dropout off), which is wrong for a forward that tests self.training.
 
 Checks, each failure one line on stderr and exit code 2:
+  - the module's forward runs on the example input (an embedding given normal values fails:
+    the line says to pass --input-range);
   - the batch dimension stays dynamic (a forward that writes the batch size as a number fails);
   - every operator in the graph is an aten operator (no torch.cond / higher-order operators, no
     custom operators, no Python functions): gputrain runs the graph op by op without Python;
@@ -82,6 +86,8 @@ def parse_args(argv):
                    help="module path or .py file, a colon, and a class or a function returning a module")
     p.add_argument("--input-shape", required=True, help='one sample\'s shape without the batch, e.g. "3x32x32"')
     p.add_argument("--input-dtype", default="float32", choices=sorted(DTYPES))
+    p.add_argument("--input-range", metavar="LOW,HIGH",
+                   help="example inputs are whole numbers in [LOW, HIGH) (ids an embedding casts), not normal values")
     p.add_argument("--args", default="[]", help="JSON list of constructor arguments")
     p.add_argument("--kwargs", default="{}", help="JSON object of constructor keyword arguments")
     p.add_argument("--out", help="the training program's file (default: <CLASS lowercased>.pt2)")
@@ -98,6 +104,40 @@ def parse_shape(text):
     if not dims or any(d <= 0 for d in dims):
         fail(f"--input-shape {text!r}: expected sizes joined by 'x', e.g. 3x32x32 or 64")
     return dims
+
+
+def parse_range(text):
+    """--input-range LOW,HIGH as two integers, LOW < HIGH."""
+    try:
+        low, high = (int(v) for v in text.split(","))
+    except ValueError:
+        low = high = 0
+    if low >= high:
+        fail(f"--input-range {text!r}: expected two whole numbers LOW,HIGH with LOW < HIGH, e.g. 0,1000")
+    return low, high
+
+
+def example_input(shape, dtype, value_range):
+    """A batch of 2 seeded samples: normal values, or whole numbers in [LOW, HIGH)."""
+    torch.manual_seed(0)
+    if value_range is None:
+        return torch.randn(2, *shape, dtype=dtype)
+    return torch.randint(value_range[0], value_range[1], (2, *shape)).to(dtype)
+
+
+def check_forward(model, example, value_range):
+    """The module runs on the example input, in eval mode (no statistics move), or one line says why."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(example)
+    except Exception as e:
+        hint = ("; for ids an embedding casts, pass --input-range 0,VOCAB" if value_range is None
+                else f"; are the ids in [{value_range[0]}, {value_range[1]})?")
+        fail(f"the module's forward fails on the example input ({type(e).__name__}: {first_line(e)}){hint}")
+    finally:
+        model.train(was_training)
 
 
 def parse_json(flag, text, kind):
@@ -328,6 +368,7 @@ def values_text(n):
 def run(argv):
     opts = parse_args(argv)
     shape = parse_shape(opts.input_shape)
+    value_range = parse_range(opts.input_range) if opts.input_range else None
     args = parse_json("--args", opts.args, list)
     kwargs = parse_json("--kwargs", opts.kwargs, dict)
     obj, name = load_target(opts.target)
@@ -340,8 +381,8 @@ def run(argv):
     model = build_model(obj, name, args, kwargs)
     if opts.weights:
         load_weights(model, opts.weights)
-    torch.manual_seed(0)
-    example = torch.randn(2, *shape, dtype=DTYPES[opts.input_dtype])
+    example = example_input(shape, DTYPES[opts.input_dtype], value_range)
+    check_forward(model, example, value_range)
 
     programs = []  # (file, mode, ExportedProgram)
     model.train()

@@ -16,6 +16,9 @@ written into WORKDIR:
     torch.library.custom_op: exit code 2, one line naming the operator, no file written.
   - fixed batch: a forward that does x.view(2, -1): exit code 2, one line on the batch size, no
     file written.
+  - ids: an embedding model written as the README says (float ids cast in forward): without
+    --input-range exit code 2, one line naming --input-range, no file written; with
+    --input-range 0,50 it exports, and the program gives the module's outputs on ids.
 
 Prints one summary line; exit code 0 = pass, 1 = a check failed.
 """
@@ -93,6 +96,21 @@ class Net(nn.Module):
 
     def forward(self, x):
         return twice(self.fc(x.flatten(1)))
+'''
+
+IDS = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 4)
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        return self.fc(self.emb(x.long()).mean(1))
 '''
 
 FIXED = '''
@@ -211,6 +229,23 @@ def check_refused(folder, source, expected, what):
     return what
 
 
+def check_ids(folder):
+    """An embedding model: refused with the hint without --input-range, exported with it."""
+    refused = check_refused(folder, IDS, ["forward fails on the example input", "--input-range 0,VOCAB"], "refused")
+    out = os.path.join(folder, "ids.pt2")
+    rc, _, err = export_model(["bad.py:Net", "--input-shape", "6", "--input-range", "0,50", "--out", out], folder)
+    expect(rc == 0, f"--input-range 0,50: exit code {rc}: {err.strip()[-300:]}")
+    sys.path.insert(0, folder)
+    import bad  # noqa: E402 (the module the tool exported)
+    torch.manual_seed(0)
+    model = bad.Net().eval()
+    model.load_state_dict(torch.export.load(out[:-4] + ".eval.pt2").state_dict)
+    ids = torch.randint(0, 50, (3, 6)).float()
+    got = torch.export.load(out[:-4] + ".eval.pt2").module()(ids)
+    expect(torch.allclose(got, model(ids)), "the exported eval program's outputs differ from the module's")
+    return f"{refused} without --input-range, exported with it"
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: export_model_check.py WORKDIR")
@@ -234,6 +269,7 @@ def main():
         ("custom op", lambda: check_refused(folder("custom"), CUSTOM, ["exportcheck::twice", "custom operator"],
                                             "refused")),
         ("fixed batch", lambda: check_refused(folder("fixed"), FIXED, ["batch size"], "refused")),
+        ("ids", lambda: check_ids(folder("ids"))),
     ]
     done = []
     for name, check in checks:
