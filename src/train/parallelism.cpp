@@ -321,8 +321,8 @@ void Parallelism::balance(Trainer& trainer, const FirstBatch& first_batch, Resol
   const int world = mesh_.ranks.world_size, rank = mesh_.ranks.rank;
   if (!c.rank_batch_sizes.empty())
     throw usage_error("--balance auto and --rank_batch_sizes both set", "give the sizes, or let --balance auto find them");
-  // Each rank times forward and backward on --batch_size samples of the training data (the
-  // first warm-up step left out); the generators and batch-norm statistics are put back. On a
+  // Each rank times forward and backward on --batch_size samples of the training data (the median
+  // of 5 steps after a warm-up); the generators and batch-norm statistics are put back. On a
   // GPU the step's peak memory per sample, against what the device has left, says how many
   // samples fit.
   const auto batch = first_batch(c.batch_size);
@@ -338,7 +338,9 @@ void Parallelism::balance(Trainer& trainer, const FirstBatch& first_batch, Resol
   {
     KeepRng keep_rng(recipe.device);
     TensorSnapshot buffers(trainer.model(), /*with_parameters=*/false);
+    // The median of 5 steps: one step that a busy host delays must not decide the split.
     constexpr int kSteps = 5;
+    std::vector<double> took_each;
     for (int i = 0; i <= kSteps; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       trainer.probe(*batch);  // syncs with a GPU
@@ -347,8 +349,10 @@ void Parallelism::balance(Trainer& trainer, const FirstBatch& first_batch, Resol
         std::this_thread::sleep_for(std::chrono::duration<double>(3 * took));
         took *= 4;
       }
-      if (i > 0) seconds += took / kSteps;
+      if (i > 0) took_each.push_back(took);
     }
+    std::nth_element(took_each.begin(), took_each.begin() + kSteps / 2, took_each.end());
+    seconds = took_each[kSteps / 2];
     buffers.restore();
   }
   if (dev >= 0) {
