@@ -88,7 +88,7 @@ TEST_CASE("amp check: beyond tolerance or not finite fails, fp32 not finite is n
   CHECK_THAT(norm.summary, Catch::Contains("(tolerance 1x)"));
 
   Batch nan = make_batch();
-  nan.x[0].fill_(std::nan(""));
+  nan.x()[0].fill_(std::nan(""));
   AmpCheckResult both = check_amp(t, nan, torch::kBFloat16, false);
   CHECK(both.ok);
   CHECK_THAT(both.summary, Catch::Contains("not judged: the fp32 loss or gradient is not finite too"));

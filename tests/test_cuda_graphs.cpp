@@ -101,7 +101,7 @@ TEST_CASE("cuda: a replayed CUDA-graph step equals the eager step, fallbacks inc
       Batch b{torch::randn({n, 1, 12, 12}, gpu), torch::randint(0, 10, {n}, torch::TensorOptions(gpu).dtype(torch::kLong))};
       // fp16, step 6 (replayed): an overflow, which the scaler must skip and back off from on
       // the device inside the graph as it does eagerly.
-      if (fp16 && k == 5) b.x[0][0][0][0] = std::numeric_limits<float>::infinity();
+      if (fp16 && k == 5) b.x()[0][0][0][0] = std::numeric_limits<float>::infinity();
       for (auto* t : {eager.get(), graphed.get()}) t->set_lr(0.01 / (k + 1));  // a schedule
       auto a = eager->step({b});
       auto g = graphed->step({b});

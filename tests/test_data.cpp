@@ -50,10 +50,10 @@ TEST_CASE("data: regression batches carry float targets [B, T]", "[data]") {
   loader.start_epoch(0);
   auto b = loader.next();
   REQUIRE(b);
-  CHECK(b->y.scalar_type() == torch::kFloat);
-  CHECK(b->y.sizes() == torch::IntArrayRef({4, 1}));
-  CHECK(b->y[3][0].item<float>() == 9.0f);
-  CHECK(b->x[3][1].item<float>() == 6.0f);
+  CHECK(b->y().scalar_type() == torch::kFloat);
+  CHECK(b->y().sizes() == torch::IntArrayRef({4, 1}));
+  CHECK(b->y()[3][0].item<float>() == 9.0f);
+  CHECK(b->x()[3][1].item<float>() == 6.0f);
 }
 
 TEST_CASE("data: staging buffers are reused, not allocated per batch", "[data]") {
@@ -71,9 +71,9 @@ TEST_CASE("data: a batch kept by the caller is never overwritten", "[data]") {
   auto ds = std::make_shared<Linear>(64);
   Loader loader(ds, {.batch_size = 4, .num_workers = 2});
   loader.start_epoch(0);
-  auto first = loader.next()->x.clone();
+  auto first = loader.next()->x().clone();
   loader.start_epoch(0);
-  auto kept = loader.next()->x;  // only the tensor survives, not the Batch
+  auto kept = loader.next()->x();  // only the tensor survives, not the Batch
   while (loader.next()) {}
   CHECK(torch::equal(kept, first));
 }
@@ -204,11 +204,11 @@ TEST_CASE("cuda: side-stream copies deliver the same batches as the CPU loader",
     while (auto x = a.next()) {
       auto y = b.next();
       REQUIRE(y);
-      CHECK(y->x.is_cuda());
-      CHECK(y->x.is_contiguous(torch::MemoryFormat::ChannelsLast));
+      CHECK(y->x().is_cuda());
+      CHECK(y->x().is_contiguous(torch::MemoryFormat::ChannelsLast));
       // Work on the compute stream right away: it must see the finished copy.
-      CHECK(torch::equal((y->x * 2).cpu(), x->x * 2));
-      CHECK(torch::equal(y->y.cpu(), x->y));
+      CHECK(torch::equal((y->x() * 2).cpu(), x->x() * 2));
+      CHECK(torch::equal(y->y().cpu(), x->y()));
     }
     CHECK_FALSE(b.next());
   }

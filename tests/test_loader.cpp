@@ -38,8 +38,8 @@ std::vector<int64_t> drain(Loader& loader, int64_t epoch) {
   std::vector<int64_t> seen;
   loader.start_epoch(epoch);
   while (auto b = loader.next()) {
-    auto x = b->x.flatten();
-    auto y = b->y;
+    auto x = b->x().flatten();
+    auto y = b->y();
     for (int64_t j = 0; j < x.size(0); ++j) {
       int64_t v = static_cast<int64_t>(x[j].item<float>());
       CHECK(y[j].item<int64_t>() == v % 3);
@@ -102,7 +102,7 @@ TEST_CASE("loader: clean shutdown mid-epoch, and restarting an epoch midway", "[
     loader.start_epoch(1);  // abandon epoch 0 halfway: its in-flight batches must be dropped
     auto b = loader.next();
     REQUIRE(b);
-    CHECK(static_cast<int64_t>(b->x.flatten()[0].item<float>()) == loader.epoch_order(1)[0]);
+    CHECK(static_cast<int64_t>(b->x().flatten()[0].item<float>()) == loader.epoch_order(1)[0]);
   }  // destructor joins the workers while they are busy
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
@@ -136,7 +136,7 @@ TEST_CASE("transforms: seeded augmentation is reproducible whatever the worker c
     Loader loader(ds, {.batch_size = 16, .shuffle = true, .num_workers = workers, .seed = 9});
     loader.start_epoch(2);
     std::vector<torch::Tensor> xs;
-    while (auto b = loader.next()) xs.push_back(b->x);
+    while (auto b = loader.next()) xs.push_back(b->x());
     return torch::cat(xs);
   };
   auto a = batches(0), b = batches(3);
@@ -146,7 +146,7 @@ TEST_CASE("transforms: seeded augmentation is reproducible whatever the worker c
                {.batch_size = 16, .shuffle = true, .seed = 9});
   plain.start_epoch(2);
   std::vector<torch::Tensor> xs;
-  while (auto p = plain.next()) xs.push_back(p->x);
+  while (auto p = plain.next()) xs.push_back(p->x());
   CHECK_FALSE(torch::equal(a, torch::cat(xs)));
 }
 

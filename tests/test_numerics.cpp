@@ -46,7 +46,7 @@ Batch batch_of(int64_t n, int64_t seed) {
 
 std::vector<Batch> split(const Batch& b, int64_t k) {
   std::vector<Batch> out;
-  auto xs = b.x.chunk(k), ys = b.y.chunk(k);
+  auto xs = b.x().chunk(k), ys = b.y().chunk(k);
   for (int64_t i = 0; i < k; ++i) out.push_back({xs[i], ys[i]});
   return out;
 }

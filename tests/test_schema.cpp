@@ -1,8 +1,10 @@
-// The sample schema: each dataset's fields as train prints them and the run's record keeps them.
+// The sample schema and the batch that carries it: fields as train prints and records them, cut and
+// copied alike.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include "data/batch.h"
 #include "data/schema.h"
 #include "data/synthetic.h"
 #include "train/checkpoint.h"
@@ -46,4 +48,24 @@ TEST_CASE("schema: train prints the sample's fields and keeps them in config.jso
                                                       "y": {"dtype": "i64", "shape": []}})"));
   const auto kept = nlohmann::json::parse(read_checkpoint_meta(dir / "run/checkpoints/last.pt").config_json);
   CHECK(kept["schema"] == config["schema"]);
+}
+
+TEST_CASE("batch: every field is cut, copied and compared alike, and a missing field is named", "[data]") {
+  Batch b(torch::arange(12, torch::kFloat).reshape({6, 2}), torch::arange(6, torch::kLong));
+  b.names.push_back("mask");
+  b.tensors.push_back(torch::ones({6, 3}, torch::kLong));
+  CHECK(b.samples() == 6);
+  CHECK(b.shape_text() == "x 6x2, y 6, mask 6x3");
+  const auto parts = b.chunk(4);  // as torch::chunk: pieces of 2, 2, 2
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[1].names == b.names);
+  CHECK(torch::equal(parts[1].y(), torch::tensor({2, 3}, torch::kLong)));
+  CHECK(parts[2].at("mask").sizes() == torch::IntArrayRef({2, 3}));
+  const Batch rows = b.narrow(1, 3);
+  CHECK(torch::equal(rows.x(), b.x().narrow(0, 1, 3)));
+  CHECK(rows.at("mask").size(0) == 3);
+  CHECK(b.same_layout(b.map([](const torch::Tensor& t) { return t.clone(); })));
+  CHECK_FALSE(b.same_layout(rows));
+  CHECK_FALSE(b.same_layout(b.map([](const torch::Tensor& t) { return t.to(torch::kDouble); })));
+  CHECK_THROWS_WITH(b.at("labels"), "the batch has no field 'labels'");
 }

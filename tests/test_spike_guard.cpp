@@ -141,7 +141,7 @@ TEST_CASE("cuda: the spike guard decides on the device, so a replayed CUDA-graph
   for (int s = 0; s < 16; ++s) {
     const bool spike = s == 12;  // replayed: 3 warm-ups, the capture, then replays
     Batch b = batch_of(100 + s, spike ? 1000 : 1);
-    b = {b.x.to(gpu), b.y.to(gpu)};
+    b = {b.x().to(gpu), b.y().to(gpu)};
     const auto e = eager->step({b}), g = graphed->step({b});
     CHECK(e.skipped.item<double>() == (spike ? 1 : 0));
     CHECK(g.skipped.item<double>() == (spike ? 1 : 0));

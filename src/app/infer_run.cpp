@@ -65,13 +65,13 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
     torch::Tensor out;
     {
       AutocastGuard autocast(r.precision.amp, r.device.type(), r.precision.dtype);
-      out = model.forward(b->x).to(torch::kFloat);
+      out = model.forward(b->x()).to(torch::kFloat);
     }
     // Latency needs the result: one sync per batch (inference, not the training loop).
     auto host = out.cpu();
     p.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    p.samples += b->x.size(0);
-    if (csv) append_rows(*csv, index, host, b->y);
+    p.samples += b->samples();
+    if (csv) append_rows(*csv, index, host, b->y());
   }
   p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   p.peak_memory_bytes = peak_memory_bytes(r);

@@ -23,11 +23,12 @@ DeviceCopier::~DeviceCopier() = default;
 
 Batch DeviceCopier::copy(const Batch& host, std::shared_ptr<void>* fence) const {
   fence->reset();
-  auto layout = [&](torch::Tensor x) {
-    return channels_last_ ? to_channels_last(x) : x;
+  // Images (4-D floating fields) in channels_last; to_channels_last leaves other shapes alone.
+  auto layout = [&](const torch::Tensor& t) {
+    return channels_last_ && t.is_floating_point() ? to_channels_last(t) : t;
   };
-  if (!device_.is_cuda()) return {layout(host.x), host.y};
-  if (!side_) return {layout(host.x.to(device_)), host.y.to(device_)};  // synchronous copies
+  if (!device_.is_cuda()) return host.map(layout);
+  if (!side_) return host.map([&](const torch::Tensor& t) { return layout(t.to(device_)); });  // synchronous copies
 
   auto compute = c10::cuda::getCurrentCUDAStream(device_.index());
   Batch d;
@@ -35,8 +36,7 @@ Batch DeviceCopier::copy(const Batch& host, std::shared_ptr<void>* fence) const 
   {
     c10::cuda::CUDAStreamGuard on_side(side_->stream);
     try {
-      d.x = layout(host.x.to(device_, /*non_blocking=*/true));
-      d.y = host.y.to(device_, /*non_blocking=*/true);
+      d = host.map([&](const torch::Tensor& t) { return layout(t.to(device_, /*non_blocking=*/true)); });
     } catch (...) {
       // A copy may already be in flight: the host buffer must not be reused before it ends.
       event->record(side_->stream);
@@ -48,8 +48,7 @@ Batch DeviceCopier::copy(const Batch& host, std::shared_ptr<void>* fence) const 
   event->block(compute);
   // The tensors were allocated on the side stream but are used (and freed) on the compute stream:
   // tell the caching allocator, or it could hand their memory out while compute still reads it.
-  d.x.record_stream(compute.unwrap());
-  d.y.record_stream(compute.unwrap());
+  for (auto& t : d.tensors) t.record_stream(compute.unwrap());
   *fence = event;
   return d;
 }

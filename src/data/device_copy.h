@@ -4,12 +4,9 @@
 
 #include <torch/types.h>
 
-namespace gputrain {
+#include "data/batch.h"
 
-struct Batch {
-  torch::Tensor x;  // [B, ...sample_shape] float32
-  torch::Tensor y;  // classification: [B] int64; regression: [B, target_numel] float32
-};
+namespace gputrain {
 
 // Copies host batches to `device`. With non_blocking on CUDA, the copy (and the channels_last
 // conversion) runs on a side stream so it overlaps the previous step's compute, and the compute

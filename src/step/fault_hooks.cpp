@@ -22,10 +22,10 @@ class FaultHooks : public StepHooks {
   void inputs(int64_t step, std::vector<Batch>& micro) override {
     // NAN_STEP=k: the first micro-batch of every step after the first k (steps counted from 1).
     if (faults().nan_step >= 0 && step > faults().nan_step && (faults().nan_rank < 0 || faults().nan_rank == rank_))
-      micro[0].x = micro[0].x * std::nan("");
+      micro[0].x() = micro[0].x() * std::nan("");
     // SPIKE_EVERY=k: negated and scaled up, confidently wrong where the model has learned.
     if (faults().spike_every > 0 && step % faults().spike_every == 0)
-      for (auto& b : micro) b.x = b.x * -1000;
+      for (auto& b : micro) b.x() = b.x() * -1000;
   }
   void before_forward(const torch::Tensor& x) override {
     if (faults().oom_above >= 0 && x.size(0) > faults().oom_above)

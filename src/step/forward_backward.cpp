@@ -11,14 +11,14 @@ namespace gputrain {
 torch::Tensor LocalForwardBackward::run(const Batch& b, bool last, const WeightedLoss& weighted,
                                         const ScaledLoss& scaled, StepHooks& hooks) {
   torch::Tensor total;
-  auto xs = b.x.chunk(split_), ys = b.y.chunk(split_);
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (last && i + 1 == xs.size()) hooks.before_last_backward();
-    hooks.before_forward(xs[i]);
+  const auto chunks = b.chunk(split_);  // every field, cut alike
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (last && i + 1 == chunks.size()) hooks.before_last_backward();
+    hooks.before_forward(chunks[i].x());
     torch::Tensor loss;
     {
       AutocastGuard autocast(precision_.amp, device_, precision_.dtype);
-      loss = weighted(model_.forward(xs[i]), ys[i]);
+      loss = weighted(model_.forward(chunks[i].x()), chunks[i].y());
     }
     scaled(loss).backward();  // backward runs outside autocast, as in PyTorch
     auto detached = loss.detach();
@@ -28,7 +28,7 @@ torch::Tensor LocalForwardBackward::run(const Batch& b, bool last, const Weighte
 }
 
 std::string LocalForwardBackward::shrink(const Batch& b, int64_t step) {
-  const int64_t batch = b.x.size(0);
+  const int64_t batch = b.samples();
   if (batch / (split_ * 2) < 1)
     throw runtime_error(fmt::format("out of memory even with a micro-batch of 1 sample (step {})", step),
                         "use a smaller model or --width, or a device with more memory");

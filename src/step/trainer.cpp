@@ -87,12 +87,12 @@ StepResult Trainer::step(const std::vector<Batch>& given) {
     // The graph holds one batch shape, the warm-ups' own. Before the capture, a larger batch
     // (the first ones were an epoch's partial tail) starts the warm-up over with its shape.
     const bool captured = graph_ && graph_->captured();
-    if (!captured && !static_in_.empty() && micro.front().x.size(0) > static_in_.front().x.size(0)) {
+    if (!captured && !static_in_.empty() && micro.front().samples() > static_in_.front().samples()) {
       static_in_.clear();
       graph_warmups_ = 0;
     }
     if (static_in_.empty())
-      for (const auto& b : micro) static_in_.push_back({b.x.clone(), b.y.clone()});
+      for (const auto& b : micro) static_in_.push_back(b.map([](const torch::Tensor& t) { return t.clone(); }));
     const std::string why = shape_mismatch(micro);
     if (why.empty()) return graphed_step(micro);
     if (!said_shape_) {
@@ -139,13 +139,11 @@ void Trainer::drop_graph(const std::string& why) {
 std::string Trainer::shape_mismatch(const std::vector<Batch>& micro) const {
   auto shape = [](const std::vector<Batch>& bs) {
     std::string s;
-    for (const auto& b : bs) s += (s.empty() ? "" : ", ") + fmt::format("{}", fmt::join(b.x.sizes(), "x"));
+    for (const auto& b : bs) s += (s.empty() ? "" : "; ") + b.shape_text();
     return s;
   };
   bool same = micro.size() == static_in_.size();
-  for (size_t i = 0; same && i < micro.size(); ++i)
-    same = micro[i].x.sizes() == static_in_[i].x.sizes() && micro[i].y.sizes() == static_in_[i].y.sizes() &&
-           micro[i].x.dtype() == static_in_[i].x.dtype() && micro[i].y.dtype() == static_in_[i].y.dtype();
+  for (size_t i = 0; same && i < micro.size(); ++i) same = micro[i].same_layout(static_in_[i]);
   if (same) return "";
   return fmt::format("batch {} differs from the graph's {} (a last partial batch, say)", shape(micro), shape(static_in_));
 }
@@ -173,10 +171,9 @@ StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {
       return eager_step(micro);
     }
   }
-  for (size_t i = 0; i < micro.size(); ++i) {
-    static_in_[i].x.copy_(micro[i].x, /*non_blocking=*/true);
-    static_in_[i].y.copy_(micro[i].y, /*non_blocking=*/true);
-  }
+  for (size_t i = 0; i < micro.size(); ++i)
+    for (size_t f = 0; f < micro[i].tensors.size(); ++f)
+      static_in_[i].tensors[f].copy_(micro[i].tensors[f], /*non_blocking=*/true);
   graph_->replay();
   ++steps_;
   replayed_ = true;
@@ -228,7 +225,7 @@ StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
   // of one batch of them all. With data parallel the share is of the global batch (this rank
   // holds share_ of it), and the hooks sum the gradients over the ranks.
   int64_t local = 0;
-  for (const auto& b : micro) local += b.y.size(0);
+  for (const auto& b : micro) local += b.samples();
   const double total = static_cast<double>(local) / share_;
   const WeightedLoss weighted = [&](const torch::Tensor& out, const torch::Tensor& y) {
     auto loss = task_loss(out, y, opt_.loss);
@@ -269,11 +266,11 @@ StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
 bool Trainer::probe(const Batch& b) {
   model_->train();
   try {
-    hooks_.before_forward(b.x);
+    hooks_.before_forward(b.x());
     torch::Tensor loss;
     {
       AutocastGuard autocast(recipe_.precision.amp, recipe_.device.type(), recipe_.precision.dtype);
-      loss = task_loss(model_->forward(b.x), b.y, opt_.loss);
+      loss = task_loss(model_->forward(b.x()), b.y(), opt_.loss);
     }
     loss.backward();  // outside autocast, as in the step
     if (recipe_.cuda) cuda_synchronize(recipe_.device.index());  // surface asynchronous failures here

@@ -26,7 +26,7 @@ Pass run_pass(Trainer& t, const Batch& b, bool amp, c10::ScalarType dtype, doubl
   torch::Tensor loss;
   {
     AutocastGuard autocast(amp, t.context().device.type(), dtype);
-    loss = task_loss(model.forward(b.x), b.y, t.loss());
+    loss = task_loss(model.forward(b.x()), b.y(), t.loss());
   }
   if (inject_inf) loss = loss * std::numeric_limits<double>::infinity();
   (loss * scale).backward();
@@ -49,7 +49,7 @@ double norm_of(const std::vector<torch::Tensor>& ts) {
 AmpCheckResult run_check(Trainer& t, const Batch& batch, c10::ScalarType dtype, bool scaled, const AmpCheckOptions& o) {
   const std::string name = dtype == c10::kHalf ? "fp16" : "bf16";
   AmpCheckResult r;
-  r.samples = batch.x.size(0);
+  r.samples = batch.samples();
   for (int step = 0; step < o.steps; ++step) {
     RngState rng(t.context().device);  // dropout draws the same mask in both passes
     Pass ref = run_pass(t, batch, false, dtype, 1.0, false);
@@ -107,11 +107,11 @@ AmpCheckResult check_amp(Trainer& trainer, const Batch& batch, c10::ScalarType d
   KeepRng keep_rng(trainer.context().device);
   TensorSnapshot weights(trainer.model(), /*with_parameters=*/true);
   trainer.model().train();
-  int64_t n = std::min(batch.x.size(0), options.max_samples);
+  int64_t n = std::min(batch.samples(), options.max_samples);
   AmpCheckResult r;
   while (true) {
     try {
-      r = run_check(trainer, {batch.x.narrow(0, 0, n), batch.y.narrow(0, 0, n)}, dtype, scaled, options);
+      r = run_check(trainer, batch.narrow(0, n), dtype, scaled, options);
       break;
     } catch (const c10::OutOfMemoryError&) {
       trainer.optimizer().zero_grad();

@@ -17,7 +17,7 @@ BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample
     auto on = torch::TensorOptions().device(ctx.device);
     Batch batch{torch::randn(dims, on), num_classes > 0 ? torch::randint(0, num_classes, {b}, on.dtype(torch::kLong))
                                                         : torch::randn({b, num_targets}, on)};
-    if (ctx.channels_last) batch.x = to_channels_last(batch.x);
+    if (ctx.channels_last) batch.x() = to_channels_last(batch.x());
     bool ok = trainer.probe(batch);
     s.trials.push_back({b, ok});
     return ok;

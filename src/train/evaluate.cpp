@@ -101,19 +101,20 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
       break;
     }
     AutocastGuard autocast(ctx.precision.amp, ctx.device.type(), ctx.precision.dtype);
-    auto out = model.forward(b->x).to(torch::kFloat);
-    loss_sum += task_loss(out, b->y, trainer.loss(), /*sum=*/true);
-    r.regression = b->y.scalar_type() != torch::kLong;
+    const torch::Tensor& y = b->y();
+    auto out = model.forward(b->x()).to(torch::kFloat);
+    loss_sum += task_loss(out, y, trainer.loss(), /*sum=*/true);
+    r.regression = y.scalar_type() != torch::kLong;
     if (r.regression) {
-      auto err = out.reshape(b->y.sizes()) - b->y;  // [B, T]: per-target sums
+      auto err = out.reshape(y.sizes()) - y;  // [B, T]: per-target sums
       abs_sum = abs_sum.defined() ? abs_sum + err.abs().sum(0) : err.abs().sum(0);
       sq_sum = sq_sum.defined() ? sq_sum + err.square().sum(0) : err.square().sum(0);
     } else {
-      correct += out.argmax(1).eq(b->y).sum();
+      correct += out.argmax(1).eq(y).sum();
       has_top5 = out.size(1) >= 5;
-      if (has_top5) correct5 += std::get<1>(out.topk(5, 1)).eq(b->y.unsqueeze(1)).any(1).sum();
+      if (has_top5) correct5 += std::get<1>(out.topk(5, 1)).eq(y.unsqueeze(1)).any(1).sum();
     }
-    r.samples += b->y.size(0);
+    r.samples += b->samples();
   }
   model.train();
   if (comm && !r.interrupted) {

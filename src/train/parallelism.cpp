@@ -293,7 +293,7 @@ void Parallelism::make_stages(Trainer& trainer, const FirstBatch& first_batch, c
     net.train();
     {
       AutocastGuard autocast(recipe.precision.amp, recipe.device.type(), recipe.precision.dtype);
-      costs = piece_seconds(net.pieces(), batch->x);
+      costs = piece_seconds(net.pieces(), batch->x());
     }
     buffers.restore();
     trainer.optimizer().zero_grad();

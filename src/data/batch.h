@@ -1,0 +1,45 @@
+// A batch: the sample schema's fields (data/schema.h), each [B, ...], on one device. The loader,
+// the device copy, CUDA graphs, the out-of-memory split, accumulation, data parallel and
+// pipeline stages carry it whole, whatever its fields. Every format today gives two: "x", the
+// model's input, and "y", the target (a class index, or regression values); models and losses
+// still read those two by name (x(), y()).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace gputrain {
+
+struct Batch {
+  std::vector<std::string> names;      // the fields, in the schema's order
+  std::vector<torch::Tensor> tensors;  // one per name, each [B, ...]
+
+  Batch() = default;
+  Batch(torch::Tensor x, torch::Tensor y);  // the two fields every format gives
+
+  // The field `name`; a batch without it is a logic error (std::out_of_range naming it).
+  torch::Tensor& at(std::string_view name);
+  const torch::Tensor& at(std::string_view name) const;
+  torch::Tensor& x() { return at("x"); }
+  const torch::Tensor& x() const { return at("x"); }
+  torch::Tensor& y() { return at("y"); }
+  const torch::Tensor& y() const { return at("y"); }
+
+  int64_t samples() const { return tensors.empty() ? 0 : tensors.front().size(0); }
+  // The same fields, each through `f` (a copy to a device, a clone, a layout).
+  Batch map(const std::function<torch::Tensor(const torch::Tensor&)>& f) const;
+  // Rows [start, start + length) of every field.
+  Batch narrow(int64_t start, int64_t length) const;
+  // Every field cut into `parts` pieces along the batch, as torch::chunk cuts one.
+  std::vector<Batch> chunk(int64_t parts) const;
+  // Same names, sizes and dtypes: what a captured CUDA graph's batch must keep.
+  bool same_layout(const Batch& other) const;
+  // "x 32x1x28x28, y 32": the sizes of every field, for messages.
+  std::string shape_text() const;
+};
+
+}  // namespace gputrain
