@@ -38,10 +38,12 @@ debs_dir=${GPU_CHECK_DEBS:-.gpudeps}
 max_debs_bytes=$((48 * 1024 * 1024))
 # Build-time packages (find_package / find_library in CMakeLists.txt and `dpkg -S` of the
 # headers src/ and tests/ include), plus the runtime libraries their .so links point to: a bare
-# GPU image may lack libpng16, libturbojpeg and libjpeg, and zlib1g-dev's libz.so names zlib1g's exact file.
+# GPU image may lack libpng16, libturbojpeg, libjpeg and OpenSSL 3, and zlib1g-dev's libz.so names
+# zlib1g's exact file.
 # libgloo-dev: headers only (torch's ProcessGroupGloo.hpp includes them; gloo's code is in libtorch).
+# libssl-dev: libcrypto's SHA-256 (src/core/sha256.cpp), and libssl3 its library.
 debs=(libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev
-      zlib1g libpng16-16 libturbojpeg0 libjpeg62-turbo libgloo-dev)
+      zlib1g libpng16-16 libturbojpeg0 libjpeg62-turbo libgloo-dev libssl-dev libssl3)
 
 fetch_debs() {
   local sudo=""
@@ -320,7 +322,7 @@ if ls "$debs_dir"/*.deb >/dev/null 2>&1; then
   # The multiarch folder holds libjpeg's jconfig.h.
   export CPATH="$prefix/usr/include:$prefix/usr/include/$multiarch${CPATH:+:$CPATH}"
   export LIBRARY_PATH="$libdirs${LIBRARY_PATH:+:$LIBRARY_PATH}"
-  # Only the /usr/lib one at run time: libpng16 and libturbojpeg; the system's own libz stays first.
+  # Only the /usr/lib one at run time: libpng16, libturbojpeg and libcrypto; the system's own libz stays first.
   export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 # setup.sh passes /usr/local/cuda to CMake when nvcc is there; otherwise name the nvcc on PATH.

@@ -83,12 +83,15 @@ void compare_schema(const nlohmann::json& was, const nlohmann::json& now, Resume
     if (!was.contains(name) || was[name] != field)
       out.said.push_back(fmt::format("sample field {} {} -> {}", name, was.contains(name) ? was[name].dump() : "(none)",
                                      field.dump()));
+  for (const auto& [name, field] : was.items())
+    if (!now.contains(name)) out.said.push_back(fmt::format("sample field {} {} -> (none)", name, field.dump()));
   out.kept["schema"] = {{"from", was}, {"to", now}};
 }
 
 void recount_steps(const StepGeometry& now, int64_t was_per_step, CheckpointMeta& at, ResumeChanges& out) {
   if (now.steps_per_epoch <= 0 || now.global_batch <= 0) return;
-  const int64_t left = std::max<int64_t>(now.micro_batches_per_epoch - now.first_batch(at.samples), 0) / now.accumulation;
+  const int64_t first = first_global_batch(at.samples, now.global_batch);
+  const int64_t left = std::max<int64_t>(now.micro_batches_per_epoch - first, 0) / now.accumulation;
   const int64_t step = at.epoch * now.steps_per_epoch + std::max<int64_t>(now.steps_per_epoch - left, 0);
   if (step == at.step) return;
   const std::string why = was_per_step > 0 && was_per_step != now.samples_per_step()

@@ -1,6 +1,6 @@
 // What a resume changes in the run it continues: flags given now, the data, the samples per step.
 // Nothing changes silently: each change is said in the resume line and kept in config.json's
-// history ({"step", "epoch", "flags", "data", "samples_per_step"}), which every checkpoint carries on.
+// history ({"step", "epoch", "flags", "data", "schema", "steps"}), which every checkpoint carries on.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/checkpoint.h"
+#include "train/fit.h"
 
 namespace gputrain {
 
@@ -39,9 +40,6 @@ void compare_schema(const nlohmann::json& was, const nlohmann::json& now, Resume
 struct StepGeometry {
   int64_t steps_per_epoch, micro_batches_per_epoch, global_batch, accumulation;
   int64_t samples_per_step() const { return global_batch * accumulation; }
-  // The epoch's first micro-batch after `samples` of it are trained: the next whole global batch
-  // (the rest of one cut by a change of global batch is skipped, not trained twice).
-  int64_t first_batch(int64_t samples) const { return (samples + global_batch - 1) / global_batch; }
 };
 
 // The step position counted from the position in the epoch: the epochs before it, plus this

@@ -125,7 +125,10 @@ nlohmann::json use_kept_program(RunFolder& folder, Continued& run, const std::ve
     run.requested.model = find_program(recorded, run.program_dir, has_flag(flags, "model") ? run.requested.model : "");
   if (!is_model_file(run.requested.model)) return nullptr;
   nlohmann::json program = folder.keep_program(run.requested.model);
-  if (recorded.is_object()) run.requested.model = (fs::path(folder.path()) / program["file"].get<std::string>()).string();
+  if (recorded.is_object()) {
+    run.requested.model = (fs::path(folder.path()) / program["file"].get<std::string>()).string();
+    program["from"] = recorded.value("from", program["from"].get<std::string>());  // where the user's file was
+  }
   return program;
 }
 
@@ -178,7 +181,7 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   // Now, not after the run, and before the report: --export /dev/stdout sends it to stderr.
   // Rank 0's alone (another node may not see rank 0's disk).
   if (root && !run.requested.export_path.empty()) {
-    if (ranks.world_size > 1 && own_descriptor(run.requested.export_path) >= 0)
+    if (const int fd = own_descriptor(run.requested.export_path); ranks.world_size > 1 && (fd == 1 || fd == 2))
       throw usage_error("--export " + run.requested.export_path + " with " + std::to_string(ranks.world_size) +
                             " ranks: the launcher mixes every rank's lines into its output",
                         "export to a file, e.g. --export model.safetensors");
@@ -226,7 +229,7 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
                                   run.global_batch_size, global, at.samples);
     if (at.samples % global != 0)
       resharded += fmt::format(", skipping the {} up to the next global batch of {}",
-                               (at.samples + global - 1) / global * global - at.samples, global);
+                               first_global_batch(at.samples, global) * global - at.samples, global);
   }
 
   // What this resume changes: said in the resume line, kept in config.json's history. The step
@@ -270,8 +273,11 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   fmt::print("output: {}\nmonitor: {}\n", folder.path(), folder.monitor().status());
   if (!s.batch_search().is_null()) folder.write(s.batch_search());
   if (!s.init_report().record.is_null()) folder.write(s.init_report().record);
+  if (from.checkpoint.empty() && !changes.said.empty())  // the recorded job, started again
+    fmt::print("changed from the recorded job: {}\n", join(changes.said, "; "));
   if (!from.checkpoint.empty()) {
-    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}{}\n", from.checkpoint, at.epoch + 1, at.samples / global,
+    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}{}\n", from.checkpoint, at.epoch + 1,
+               first_global_batch(at.samples, global),
                at.step, resharded.empty() ? "" : " (" + resharded + ")",
                changes.said.empty() ? "" : "; changed: " + join(changes.said, "; "));
     nlohmann::json event = {{"event", "resume"},          {"step", at.step},   {"epoch", at.epoch},
@@ -293,13 +299,13 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
                  : early ? fmt::format("early stopping after {} evaluations without a better test {}",
                                        at.evals_since_best, s.monitored())
                          : fmt::format("step {} of {}", at.step, total),
-                 reached ? "give --until a harder target to train on"
+                 reached ? "give --until a harder target (or --until '') to train on"
                  : early ? "raise --early_stopping to train on"
                          : "raise --epochs or --max_steps to train on");
     }
     folder.write(event);
     // A crash between the saves after an evaluation: the files still missing are that state.
-    if (!from.branch)
+    if (resume == "auto")
       for (const auto& name : folder.complete_saves(from.checkpoint, loaded, c.save_checkpoints))
         fmt::print("{}: copied from {} (the saves after step {}'s evaluation were cut short)\n",
                    folder.checkpoint_path(name), from.checkpoint, loaded.step);
@@ -375,6 +381,9 @@ int run_training(const std::vector<FlagArg>& flags) {
     fingerprint = machine_fingerprint;
   }
   Continued run{resolve_config(flags, probe, fingerprint), nullptr, "", "", 1, 0, nullptr, ""};
+  // --export /dev/stdout: the stream carries the weights alone, the report goes to stderr from
+  // its first line on.
+  if (ranks.rank == 0 && own_descriptor(run.requested.export_path) == 1) keep_stdout_for_data();
   // A job started again by its scheduler (torchrun --max_restarts, a Slurm requeue) continues
   // its run: the same command line must not refuse the folder it wrote the first time.
   if (ranks.restart_count > 0 && run.requested.output_dir.empty() && run.requested.resume.empty())

@@ -1,8 +1,8 @@
-// A batch: the sample schema's fields (data/schema.h), each [B, ...], on one device. The loader,
-// the device copy, CUDA graphs, the out-of-memory split, accumulation, data parallel and
-// pipeline stages carry it whole, whatever its fields. Every format today gives two: "x", the
-// model's input, and "y", the target (a class index, or regression values); models and losses
-// still read those two by name (x(), y()).
+// A batch: the sample schema's fields (data/schema.h), each [B, ...], on one device. The device
+// copy, CUDA graphs, the out-of-memory split, accumulation and the AMP check carry it whole,
+// whatever its fields. Every format today gives two: "x", the model's input, and "y", the target
+// (a class index, or regression values); the loader's staging slots, pipeline stages, models and
+// losses still work on those two by name (x(), y()).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -66,9 +66,11 @@ std::string not_a_tar(const char* h, size_t got) {
                        "(decompress it, e.g. gunzip -c shard.tar.gz > shard.tar)",
                        compressed);
   if (got == 0) return "it is empty (0 bytes): not a tar file";
-  // A first header cut short still shows its "ustar" magic: that is a truncation, said later.
+  // A first header cut short or corrupt still shows its "ustar" magic: a truncation or a corrupt
+  // header, said later; zero blocks are an empty archive.
   const bool ustar = got >= 262 && std::memcmp(h + 257, "ustar", 5) == 0;
-  if ((got < kBlock && !ustar) || (got == kBlock && !checksum_ok(h))) {
+  const bool zeros = got == kBlock && std::all_of(h, h + kBlock, [](char c) { return c == 0; });
+  if (!ustar && !zeros && (got < kBlock || !checksum_ok(h))) {
     std::string start;
     for (size_t i = 0; i < std::min<size_t>(got, 16); ++i)
       start += std::isprint(static_cast<unsigned char>(h[i])) ? h[i] : '.';
@@ -140,7 +142,8 @@ TarIndex index_tar(const std::string& path) {
     if (got == 0 && pos == file_size) {
       // Every tar writer (Python's tarfile, GNU tar) ends with zero blocks: a file that stops
       // between two members without them was cut there, and what followed is lost.
-      out.damage = !long_name.empty() || pax_size >= 0
+      out.cut_member = !long_name.empty() || pax_size >= 0;
+      out.damage = out.cut_member
                        ? fmt::format("truncated tar: the file ends at offset {}, after the extended header {}", pos,
                                      long_name.empty() ? "of a member" : "of '" + long_name + "'")
                        : fmt::format("truncated tar: the file ends at offset {}, after {}, without tar's end-of-archive "
@@ -149,6 +152,7 @@ TarIndex index_tar(const std::string& path) {
     }
     if (got < kBlock) {
       out.damage = fmt::format("truncated tar: the header after {} is cut at offset {}", last(), pos);
+      out.cut_member = true;
       break;
     }
     if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end of archive
@@ -170,6 +174,7 @@ TarIndex index_tar(const std::string& path) {
     if (data + usize > file_size) {
       out.damage = fmt::format("truncated tar: member '{}' needs {} bytes at offset {}, the file ends at {}", name,
                                usize, data, file_size);
+      out.cut_member = true;
       break;
     }
     if (type == 'L' || type == 'K' || type == 'x') {

@@ -17,6 +17,9 @@ struct TarIndex {
   // Empty, or why the archive stops early (truncated or corrupt, naming the member and offset):
   // the members before it are complete.
   std::string damage;
+  // The damage cuts a member (its header or its bytes), so a sample is lost there; not so for a
+  // file that ends between two members without tar's end blocks (what followed is unknown).
+  bool cut_member = false;
 };
 
 // A shard opened for reading by offset (closed with it); fd < 0 when it cannot be opened.
@@ -32,7 +35,7 @@ struct ShardFile {
 
 // Indexes the regular files of a tar as Python's tarfile and GNU tar write it (ustar, GNU long
 // names, pax path and size records). Directories, links and other entries are passed over.
-// Throws usage_error only when the file cannot be opened or read.
+// Throws usage_error when the file cannot be opened or read, or is no tar at all (compressed, text).
 TarIndex index_tar(const std::string& path);
 
 }  // namespace gputrain

@@ -117,7 +117,7 @@ ShardScan scan_shard(const std::string& shard) {
     // (counted once: as the incomplete last sample, or here, as the one whose member it cuts).
     if (last_incomplete)
       out.problems.pop_back();
-    else
+    else if (index.cut_member)
       ++out.lost;
     out.problems.push_back(fmt::format("{}: {}{}", shard, index.damage,
                                        last_incomplete ? fmt::format(" (sample '{}' is cut short)", last_key) : ""));
@@ -173,7 +173,9 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
   const auto label = [&](int64_t i) { return static_cast<double>(samples_[static_cast<size_t>(i)].label); };
   const auto sample = [&](int64_t i) {
     const Sample& x = samples_[static_cast<size_t>(i)];
-    return fmt::format("{}: sample '{}'", shards_[x.shard], x.member.substr(0, x.member.rfind('.')));
+    std::string key, ext;
+    split_key(x.member, &key, &ext);
+    return fmt::format("{}: sample '{}'", shards_[x.shard], key);
   };
   const std::string what = fmt::format("the {} shard(s) from '{}'", shards_.size(), shards_.front());
   if (opt_.num_classes > 0 && opt_.classes_from != "--num_classes") {

@@ -361,10 +361,9 @@ void Comm::collective_failed(const std::string& op, const std::string& failure) 
                        first.find("exited") != std::string::npos || first.find("Broken pipe") != std::string::npos ||
                        first.find("Connection refused") != std::string::npos);
   if (closed)
-    throw CollectiveFailed({fmt::format("rank {} of {}: the {} of step {} failed: {} exited or was killed at step {} "
-                                        "(its connection closed at {}: {})",
-                                        env_.rank, env_.world_size, op, step_, name_ranks(absent), step_,
-                                        utc_now(), first)},
+    throw CollectiveFailed({fmt::format("rank {} of {}: {} exited or was killed at step {}: the {} failed when its "
+                                        "connection closed (noticed at {}: {})",
+                                        env_.rank, env_.world_size, name_ranks(absent), step_, op, utc_now(), first)},
                            fmt::format("see what became of {} (its exit code, its node, its own output); resume with "
                                        "--resume auto from the last checkpoint",
                                        name_ranks(absent)),

@@ -135,13 +135,8 @@ class Fit {
 
   const Config& c() const { return s_.config(); }
   Trainer& trainer() { return s_.trainer(); }
-  // The position is in samples of the epoch's global order; this run takes them in global
-  // batches (the rest of one the position cuts, after a change of global batch, is skipped:
-  // none is trained twice).
-  int64_t first_batch() const {
-    const int64_t global = s_.global_batch_size();
-    return (start_.samples + global - 1) / global;
-  }
+  // The position is in samples of the epoch's global order; this run takes them in global batches.
+  int64_t first_batch() const { return first_global_batch(start_.samples, s_.global_batch_size()); }
 
   int64_t total_steps() const {
     check_steps_fit(s_);

@@ -37,6 +37,10 @@ struct FitResult {
   double target_train_seconds = 0, eval_seconds = 0;
 };
 
+// The first global batch of an epoch to train after `samples` of it: the next whole one (after a
+// change of global batch, the rest of the one the position cuts is skipped, never trained twice).
+inline int64_t first_global_batch(int64_t samples, int64_t global) { return (samples + global - 1) / global; }
+
 // Throws a usage error when one optimizer step needs more samples than the training split
 // has: checked before the run folder is started, so such a run leaves nothing behind.
 void check_steps_fit(const Session& session);

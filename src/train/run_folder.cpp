@@ -320,11 +320,12 @@ std::vector<std::string> RunFolder::complete_saves(const std::string& from, cons
   std::vector<std::string> copied;
   // Only a position right after an evaluation: an epoch's end, or an evaluated --max_steps end.
   if (!at.evaluated && (at.samples != 0 || at.epoch == 0)) return copied;
-  auto holds_this_step = [&](const std::string& name) {
+  // Whether `name` is missing, torn, or an older state than `at`: only then is it completed.
+  auto older = [&](const std::string& name) {
     try {
-      return read_checkpoint_meta(checkpoint_path(name)).step == at.step;
+      return read_checkpoint_meta(checkpoint_path(name)).step < at.step;
     } catch (const std::exception&) {
-      return false;  // missing or torn
+      return true;  // missing or torn
     }
   };
   std::vector<std::string> names = {"last.pt"};
@@ -334,10 +335,7 @@ std::vector<std::string> RunFolder::complete_saves(const std::string& from, cons
   if (save_checkpoints && at.evals_since_best == 0 && !at.last_eval.empty()) names.push_back("best.pt");
   for (const auto& name : names) {
     const std::string path = checkpoint_path(name);
-    if (fs::weakly_canonical(path) == fs::weakly_canonical(from) || holds_this_step(name)) continue;
-    // last.pt is the newest state; an older one is left for the run to replace (a resume from
-    // an earlier epoch's checkpoint continues from there).
-    if (name == "last.pt" && fs::exists(path)) continue;
+    if (fs::weakly_canonical(path) == fs::weakly_canonical(from) || !older(name)) continue;
     copy_file_atomically(from, path);
     copied.push_back(name);
   }

@@ -72,7 +72,8 @@ class RunFolder {
   // far: a crash between them leaves some missing (or best.pt an older evaluation's), for good,
   // since the first one written already counts the evaluation as done and as the best. Resuming
   // from `from` (at `at`), the files of that evaluation still missing are copied from it, byte
-  // for byte (they are the same state); returns their names.
+  // for byte (they are the same state); a file that holds a later step is never replaced.
+  // Returns their names. For --resume auto, which resumes the newest checkpoint.
   std::vector<std::string> complete_saves(const std::string& from, const CheckpointMeta& at, bool save_checkpoints);
 
   // report.html; a failure is a warning, never the run's failure (`gputrain report` retries).

@@ -26,13 +26,15 @@ bool has_bytes(const std::string& path, const std::string& sha256) {
   return fs::is_regular_file(path, ec) && sha256_file(path) == sha256;
 }
 
-// `from` into `to` (atomically), unless `to` already holds its bytes; returns `from`'s hash.
+// `from` into `to` (atomically), unless `to` already holds its bytes; returns `from`'s hash. A
+// file that was not there before goes into `written` (what a failed start takes away again).
 std::string copy_in(const std::string& from, const std::string& to, std::vector<std::string>& written) {
   const std::string sha = sha256_file(from);
   std::error_code ec;
   if (fs::equivalent(from, to, ec) || has_bytes(to, sha)) return sha;
+  const bool existed = fs::exists(to, ec);
   copy_file_atomically(from, to);
-  written.push_back(fs::path(to).filename().string());
+  if (!existed) written.push_back(fs::path(to).filename().string());
   if (sha256_file(to) != sha)  // changed while it was copied (a re-export in progress)
     throw usage_error(fmt::format("--model {} changed while it was copied into the run", from),
                       "wait for the export to finish, then start the run again");
@@ -50,10 +52,11 @@ nlohmann::json keep_program(const std::string& model, const std::string& dir, st
   if (const std::string eval = eval_program_of(model); !eval.empty()) {
     record["eval_file"] = "model.eval.pt2";
     record["eval_sha256"] = copy_in(eval, (fs::path(dir) / "model.eval.pt2").string(), written);
-  } else if (pt2) {
-    // A stale eval program of another model must not pair with this one.
-    std::error_code ec;
-    fs::remove(fs::path(dir) / "model.eval.pt2", ec);
+  } else if (pt2 && fs::exists(fs::path(dir) / "model.eval.pt2")) {
+    // Left by another program: gputrain would pair it with this one (and never deletes a file
+    // it did not write).
+    throw usage_error((fs::path(dir) / "model.eval.pt2").string() + " is another program's eval program",
+                      "remove it, or put " + model.substr(0, model.size() - 4) + ".eval.pt2 beside --model");
   }
   return record;
 }
@@ -89,7 +92,8 @@ std::string find_program(const nlohmann::json& program, const std::string& dir, 
   if (fs::exists(copy))
     throw usage_error(fmt::format("{} is not the run's program: its bytes changed ({})", copy, wanted),
                       "restore the run's own copy, or pass --model FILE of that program");
-  throw usage_error(fmt::format("the run's program is gone: no {} and no {} with its bytes ({})", copy, from, wanted),
+  throw usage_error(fmt::format("the run's program is gone: no {}{} with its bytes ({})", copy,
+                                from.empty() ? "" : " and no " + from, wanted),
                     "pass --model FILE of that program");
 }
 
