@@ -121,8 +121,16 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
 // checked); copied into `folder` either way. Returns its record (null for a model gputrain builds).
 nlohmann::json use_kept_program(RunFolder& folder, Continued& run, const std::vector<FlagArg>& flags) {
   const auto recorded = run.record.is_object() ? run.record.value("program", nlohmann::json()) : nlohmann::json();
-  if (recorded.is_object())
+  if (recorded.is_object()) {
     run.requested.model = find_program(recorded, run.program_dir, has_flag(flags, "model") ? run.requested.model : "");
+    // This folder's own copy, just checked: nothing to copy or hash again.
+    const fs::path copy = fs::path(folder.path()) / recorded.value("file", "");
+    std::error_code ec;
+    if (fs::equivalent(run.requested.model, copy, ec)) {
+      run.requested.model = copy.string();
+      return recorded;
+    }
+  }
   if (!is_model_file(run.requested.model)) return nullptr;
   nlohmann::json program = folder.keep_program(run.requested.model);
   if (recorded.is_object()) {
