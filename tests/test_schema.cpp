@@ -5,9 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "data/batch.h"
+#include "data/jsonl_dataset.h"
+#include "data/loader.h"
 #include "data/schema.h"
 #include "data/synthetic.h"
 #include "train/checkpoint.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 using namespace gputrain;
@@ -68,4 +71,75 @@ TEST_CASE("batch: every field is cut, copied and compared alike, and a missing f
   CHECK_FALSE(b.same_layout(rows));
   CHECK_FALSE(b.same_layout(b.map([](const torch::Tensor& t) { return t.to(torch::kDouble); })));
   CHECK_THROWS_WITH(b.at("labels"), "the batch has no field 'labels'");
+}
+
+TEST_CASE("jsonl: named fields of ragged int64 lists are padded per batch, labels with -100, with each sample's length",
+          "[data]") {
+  test::TempDir dir;
+  test::write_file(dir / "t.jsonl",
+                   "{\"input_ids\": [5, 6, 7], \"attention_mask\": [1, 1, 0], \"labels\": [6, 7, -100]}\n"
+                   "\n"
+                   "{\"input_ids\": [8], \"attention_mask\": [1], \"labels\": [2]}\n"
+                   "{\"input_ids\": [1, 2, 3, 4, 5], \"attention_mask\": [1, 1, 1, 1, 1], \"labels\": [2, 3, 4, 5, 9]}\n");
+  auto data = load_jsonl_dataset(dir / "t.jsonl", "", 0);
+  const SampleSchema schema = schema_of(*data);
+  CHECK(schema.text() ==
+        "input_ids: i64[-1] pad 0, attention_mask: i64[-1] pad 0, labels: i64[-1] pad -100 (target), length: i64[]");
+  CHECK(data->num_classes() == 10);  // the largest label + 1
+  CHECK(schema.find("input_ids")->longest == 5);
+  LoaderOptions o;
+  o.batch_size = 2;
+  Loader loader(data, o);
+  loader.start_epoch(0);
+  for (int round = 0; round < 3; ++round) {  // the staging slots are reused: the pool stays small
+    auto first = loader.next();
+    REQUIRE(first);
+    CHECK(first->names == std::vector<std::string>{"input_ids", "attention_mask", "labels", "length"});
+    CHECK(first->target == "labels");
+    CHECK(first->y().equal(torch::tensor({6, 7, -100, 2, -100, -100}).reshape({2, 3})));
+    CHECK(first->at("input_ids").equal(torch::tensor({5, 6, 7, 8, 0, 0}).reshape({2, 3})));
+    CHECK(first->at("length").equal(torch::tensor({3, 1})));
+    auto last = loader.next();  // the partial batch: its own longest
+    REQUIRE(last);
+    CHECK(last->at("attention_mask").sizes() == torch::IntArrayRef({1, 5}));
+    CHECK_FALSE(loader.next());
+    loader.start_epoch(round + 1);
+  }
+  CHECK(loader.staging_buffers() <= 2);
+}
+
+TEST_CASE("jsonl: malformed lines, a missing target and test classes beyond training are named with the file and line",
+          "[data]") {
+  test::TempDir dir;
+  auto error = [&](const std::string& text, const std::string& target = "") {
+    test::write_file(dir / "bad.jsonl", text);
+    return test::error_of([&] { load_jsonl_dataset(dir / "bad.jsonl", target, 0); });
+  };
+  CHECK_THAT(error("{\"ids\": [1], \"labels\": [1]}\n{\"ids\": [1]}\n"), Catch::Contains("line 2: 1 fields, the first line has 2"));
+  CHECK_THAT(error("{\"ids\": [1], \"labels\": 1}\n{\"ids\": [\"a\"], \"labels\": 0}\n"),
+             Catch::Contains("line 2: 'ids' holds string, not a number"));
+  CHECK_THAT(error("{\"ids\": [1], \"mask\": [1]}\n"), Catch::Contains("no target field (labels, label or y) among ids, mask"));
+  CHECK_THAT(error("{\"ids\": [1], \"labels\": [-3]}\n"), Catch::Contains("target 'labels' holds -3"));
+  test::write_file(dir / "train.jsonl", "{\"ids\": [1, 2], \"label\": 1}\n{\"ids\": [3], \"label\": 0}\n");
+  test::write_file(dir / "test.jsonl", "{\"ids\": [1], \"label\": 4}\n");
+  auto train = load_jsonl_dataset(dir / "train.jsonl", "", 0);
+  CHECK(schema_of(*train).text() == "ids: i64[-1] pad 0, label: i64[] (target), length: i64[]");
+  CHECK_THAT(test::error_of([&] { load_jsonl_dataset(dir / "test.jsonl", "", 0, train.get()); }),
+             Catch::Contains("holds class 4, beyond the 2 classes of the training data"));
+  // A float target of fixed size is regression.
+  test::write_file(dir / "reg.jsonl", "{\"x\": [1.5, 2], \"y\": [0.5, 1]}\n{\"x\": [1, 2], \"y\": [2, 3]}\n");
+  auto reg = load_jsonl_dataset(dir / "reg.jsonl", "", 0);
+  CHECK(reg->is_regression());
+  CHECK(schema_of(*reg).text() == "x: f32[2], y: f32[2]");
+}
+
+TEST_CASE("typed batches: ragged ids, a mask and per-token labels train a two-input program as PyTorch eager does, on "
+          "1 and 2 ranks and as TorchScript; a missing input is named",
+          "[imported][dist][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("token_batches_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  CHECK(code == 0);
 }

@@ -4,6 +4,7 @@
     python tools/export_model.py MODULE:CLASS --input-shape 3x32x32 [--args JSON] [--kwargs JSON]
                                  [--out net.pt2] [--no-eval] [--weights state_dict.pth]
                                  [--input-dtype float32] [--input-range LOW,HIGH]
+    python tools/export_model.py MODULE:CLASS --data train.jsonl [--target FIELD] [--output-name KEY] ...
 
 MODULE:CLASS names what builds the model:
   - an importable module and a name in it: `mypkg.models:ConvNeXtTiny` (the current directory is
@@ -23,6 +24,15 @@ A model that takes integer ids (embeddings) gets them as floats too and must cas
 e.g. `self.emb(x[:, 0].long())`, exported with --input-range 0,VOCAB (normal values would be
 negative indices).
 
+--data FILE.jsonl (gputrain's --dataset jsonl) takes the example inputs from the data instead:
+each argument of forward is the field of its name in the file's first 8 lines, int64 or float32
+as the data holds it, lists padded to the longest as gputrain pads them (the target with -100,
+others with 0). Every input's batch dimension is dynamic, and the sequence dimension of the
+lists that vary, one size shared by all (gputrain pads every varying field of a batch alike). The
+forward may return a tensor, a tuple or a dict; --output-name names the one gputrain trains
+(default the first), and it must give [batch, classes] for a class target or [batch, positions,
+classes] for a per-token one.
+
 Written, after the checks below pass (nothing is written when one fails):
   - --out (default: <CLASS lowercased>.pt2): the program of model.train(), with a dynamic batch
     dimension, as torch.export.export gives it (the training form, which gputrain reads);
@@ -36,7 +46,8 @@ Checks, each failure one line on stderr and exit code 2:
   - the batch dimension stays dynamic (a forward that writes the batch size as a number fails);
   - every operator in the graph is an aten operator (no torch.cond / higher-order operators, no
     custom operators, no Python functions): gputrain runs the graph op by op without Python;
-  - the forward takes one tensor and returns one tensor of shape [batch, outputs];
+  - the forward takes one tensor and returns one tensor of shape [batch, outputs] (with --data:
+    an argument the data has no field for, or of another kind than the field, is named);
   - the saved file, loaded back with torch.export.load, gives the module's outputs on the
     example input (in the same mode, with the same random seed for dropout).
 
@@ -84,7 +95,10 @@ def parse_args(argv):
                                 description="Export a PyTorch module for gputrain train --model net.pt2.")
     p.add_argument("target", metavar="MODULE:CLASS",
                    help="module path or .py file, a colon, and a class or a function returning a module")
-    p.add_argument("--input-shape", required=True, help='one sample\'s shape without the batch, e.g. "3x32x32"')
+    p.add_argument("--input-shape", help='one sample\'s shape without the batch, e.g. "3x32x32"')
+    p.add_argument("--data", metavar="FILE.jsonl", help="example inputs from gputrain's --dataset jsonl file, by name")
+    p.add_argument("--target", dest="target_field", help="--data: the target field (default labels, label or y)")
+    p.add_argument("--output-name", help="--data: the output gputrain trains (a dict key or a position; default the first)")
     p.add_argument("--input-dtype", default="float32", choices=sorted(DTYPES))
     p.add_argument("--input-range", metavar="LOW,HIGH",
                    help="example inputs are whole numbers in [LOW, HIGH) (ids an embedding casts), not normal values")
@@ -93,7 +107,76 @@ def parse_args(argv):
     p.add_argument("--out", help="the training program's file (default: <CLASS lowercased>.pt2)")
     p.add_argument("--no-eval", action="store_true", help="write no <stem>.eval.pt2")
     p.add_argument("--weights", help="a state_dict file to load into the model before exporting")
-    return p.parse_args(argv)
+    opts = p.parse_args(argv)
+    if bool(opts.input_shape) == bool(opts.data):
+        fail("give --input-shape (one float tensor) or --data FILE.jsonl (named fields), one of them")
+    if not opts.data and (opts.target_field or opts.output_name):
+        fail("--target and --output-name go with --data")
+    return opts
+
+
+def read_fields(path, target):
+    """The first 8 samples of a jsonl file: {field: (values, is_int, is_list)} and the target."""
+    rows = []
+    try:
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    fail(f"--data {path} line {number}: not JSON ({e})")
+                if not isinstance(row, dict) or (rows and row.keys() != rows[0].keys()):
+                    fail(f"--data {path} line {number}: not an object with the first line's fields")
+                rows.append(row)
+                if len(rows) == 8:
+                    break
+    except OSError as e:
+        fail(f"--data {path}: {e.strerror}")
+    if not rows:
+        fail(f"--data {path}: holds no samples")
+    if target is None:
+        target = next((n for n in ("labels", "label", "y") if n in rows[0]), None)
+    if target not in rows[0]:
+        fail(f"--data {path}: no target field ({target or 'labels, label or y'}) among {', '.join(rows[0])}")
+    fields = {}
+    for name in rows[0]:
+        values = [r[name] for r in rows]
+        is_list = isinstance(values[0], list)
+        flat = [v for x in values for v in (x if is_list else [x])]
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in flat):
+            fail(f"--data {path}: field '{name}' holds something other than numbers")
+        fields[name] = (values, all(isinstance(v, int) for v in flat), is_list)
+    return fields, target
+
+
+def data_example(model, fields, target, path):
+    """The forward's arguments from the fields, padded as gputrain pads them, and their dynamic
+    dimensions; or one line naming the argument the data lacks."""
+    import inspect
+    params = list(inspect.signature(model.forward).parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        fail("the forward takes *args or **kwargs; gputrain binds named arguments to the data's fields")
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+    inputs, dynamic, names = [], [], []
+    for p in params:
+        if p.name not in fields:
+            fail(f"the forward takes '{p.name}', which {path} lacks: its fields are {', '.join(fields)}")
+        values, is_int, is_list = fields[p.name]
+        dtype = torch.int64 if is_int else torch.float32
+        if is_list:
+            varies = len({len(v) for v in values}) > 1
+            length = max(max(len(v) for v in values), 2)
+            pad = -100 if p.name == target else 0
+            rows = [v + [pad] * (length - len(v)) for v in values]
+            inputs.append(torch.tensor(rows, dtype=dtype))
+            dynamic.append({0: batch, 1: seq} if varies else {0: batch})
+        else:
+            inputs.append(torch.tensor(values, dtype=dtype))
+            dynamic.append({0: batch})
+        names.append(p.name)
+    return tuple(inputs), tuple(dynamic), names
 
 
 def parse_shape(text):
@@ -126,12 +209,12 @@ def example_input(shape, dtype, value_range):
 
 
 def check_forward(model, example, value_range):
-    """The module runs on the example input, in eval mode (no statistics move), or one line says why."""
+    """The module runs on the example inputs, in eval mode (no statistics move), or one line says why."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            model(example)
+            model(*example)
     except Exception as e:
         hint = ("; for ids an embedding casts, pass --input-range 0,VOCAB" if value_range is None
                 else f"; are the ids in [{value_range[0]}, {value_range[1]})?")
@@ -239,20 +322,19 @@ def first_line(error):
     return lines[0] if lines else type(error).__name__
 
 
-def export(model, example, mode):
+def export(model, example, dynamic, mode):
     """torch.export of the model in its current mode, the batch dimension dynamic, in the
     training form (the TRAINING verifier: conv2d, linear, batch_norm kept whole)."""
-    dynamic = ({0: torch.export.Dim("batch")},)
     try:
-        ep = torch.export.export(model, (example,), dynamic_shapes=dynamic)
+        ep = torch.export.export(model, example, dynamic_shapes=dynamic)
         # torch 2.5 exports the decomposed inference form here; its export_for_training gives
         # the training form (later versions give it from export itself).
         if getattr(ep, "dialect", None) != "TRAINING" and hasattr(torch.export, "export_for_training"):
-            ep = torch.export.export_for_training(model, (example,), dynamic_shapes=dynamic)
+            ep = torch.export.export_for_training(model, example, dynamic_shapes=dynamic)
     except Exception as e:
         if batch_is_fixed(model, example, e):
             fail(f"the model fixes the batch size ({mode} mode): its forward only works for a batch of "
-                 f"{example.shape[0]}, and gputrain trains any batch; write sizes from x.shape[0] or -1 "
+                 f"{example[0].shape[0]}, and gputrain trains any batch; write sizes from x.shape[0] or -1 "
                  f"(x.flatten(1), x.view(x.shape[0], -1)), not a number")
         fail(f"torch.export.export failed ({mode} mode): {first_line(e)}")
     if getattr(ep, "dialect", None) != "TRAINING":
@@ -268,7 +350,7 @@ def batch_is_fixed(model, example, error):
         return True
     # Other wordings across versions: the batch was the problem if a fixed-size export works.
     try:
-        torch.export.export(model, (example,))
+        torch.export.export(model, example)
         return True
     except Exception:
         return False
@@ -298,6 +380,38 @@ def where_from(node):
     if not lines:
         return ""
     return "; from " + lines[0] + (f": {lines[1]}" if len(lines) > 1 else "")
+
+
+def check_named_program(ep, mode, model, example, fields, target, output_name):
+    """--data: the operators as check_program checks them, then the trained output's shape
+    against the target: [batch, classes] for a class, [batch, positions, classes] per token."""
+    for node in ep.graph.nodes:
+        if node.op == "call_function":
+            problem = operator_problem(node)
+            if problem:
+                fail(f"{mode} graph node '{node.name}' ({node.target}): {problem}{where_from(node)}")
+    with torch.no_grad():
+        out = model(*example)
+    if isinstance(out, dict):
+        names, values = [str(k) for k in out], list(out.values())
+    elif isinstance(out, (tuple, list)):
+        names, values = [str(i) for i in range(len(out))], list(out)
+    else:
+        names, values = ["0"], [out]
+    chosen = output_name or names[0]
+    if chosen not in names:
+        fail(f"--output-name {chosen!r}: the forward returns {', '.join(names)}")
+    got = values[names.index(chosen)]
+    if not isinstance(got, torch.Tensor):
+        fail(f"{mode}: output {chosen!r} is a {type(got).__name__}, not a tensor")
+    labels, is_int, is_list = fields[target]
+    if is_int:
+        top = max(v for x in labels for v in (x if is_list else [x]))
+        want = 3 if is_list else 2
+        if got.dim() != want or got.shape[-1] <= top:
+            fail(f"{mode}: output {chosen!r} has shape {list(got.shape)}; the target '{target}' needs "
+                 f"[batch{', positions' if is_list else ''}, classes] with more than {top} classes")
+    return chosen, list(got.shape)
 
 
 def check_program(ep, mode, input_shape):
@@ -344,14 +458,16 @@ def same_outputs(model, path, example, mode):
     loaded = torch.export.load(path).module()
     with torch.no_grad():
         torch.manual_seed(1234)
-        want = model(example)
+        want = model(*example)
         torch.manual_seed(1234)
-        got = loaded(example)
-    if got.shape != want.shape:
-        return f"shape {list(got.shape)} against the module's {list(want.shape)}"
-    if not torch.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True):
-        diff = (got.float() - want.float()).abs().nan_to_num(math.inf).max().item()
-        return f"max abs difference {diff:.3g}"
+        got = loaded(*example)
+    flat = lambda o: list(o.values()) if isinstance(o, dict) else list(o) if isinstance(o, (tuple, list)) else [o]  # noqa: E731
+    for g, w in zip(flat(got), flat(want)):
+        if g.shape != w.shape:
+            return f"shape {list(g.shape)} against the module's {list(w.shape)}"
+        if not torch.allclose(g, w, rtol=1e-4, atol=1e-5, equal_nan=True):
+            diff = (g.float() - w.float()).abs().nan_to_num(math.inf).max().item()
+            return f"max abs difference {diff:.3g}"
     return None
 
 
@@ -367,8 +483,9 @@ def values_text(n):
 
 def run(argv):
     opts = parse_args(argv)
-    shape = parse_shape(opts.input_shape)
+    shape = parse_shape(opts.input_shape) if opts.input_shape else None
     value_range = parse_range(opts.input_range) if opts.input_range else None
+    fields = read_fields(opts.data, opts.target_field) if opts.data else None
     args = parse_json("--args", opts.args, list)
     kwargs = parse_json("--kwargs", opts.kwargs, dict)
     obj, name = load_target(opts.target)
@@ -381,18 +498,25 @@ def run(argv):
     model = build_model(obj, name, args, kwargs)
     if opts.weights:
         load_weights(model, opts.weights)
-    example = example_input(shape, DTYPES[opts.input_dtype], value_range)
+    if fields:
+        example, dynamic, names = data_example(model, fields[0], fields[1], opts.data)
+        check = lambda ep, mode: check_named_program(ep, mode, model, example, fields[0], fields[1],  # noqa: E731
+                                                     opts.output_name)
+    else:
+        example = (example_input(shape, DTYPES[opts.input_dtype], value_range),)
+        dynamic = ({0: torch.export.Dim("batch")},)
+        check = lambda ep, mode: check_program(ep, mode, shape)  # noqa: E731
     check_forward(model, example, value_range)
 
     programs = []  # (file, mode, ExportedProgram)
     model.train()
-    train_ep = export(model, example, "train")
-    outputs = check_program(train_ep, "train", shape)
+    train_ep = export(model, example, dynamic, "train")
+    outputs = check(train_ep, "train")
     programs.append((out, "train", train_ep))
     if not opts.no_eval:
         model.eval()
-        eval_ep = export(model, example, "eval")
-        check_program(eval_ep, "eval", shape)
+        eval_ep = export(model, example, dynamic, "eval")
+        check(eval_ep, "eval")
         programs.append((eval_out, "eval", eval_ep))
         model.train()
 
@@ -424,8 +548,12 @@ def run(argv):
             shutil.move(tmp, path)
 
     params = [train_ep.state_dict[n] for n in train_ep.graph_signature.parameters]
-    print(f"{PROG}: {out} (train, {len(params)} parameter tensors, {values_text(sum(p.numel() for p in params))}; "
-          f"samples {'x'.join(map(str, shape))}, {outputs} outputs)")
+    if fields:
+        print(f"{PROG}: {out} (train, {len(params)} parameter tensors, {values_text(sum(p.numel() for p in params))}; "
+              f"inputs {', '.join(names)} from {opts.data}; output {outputs[0]!r} of shape {outputs[1]} on the example)")
+    else:
+        print(f"{PROG}: {out} (train, {len(params)} parameter tensors, {values_text(sum(p.numel() for p in params))}; "
+              f"samples {'x'.join(map(str, shape))}, {outputs} outputs)")
     if opts.no_eval:
         # gputrain would evaluate with an eval program left from an earlier export, with old weights.
         if os.path.exists(eval_out):
@@ -434,7 +562,12 @@ def run(argv):
                   f"with the training graph, batch_norm on running statistics and dropout off)")
     else:
         print(f"{PROG}: {eval_out} (eval)")
-    print(f"train it: gputrain train --model {shlex.quote(out)} ...")
+    if fields:
+        named = f" --output_name {shlex.quote(outputs[0])}" if opts.output_name else ""
+        print(f"train it: gputrain train --dataset jsonl --train_file {shlex.quote(opts.data)} --model "
+              f"{shlex.quote(out)}{named} ...")
+    else:
+        print(f"train it: gputrain train --model {shlex.quote(out)} ...")
 
 
 def main():

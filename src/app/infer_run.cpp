@@ -10,6 +10,8 @@
 #include "core/stats.h"
 #include "core/text.h"
 #include "core/autocast.h"
+#include "data/schema.h"
+#include "step/loss.h"
 #include "weights/safetensors.h"
 #include "app/load_trained.h"
 #include "train/utilization.h"
@@ -24,8 +26,20 @@ struct Pass {
   int64_t peak_memory_bytes = 0;   // GPU: the caching allocator's peak; CPU: peak RSS
 };
 
+// A class per token: one row per counted token (its label not -100), with its position.
+void append_token_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target) {
+  auto y = target.cpu();
+  auto [prob, best] = torch::softmax(out, -1).max(-1);
+  for (int64_t i = 0; i < out.size(0); ++i, ++index)
+    for (int64_t t = 0; t < y.size(1); ++t)
+      if (y[i][t].item<int64_t>() != kIgnoreIndex)
+        csv += fmt::format("{},{},{},{},{:.9g}\n", index, t, y[i][t].item<int64_t>(), best[i][t].item<int64_t>(),
+                           prob[i][t].item<float>());
+}
+
 // One CSV row per sample: index, target(s), prediction(s) and, for classes, its probability.
 void append_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target) {
+  if (per_token(target)) return append_token_rows(csv, index, out, target);
   auto y = target.cpu();
   const bool regression = y.scalar_type() != torch::kLong;
   auto probs = regression ? out : torch::softmax(out, 1);
@@ -65,7 +79,7 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
     torch::Tensor out;
     {
       AutocastGuard autocast(r.precision.amp, r.device.type(), r.precision.dtype);
-      out = model.forward(b->x()).to(torch::kFloat);
+      out = model.forward_batch(*b).to(torch::kFloat);
     }
     // Latency needs the result: one sync per batch (inference, not the training loop).
     auto host = out.cpu();
@@ -79,6 +93,8 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
 }
 
 std::string csv_header(const Dataset& test) {
+  if (test.named_fields() && !test.named_fields()->find(test.named_fields()->target)->shape.empty() && !test.is_regression())
+    return "index,position,target,prediction,probability\n";
   const bool regression = test.is_regression();
   std::string h = "index";
   for (const char* part : {"target", "prediction"}) {

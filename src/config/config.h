@@ -25,7 +25,7 @@ struct Config {
   std::string test_file;                  // csv / npy: an optional test file
   std::string train_targets;              // npy: the .npy of training targets when train_file is a .npy
   std::string test_targets;               // npy: the .npy of test targets
-  std::string target;                     // csv: target column(s), comma-separated
+  std::string target;                     // csv: target column(s), comma-separated; jsonl: the target field
   std::string features;                   // csv: feature columns, comma-separated; empty = all others
   std::string task = "auto";              // auto | classification | regression
   int64_t window = 0;                     // csv: rows per sliding window over a time series; 0 = tabular
@@ -77,6 +77,7 @@ struct Config {
 
   // Model
   std::string model = "cnn";        // see kModels in fields.cpp (`gputrain models` lists them)
+  std::string output_name;          // a program returning several outputs: the one trained ("" = its first)
   int64_t width = 0;                // base width; 0 = the model's default
   int64_t depth = 0;                // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = default
   std::string stem = "auto";        // resnets: auto (small for <= 64 pixels) | small | imagenet

@@ -17,7 +17,7 @@ using C = Config;
 // Choices shared with other modules (the dataset factory tests that they agree with this list).
 // The models are the families' own (models/family.h): checked where a model is built.
 const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10",    "cifar100",  "image_folder",
-                                            "webdataset",    "csv",   "npy",        "synthetic"};
+                                            "webdataset",    "csv",   "npy",        "jsonl",     "synthetic"};
 
 std::vector<Field> make_fields() {
   // Hyperparameters meet float32 weights in the update: a larger value cannot be converted
@@ -38,7 +38,7 @@ std::vector<Field> make_fields() {
        "csv/npy: test file; webdataset: the evaluation shards, as --data_dir (default: hold out --val_split)"},
       {"train_targets", &C::train_targets, "data", "npy: .npy of training targets (when train_file is .npy)"},
       {"test_targets", &C::test_targets, "data", "npy: .npy of test targets"},
-      {"target", &C::target, "data", "csv: target column(s), comma-separated"},
+      {"target", &C::target, "data", "csv: target column(s), comma-separated; jsonl: the target field (default labels, label or y)"},
       {"features", &C::features, "data", "csv: feature columns, comma-separated (default: all others)"},
       {"task",
        &C::task,
@@ -122,6 +122,9 @@ std::vector<Field> make_fields() {
        "model family (gputrain models lists them), or a torch.export program file net.pt2 (tools/export_model.py; "
        "a TorchScript net.pt needs --trust_program)",
        {/* set_model_choices */}},
+      {"output_name", &C::output_name, "model",
+       "a --model program that returns a tuple or a dict: the output to train (its key, or its position from 0; "
+       "default the first)"},
       {"width", &C::width, "model", "base width (0 = the model's default)", {}, 0, 65536},
       {"depth",
        &C::depth,

@@ -31,7 +31,7 @@ std::string range_text(const Field& f) {
   return kind;
 }
 
-bool file_based_task(const std::string& dataset) { return dataset == "csv" || dataset == "npy"; }
+bool file_based_task(const std::string& dataset) { return dataset == "csv" || dataset == "npy" || dataset == "jsonl"; }
 
 }  // namespace
 
@@ -73,7 +73,7 @@ std::vector<std::string> config_problems(const Config& c) {
                                   (jitter.size() == 4 && jitter[3] > 0.5)))
     problems.push_back("color_jitter '" + c.color_jitter +
                        "' (expected brightness[,contrast[,saturation[,hue]]] >= 0, hue <= 0.5)");
-  if (c.task == "regression" && !file_based_task(c.dataset))
+  if (c.task == "regression" && c.dataset != "csv" && c.dataset != "npy")
     problems.push_back("task 'regression' needs float targets from --dataset csv or npy (got '" + c.dataset + "')");
   // At F <= 1 about half the steps, those with a loss above the mean, would be skipped.
   if (c.skip_spikes > 0 && c.skip_spikes <= 1)
@@ -83,7 +83,7 @@ std::vector<std::string> config_problems(const Config& c) {
   const bool file_based = file_based_task(c.dataset);
   if (file_based && c.train_file.empty())
     problems.push_back("dataset '" + c.dataset + "' needs --train_file (the training ." +
-                       (c.dataset == "csv" ? std::string("csv") : std::string("npy or .npz")) + " file)");
+                       (c.dataset == "npy" ? std::string("npy or .npz") : c.dataset) + " file)");
   if (c.dataset == "csv" && c.target.empty())
     problems.push_back("dataset 'csv' needs --target (the label column, or columns for regression)");
   if (!c.test_file.empty() && c.val_split > 0)
@@ -94,13 +94,14 @@ std::vector<std::string> config_problems(const Config& c) {
   auto only_for = [&](bool given, bool applies, const std::string& what, const std::string& where) {
     if (given && !applies) problems.push_back(what + " " + where + " (got --dataset " + c.dataset + ")");
   };
-  only_for(!c.target.empty() || !c.features.empty() || c.window > 0, c.dataset == "csv",
-           "--target, --features and --window are", "for --dataset csv");
+  only_for(!c.target.empty(), c.dataset == "csv" || c.dataset == "jsonl", "--target is",
+           "for --dataset csv (its target columns) or jsonl (its target field)");
+  only_for(!c.features.empty() || c.window > 0, c.dataset == "csv", "--features and --window are", "for --dataset csv");
   only_for(c.stride != defaults.stride || c.horizon != defaults.horizon, c.dataset == "csv" && c.window > 0,
            "--stride and --horizon are", "for --dataset csv with --window");
-  only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv or npy");
+  only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv, npy or jsonl");
   only_for(!c.test_file.empty(), file_based || c.dataset == "webdataset", "--test_file is",
-           "for --dataset csv, npy or webdataset (its evaluation shards)");
+           "for --dataset csv, npy, jsonl or webdataset (its evaluation shards)");
   if (c.dataset == "webdataset" && c.data_dir.empty())
     problems.push_back("dataset 'webdataset' needs --data_dir: its training shards, e.g. 'shards/train-{000000..000127}.tar'");
   only_for(c.shuffle_buffer != defaults.shuffle_buffer, c.dataset == "webdataset", "--shuffle_buffer is",

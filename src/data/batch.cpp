@@ -21,6 +21,7 @@ const torch::Tensor& Batch::at(std::string_view name) const { return const_cast<
 Batch Batch::map(const std::function<torch::Tensor(const torch::Tensor&)>& f) const {
   Batch out;
   out.names = names;
+  out.target = target;
   out.tensors.reserve(tensors.size());
   for (const auto& t : tensors) out.tensors.push_back(f(t));
   return out;
@@ -35,6 +36,7 @@ std::vector<Batch> Batch::chunk(int64_t parts) const {
   for (size_t f = 0; f < tensors.size(); ++f) {
     const auto pieces = tensors[f].chunk(parts);
     if (out.empty()) out.resize(pieces.size());
+    for (auto& b : out) b.target = target;
     for (size_t i = 0; i < pieces.size() && i < out.size(); ++i) {
       out[i].names.push_back(names[f]);
       out[i].tensors.push_back(pieces[i]);

@@ -1,8 +1,10 @@
 // A batch: the sample schema's fields (data/schema.h), each [B, ...], on one device. The device
-// copy, CUDA graphs, the out-of-memory split, accumulation and the AMP check carry it whole,
-// whatever its fields. Every format today gives two: "x", the model's input, and "y", the target
-// (a class index, or regression values); the loader's staging slots, pipeline stages, models and
-// losses still work on those two by name (x(), y()).
+// copy, CUDA graphs, the out-of-memory split, accumulation, data parallel, the AMP check,
+// evaluation and inference carry it whole, whatever its fields. Image, table and series formats
+// give two: "x", the model's input, and "y", the target (a class index, or regression values).
+// Named-field data (--dataset jsonl) gives its own (input_ids, attention_mask, labels, and the
+// padding's length); models taking named inputs bind them by name (Net::forward_batch), and the
+// loss reads the target field, y() (pipeline stages take x and y alone).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -17,6 +19,7 @@ namespace gputrain {
 struct Batch {
   std::vector<std::string> names;      // the fields, in the schema's order
   std::vector<torch::Tensor> tensors;  // one per name, each [B, ...]
+  std::string target = "y";            // the field the loss trains against
 
   Batch() = default;
   Batch(torch::Tensor x, torch::Tensor y);  // the two fields every format gives
@@ -26,8 +29,8 @@ struct Batch {
   const torch::Tensor& at(std::string_view name) const;
   torch::Tensor& x() { return at("x"); }
   const torch::Tensor& x() const { return at("x"); }
-  torch::Tensor& y() { return at("y"); }
-  const torch::Tensor& y() const { return at("y"); }
+  torch::Tensor& y() { return at(target); }
+  const torch::Tensor& y() const { return at(target); }
 
   int64_t samples() const { return tensors.empty() ? 0 : tensors.front().size(0); }
   // The same fields, each through `f` (a copy to a device, a clone, a layout).

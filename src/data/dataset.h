@@ -2,9 +2,21 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 namespace gputrain {
+
+struct SampleSchema;
+
+// Where a named-field dataset writes one sample (Dataset::get_fields): field `f` of its schema
+// takes `length` rows along its varying size, or its fixed shape when it does not vary, in the
+// field's dtype (int64_t for i64, float for f32).
+class FieldWriter {
+ public:
+  virtual ~FieldWriter() = default;
+  virtual void* field(size_t f, int64_t length = 0) = 0;
+};
 
 class Dataset {
  public:
@@ -22,6 +34,14 @@ class Dataset {
   // thread loads it. Must be safe to call from several threads at once. Throws gputrain::Error
   // (usage, exit 2) for bad input, naming the file.
   virtual int64_t get(int64_t index, float* x, float* target, uint64_t seed) const = 0;
+
+  // A dataset of named fields beyond x and y (text: ids, masks, per-token labels) declares them
+  // here (data/schema.h) and writes its samples with get_fields; get() and the shapes above then
+  // describe its target alone (num_classes, target_shape). Null for an x/y dataset.
+  virtual std::shared_ptr<const SampleSchema> named_fields() const { return nullptr; }
+  virtual void get_fields(int64_t /*index*/, FieldWriter& /*out*/, uint64_t /*seed*/) const {
+    throw std::logic_error("get_fields on a dataset without named fields");
+  }
 
   // Unreadable samples skipped so far (--skip_bad_samples), for the run summary.
   virtual int64_t bad_samples() const { return 0; }
@@ -55,6 +75,10 @@ class DatasetWrapper : public Dataset {
   std::vector<int64_t> target_shape() const override { return base_->target_shape(); }
   int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override {
     return base_->get(index, x, target, seed);
+  }
+  std::shared_ptr<const SampleSchema> named_fields() const override { return base_->named_fields(); }
+  void get_fields(int64_t index, FieldWriter& out, uint64_t seed) const override {
+    base_->get_fields(index, out, seed);
   }
   int64_t bad_samples() const override { return base_->bad_samples(); }
   std::vector<int64_t> stream_order(uint64_t seed, int64_t epoch, bool shuffle) const override {

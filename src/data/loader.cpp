@@ -9,17 +9,24 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <cstring>
 #include <deque>
+#include <functional>
 
 namespace gputrain {
 
+// One buffer per batch field; a field of varying size holds a flat buffer that grows to the
+// longest batch seen (its view is shaped per batch).
 class StagingPool {
  public:
-  StagingPool(std::vector<int64_t> x_dims, std::vector<int64_t> y_dims, bool float_targets, bool pin)
-      : x_dims_(std::move(x_dims)), y_dims_(std::move(y_dims)), float_targets_(float_targets), pin_(pin) {}
+  struct Spec {
+    std::vector<int64_t> dims;  // [B, ...]; {0} for a varying field, sized when first written
+    torch::ScalarType dtype;
+  };
+  StagingPool(std::vector<Spec> specs, bool pin) : specs_(std::move(specs)), pin_(pin) {}
 
   struct Slot {
-    torch::Tensor x, y;
+    std::vector<torch::Tensor> fields;
     std::shared_ptr<void> fence;  // a device copy still reading this slot
   };
 
@@ -30,9 +37,9 @@ class StagingPool {
     {
       std::lock_guard<std::mutex> lk(m_);
       if (free_.empty()) {
-        auto opts = torch::TensorOptions().pinned_memory(pin_);
-        slots_.push_back({torch::empty(x_dims_, opts.dtype(torch::kFloat)),
-                          torch::empty(y_dims_, opts.dtype(float_targets_ ? torch::kFloat : torch::kLong)), nullptr});
+        Slot slot;
+        for (const auto& s : specs_) slot.fields.push_back(buffer(s.dims, s.dtype));
+        slots_.push_back(std::move(slot));
         free_.push_back(static_cast<int>(slots_.size()) - 1);
       }
       id = free_.front();  // the oldest: its copy has most likely finished
@@ -52,14 +59,23 @@ class StagingPool {
     std::lock_guard<std::mutex> lk(m_);
     return slots_[static_cast<size_t>(id)];
   }
+  // Field f of an acquired slot, grown to hold `numel` values (only its holder touches it).
+  torch::Tensor& room(Slot& slot, size_t f, int64_t numel) {
+    auto& t = slot.fields[f];
+    if (t.numel() < numel) t = buffer({numel}, specs_[f].dtype);
+    return t;
+  }
   int64_t size() {
     std::lock_guard<std::mutex> lk(m_);
     return static_cast<int64_t>(slots_.size());
   }
 
  private:
-  std::vector<int64_t> x_dims_, y_dims_;
-  bool float_targets_, pin_;
+  torch::Tensor buffer(const std::vector<int64_t>& dims, torch::ScalarType dtype) const {
+    return torch::empty(dims, torch::TensorOptions().pinned_memory(pin_).dtype(dtype));
+  }
+  std::vector<Spec> specs_;
+  bool pin_;
   std::mutex m_;
   std::deque<Slot> slots_;
   std::deque<int> free_;
@@ -80,11 +96,24 @@ struct Lease {
 Loader::Loader(DatasetPtr dataset, LoaderOptions options)
     : dataset_(std::move(dataset)), opt_(options), copier_(opt_.device, opt_.non_blocking, opt_.channels_last) {
   opt_.pin_memory = opt_.pin_memory && torch::cuda::is_available();  // pinning needs a driver
-  std::vector<int64_t> x_dims{opt_.batch_size}, y_dims{opt_.batch_size};
-  for (auto d : dataset_->sample_shape()) x_dims.push_back(d);
-  if (dataset_->is_regression()) y_dims.push_back(dataset_->target_numel());
-  if (opt_.mix.on()) y_dims.push_back(opt_.mix.classes);  // soft targets
-  pool_ = std::make_shared<StagingPool>(x_dims, y_dims, dataset_->is_regression() || opt_.mix.on(), opt_.pin_memory);
+  std::vector<StagingPool::Spec> specs;
+  if (auto named = dataset_->named_fields()) {
+    schema_ = schema_of(*dataset_);
+    declared_ = named->fields.size();
+    for (const auto& f : schema_.fields) {
+      std::vector<int64_t> dims{opt_.batch_size};
+      if (f.varies()) dims = {0};
+      else dims.insert(dims.end(), f.shape.begin(), f.shape.end());
+      specs.push_back({dims, f.dtype == DType::kI64 ? torch::kLong : torch::kFloat});
+    }
+  } else {
+    std::vector<int64_t> x_dims{opt_.batch_size}, y_dims{opt_.batch_size};
+    for (auto d : dataset_->sample_shape()) x_dims.push_back(d);
+    if (dataset_->is_regression()) y_dims.push_back(dataset_->target_numel());
+    if (opt_.mix.on()) y_dims.push_back(opt_.mix.classes);  // soft targets
+    specs = {{x_dims, torch::kFloat}, {y_dims, dataset_->is_regression() || opt_.mix.on() ? torch::kFloat : torch::kLong}};
+  }
+  pool_ = std::make_shared<StagingPool>(std::move(specs), opt_.pin_memory);
 }
 
 Loader::~Loader() { stop_workers(); }
@@ -150,8 +179,14 @@ Loader::Ready Loader::make_batch(const std::vector<int64_t>& order, int64_t b, i
   r.count = std::min(opt_.batch_size, static_cast<int64_t>(order.size()) - begin);
   try {
     r.slot = pool_->acquire();
+    if (!schema_.fields.empty()) {
+      r.padded = collate_fields(order, begin, r.count, epoch, r.slot);
+      return r;
+    }
     auto& slot = pool_->slot(r.slot);
-    float* x = slot.x.data_ptr<float>();
+    auto& slot_x = slot.fields[0];
+    auto& slot_y = slot.fields[1];
+    float* x = slot_x.data_ptr<float>();
     const int64_t numel = dataset_->sample_numel(), tnumel = dataset_->target_numel();
     const bool regression = dataset_->is_regression(), mix = opt_.mix.on();
     thread_local std::vector<int64_t> labels;  // before mixing turns them into soft targets
@@ -160,11 +195,11 @@ Loader::Ready Loader::make_batch(const std::vector<int64_t>& order, int64_t b, i
       int64_t index = order[static_cast<size_t>(begin + j)];
       uint64_t seed = mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
       if (regression)
-        dataset_->get(index, x + j * numel, slot.y.data_ptr<float>() + j * tnumel, seed);
+        dataset_->get(index, x + j * numel, slot_y.data_ptr<float>() + j * tnumel, seed);
       else if (mix)
         labels[static_cast<size_t>(j)] = dataset_->get(index, x + j * numel, nullptr, seed);
       else
-        slot.y.data_ptr<int64_t>()[j] = dataset_->get(index, x + j * numel, nullptr, seed);
+        slot_y.data_ptr<int64_t>()[j] = dataset_->get(index, x + j * numel, nullptr, seed);
     }
     if (mix) {
       // One draw per batch, from (seed, epoch, batch, rank): a resume redraws it exactly.
@@ -172,12 +207,83 @@ Loader::Ready Loader::make_batch(const std::vector<int64_t>& order, int64_t b, i
                        static_cast<uint64_t>(opt_.rank)));
       const auto shape = dataset_->sample_shape();  // C x H x W (the options check)
       const MixDraw d = draw_mix(opt_.mix, shape[1], shape[2], rng);
-      apply_mix(opt_.mix, d, x, r.count, shape[0], shape[1], shape[2], labels.data(), slot.y.data_ptr<float>());
+      apply_mix(opt_.mix, d, x, r.count, shape[0], shape[1], shape[2], labels.data(), slot_y.data_ptr<float>());
     }
   } catch (...) {
     r.error = std::current_exception();
   }
   return r;
+}
+
+int64_t Loader::collate_fields(const std::vector<int64_t>& order, int64_t begin, int64_t count, int64_t epoch,
+                               int slot_id) const {
+  auto& slot = pool_->slot(slot_id);
+  const auto& fields = schema_.fields;
+  auto elem = [](const TensorField& f) -> int64_t { return f.dtype == DType::kI64 ? 8 : 4; };
+  auto inner = [](const TensorField& f) {
+    return Dataset::numel(std::vector<int64_t>(f.shape.begin() + (f.varies() ? 1 : 0), f.shape.end()));
+  };
+  // A varying field's samples go to this thread's scratch first: the batch's longest is known
+  // only after the last one. The memory is kept from batch to batch.
+  struct Scratch {
+    std::vector<char> bytes;
+    std::vector<size_t> offset;
+    std::vector<int64_t> length;
+  };
+  thread_local std::vector<Scratch> scratch;
+  scratch.resize(fields.size());
+  for (auto& s : scratch) {
+    s.bytes.clear();
+    s.offset.assign(static_cast<size_t>(count), 0);
+    s.length.assign(static_cast<size_t>(count), 0);
+  }
+  struct Writer final : FieldWriter {
+    Writer(const Loader& l, StagingPool::Slot& s, std::function<int64_t(const TensorField&)> e,
+           std::function<int64_t(const TensorField&)> i)
+        : loader(l), slot(s), elem(std::move(e)), inner(std::move(i)) {}
+    const Loader& loader;
+    StagingPool::Slot& slot;
+    int64_t j = 0;
+    std::function<int64_t(const TensorField&)> elem, inner;
+    void* field(size_t f, int64_t length) override {
+      if (f >= loader.declared_) throw std::logic_error("get_fields: no field " + std::to_string(f));
+      const TensorField& d = loader.schema_.fields[f];
+      if (!d.varies()) return static_cast<char*>(slot.fields[f].data_ptr()) + j * Dataset::numel(d.shape) * elem(d);
+      if (length < 0) throw std::logic_error("get_fields: a negative length for '" + d.name + "'");
+      auto& s = scratch[f];
+      s.offset[static_cast<size_t>(j)] = s.bytes.size();
+      s.length[static_cast<size_t>(j)] = length;
+      s.bytes.resize(s.bytes.size() + static_cast<size_t>(length * inner(d) * elem(d)));
+      return s.bytes.data() + s.offset[static_cast<size_t>(j)];
+    }
+  } writer(*this, slot, elem, inner);
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t index = order[static_cast<size_t>(begin + j)];
+    writer.j = j;
+    dataset_->get_fields(index, writer, mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index)));
+  }
+  // Padded to the batch's longest sample; on CUDA to a multiple of 8, the size tensor cores tile.
+  std::vector<int64_t> longest(static_cast<size_t>(count), 0);
+  int64_t padded = 0;
+  for (size_t f = 0; f < declared_; ++f)
+    if (fields[f].varies())
+      for (size_t j = 0; j < longest.size(); ++j) longest[j] = std::max(longest[j], scratch[f].length[j]);
+  for (int64_t l : longest) padded = std::max(padded, l);
+  if (opt_.device.is_cuda()) padded = (padded + 7) / 8 * 8;
+  for (size_t f = 0; f < declared_; ++f) {
+    const TensorField& d = fields[f];
+    if (!d.varies()) continue;
+    const int64_t row = padded * inner(d);
+    auto& buf = pool_->room(slot, f, opt_.batch_size * row);
+    buf.narrow(0, 0, count * row).fill_(d.pad);
+    char* base = static_cast<char*>(buf.data_ptr());
+    for (size_t j = 0; j < longest.size(); ++j)
+      std::memcpy(base + static_cast<int64_t>(j) * row * elem(d), scratch[f].bytes.data() + scratch[f].offset[j],
+                  static_cast<size_t>(scratch[f].length[j] * inner(d) * elem(d)));
+  }
+  for (size_t f = declared_; f < fields.size(); ++f)  // the collate's own: "length"
+    std::memcpy(slot.fields[f].data_ptr(), longest.data(), longest.size() * sizeof(int64_t));
+  return padded;
 }
 
 Batch Loader::deliver(const Ready& r) {
@@ -187,13 +293,25 @@ Batch Loader::deliver(const Ready& r) {
   }
   auto lease = std::shared_ptr<Lease>(new Lease{pool_, r.slot, nullptr});  // no temporary: it would release
   auto& slot = pool_->slot(r.slot);
-  auto view = [&](const torch::Tensor& buf) {
-    auto sizes = buf.sizes().vec();
+  auto view = [&](const torch::Tensor& buf, std::vector<int64_t> sizes) {
     sizes[0] = r.count;
     return torch::from_blob(
         buf.data_ptr(), sizes, [lease](void*) {}, buf.options());
   };
-  Batch host{view(slot.x), view(slot.y)};
+  Batch host;
+  if (schema_.fields.empty()) {
+    host = Batch{view(slot.fields[0], slot.fields[0].sizes().vec()), view(slot.fields[1], slot.fields[1].sizes().vec())};
+  } else {
+    for (size_t f = 0; f < schema_.fields.size(); ++f) {
+      const auto& field = schema_.fields[f];
+      std::vector<int64_t> sizes{r.count};
+      if (field.varies()) sizes.push_back(r.padded);
+      sizes.insert(sizes.end(), field.shape.begin() + (field.varies() ? 1 : 0), field.shape.end());
+      host.names.push_back(field.name);
+      host.tensors.push_back(view(slot.fields[f], sizes));
+    }
+    host.target = schema_.target;
+  }
   return copier_.copy(host, &lease->fence);
   // `host` and `lease` die here; on the CPU the returned batch views the slot and keeps it.
 }

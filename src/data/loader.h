@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/device_copy.h"
 #include "data/mixing.h"
+#include "data/schema.h"
 
 namespace gputrain {
 
@@ -72,9 +73,12 @@ class Loader {
   struct Ready {
     int slot = -1;
     int64_t count = 0;
+    int64_t padded = 0;  // named fields: the size their varying fields were padded to
     std::exception_ptr error;
   };
   Ready make_batch(const std::vector<int64_t>& order, int64_t b, int64_t epoch) const;
+  // A batch of named fields into slot `slot`; returns the padded size of its varying fields.
+  int64_t collate_fields(const std::vector<int64_t>& order, int64_t begin, int64_t count, int64_t epoch, int slot) const;
   Batch deliver(const Ready& r);
   void worker_loop();
   void start_workers();
@@ -82,6 +86,8 @@ class Loader {
 
   DatasetPtr dataset_;
   LoaderOptions opt_;
+  SampleSchema schema_;     // a dataset of named fields' (with the collate's "length"); empty for x/y
+  size_t declared_ = 0;     // the fields the dataset writes; the rest the collate fills
   std::shared_ptr<StagingPool> pool_;
   DeviceCopier copier_;
   int64_t epoch_ = 0;

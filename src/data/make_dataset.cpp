@@ -16,6 +16,7 @@
 #include "data/csv_dataset.h"
 #include "data/idx_dataset.h"
 #include "data/image_folder.h"
+#include "data/jsonl_dataset.h"
 #include "data/npy_dataset.h"
 #include "data/shard_pattern.h"
 #include "data/subset.h"
@@ -266,6 +267,38 @@ Pipelines assemble(const Config& c, const Raw& raw) {
   return p;
 }
 
+// Named fields from JSON lines: no image transforms, normalization, cache or resizing (the
+// samples are ids and masks, held in memory already).
+DataSplits make_jsonl(const Config& c) {
+  require_images(c, {});
+  std::vector<std::string> refused;
+  if (c.cache) refused.push_back("--cache");
+  if (c.log1p) refused.push_back("--log1p");
+  if (!c.image_size.empty()) refused.push_back("--image_size");
+  if (!c.normalize_mean.empty()) refused.push_back("--normalize_mean");
+  if (!refused.empty())
+    throw usage_error(join(refused, ", ") + " would change no sample of --dataset jsonl (named fields, held in memory)",
+                      "drop them");
+  DataSplits s;
+  auto train = load_jsonl_dataset(c.train_file, c.target, c.num_classes);
+  s.train = train;
+  std::string eval_name = "test";
+  if (!c.test_file.empty()) {
+    s.test = load_jsonl_dataset(c.test_file, c.target, 0, train.get());
+  } else {
+    const double fraction = c.val_split > 0 ? c.val_split : 0.1;
+    std::tie(s.train, s.test) = split_validation(s.train, fraction, static_cast<uint64_t>(c.seed));
+    s.test_held_out = true;
+    eval_name = fmt::format("validation ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
+                            c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default");
+  }
+  const std::string task = train->is_regression() ? fmt::format("regression, {} target(s)", train->target_numel())
+                                                  : fmt::format("{} classes", train->num_classes());
+  s.description = fmt::format("jsonl {}{}: {}, {} train, {} {}", c.train_file, c.test_file.empty() ? "" : " + " + c.test_file,
+                              task, s.train->size(), s.test->size(), eval_name);
+  return s;
+}
+
 }  // namespace
 
 std::string dataset_dir(const Config& c) {
@@ -280,6 +313,7 @@ DataSplits make_datasets(const Config& c) {
   if (!c.aa.empty() && !AutoAugment::valid(c.aa))  // before a long scan of the data
     throw usage_error("aa '" + c.aa + "' is not a policy",
                       "use rand-mM-nN (RandAugment, M 0..30, N 1..10, e.g. rand-m9-n2) or trivialaugmentwide");
+  if (c.dataset == "jsonl") return make_jsonl(c);
   Raw raw = load_raw(c);
   require_images(c, raw.train->sample_shape());
   DataSplits s;

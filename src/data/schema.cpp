@@ -21,8 +21,26 @@ std::string TensorField::text() const {
 
 std::string SampleSchema::text() const {
   std::vector<std::string> parts;
-  for (const auto& f : fields) parts.push_back(f.text());
+  for (const auto& f : fields) parts.push_back(f.text() + (f.name == target && target != "y" ? " (target)" : ""));
   return join(parts, ", ");
+}
+
+const TensorField* SampleSchema::find(const std::string& name) const {
+  for (const auto& f : fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+bool SampleSchema::varies() const {
+  for (const auto& f : fields)
+    if (f.varies()) return true;
+  return false;
+}
+
+std::vector<std::string> SampleSchema::names() const {
+  std::vector<std::string> out;
+  for (const auto& f : fields) out.push_back(f.name);
+  return out;
 }
 
 nlohmann::json SampleSchema::to_json() const {
@@ -31,11 +49,17 @@ nlohmann::json SampleSchema::to_json() const {
     out[f.name] = {{"dtype", dtype_name(f.dtype)}, {"shape", f.shape}};
     for (int64_t d : f.shape)
       if (d < 0) out[f.name]["pad"] = f.pad;
+    if (f.name == target && target != "y") out[f.name]["target"] = true;
   }
   return out;
 }
 
 SampleSchema schema_of(const Dataset& data) {
+  if (const auto named = data.named_fields()) {
+    SampleSchema s = *named;
+    if (s.varies() && !s.find(kLengthField)) s.fields.push_back({kLengthField, DType::kI64, {}, 0});
+    return s;
+  }
   SampleSchema s;
   s.fields.push_back({"x", DType::kF32, data.sample_shape(), 0});
   if (data.is_regression())

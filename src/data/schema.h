@@ -22,19 +22,31 @@ struct TensorField {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // one sample's; -1 where the size varies (padded per batch)
   double pad = 0;              // the padding value of a varying size (a label field: -100, ignored)
+  int64_t longest = 0;         // a varying size's largest value in the data (0: unknown), for models' limits
+  bool varies() const { return !shape.empty() && shape.front() < 0; }
   std::string text() const;    // "x: f32[1,28,28]", "labels: i64[-1] pad -100"
 };
 
 struct SampleSchema {
   std::vector<TensorField> fields;
-  std::string text() const;        // the fields' texts joined by ", "
+  // The field the loss trains against: "y", or a named dataset's own ("labels").
+  std::string target = "y";
+  std::string text() const;        // the fields' texts joined by ", "; the target marked when not y
   nlohmann::json to_json() const;  // {"x": {"dtype": "f32", "shape": [1, 28, 28]}, ...}
+  const TensorField* find(const std::string& name) const;  // null when there is no such field
+  bool varies() const;  // a field of varying size: batches are padded to their longest sample
+  std::vector<std::string> names() const;
 };
+
+// The field a padded batch adds: each sample's unpadded size along its varying fields.
+inline constexpr const char* kLengthField = "length";
 
 // "f32", "i64".
 const char* dtype_name(DType t);
 
-// The schema of `data`: x, the sample; y, its class or its regression target.
+// The schema of `data`: its named fields (Dataset::named_fields), with the padding collate's
+// "length" after them when a field varies; else x, the sample, and y, its class or its
+// regression target.
 SampleSchema schema_of(const Dataset& data);
 
 }  // namespace gputrain

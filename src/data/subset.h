@@ -15,6 +15,9 @@ class SubsetDataset : public DatasetWrapper {
   int64_t get(int64_t index, float* x, float* target, uint64_t seed) const override {
     return base_->get(indices_[static_cast<size_t>(index)], x, target, seed);
   }
+  void get_fields(int64_t index, FieldWriter& out, uint64_t seed) const override {
+    base_->get_fields(indices_[static_cast<size_t>(index)], out, seed);
+  }
   // The base's stream with the samples outside the subset left out.
   std::vector<int64_t> stream_order(uint64_t seed, int64_t epoch, bool shuffle) const override;
 

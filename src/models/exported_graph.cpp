@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <unordered_map>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+
 #include <fmt/format.h>
 #include <torch/types.h>
 
@@ -118,9 +120,10 @@ struct ExportedGraph::Impl {
   std::string path;
   std::vector<GraphInput> inputs;
   std::vector<int> input_slots;
-  std::vector<int64_t> input_shape, output_shape;
+  std::vector<std::string> output_names;
+  std::vector<std::vector<int64_t>> output_shapes;
   std::vector<std::string> mutated;
-  std::vector<int> output_slots;  // the user output, then the mutated buffers
+  std::vector<int> output_slots;  // the user outputs, then the mutated buffers
   std::vector<Node> nodes;
   std::unordered_map<std::string, int> slot_of;
   int slots = 0;
@@ -145,6 +148,53 @@ struct ExportedGraph::Impl {
   }
 
   // The shape of a graph value from tensor_values: {"as_int": n} or {"as_expr": ...} (-1).
+  // Each dimension's largest size: a fixed one's own, a dynamic one's range_constraints maximum
+  // (-1 when it has none).
+  static std::vector<int64_t> largest_sizes(const json& program, const json& graph, const std::string& name) {
+    std::vector<int64_t> out;
+    static const std::regex symbol(R"(^(?:Symbol\('([A-Za-z_0-9]+)'.*|([A-Za-z_][A-Za-z_0-9]*))$)");
+    for (const auto& d : graph.at("tensor_values").at(name).at("sizes")) {
+      if (d.contains("as_int")) {
+        out.push_back(d.at("as_int").get<int64_t>());
+        continue;
+      }
+      int64_t top = -1;
+      std::smatch m;
+      const std::string expr = d.at("as_expr").at("expr_str").get<std::string>();
+      if (std::regex_match(expr, m, symbol) && program.contains("range_constraints")) {
+        const std::string sym = m[1].matched ? m[1].str() : m[2].str();
+        const auto& ranges = program.at("range_constraints");
+        if (ranges.contains(sym) && ranges.at(sym).at("max_val").is_number_integer())
+          top = ranges.at(sym).at("max_val").get<int64_t>();
+      }
+      out.push_back(top);
+    }
+    return out;
+  }
+
+  // The user outputs' names from the module's out_spec (a pytree TreeSpec as JSON text): a
+  // flat dict's keys, else positions.
+  static std::vector<std::string> names_of_outputs(const json& module, size_t count) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < count; ++i) names.push_back(std::to_string(i));
+    try {
+      for (const auto& call : module.at("module_call_graph"))
+        if (call.at("fqn").get<std::string>().empty()) {
+          const json spec = json::parse(call.at("signature").at("out_spec").get<std::string>());
+          const json& tree = spec.at(1);
+          if (tree.at("type").is_string() && tree.at("type").get<std::string>() == "builtins.dict") {
+            const json keys = json::parse(tree.at("context").get<std::string>());
+            if (keys.is_array() && keys.size() == count)
+              for (size_t i = 0; i < count; ++i)
+                if (keys[i].is_string()) names[i] = keys[i].get<std::string>();
+          }
+        }
+    } catch (const json::exception&) {
+      // No readable out_spec: the outputs keep their positions as names.
+    }
+    return names;
+  }
+
   static std::vector<int64_t> shape_of(const json& graph, const std::string& name) {
     std::vector<int64_t> shape;
     for (const auto& d : graph.at("tensor_values").at(name).at("sizes"))
@@ -386,7 +436,6 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
     const auto& names = graph.at("inputs");
     if (specs.size() != names.size()) throw usage_error(path + ": the signature and the graph disagree on the inputs", kPt2Hint);
     std::vector<std::string> slot_buffer;
-    std::string user;
     for (size_t i = 0; i < specs.size(); ++i) {
       const auto [kind, spec_value] = one_of(specs[i]);
       const auto& s = *spec_value;
@@ -402,15 +451,20 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
         in = {GraphInput::Kind::Constant, s.at("tensor_constant_name").get<std::string>()};
         arg = s.at("arg").at("name").get<std::string>();
       } else if (kind == "user_input" && s.at("arg").contains("as_tensor")) {
-        if (!user.empty())
-          throw usage_error(path + ": the model's forward takes several inputs; gputrain feeds it one tensor",
-                            "wrap the model in a module whose forward takes one tensor (and slices it)");
-        arg = user = s.at("arg").at("as_tensor").at("name").get<std::string>();
-        in = {GraphInput::Kind::User, user};
+        arg = s.at("arg").at("as_tensor").at("name").get<std::string>();
+        in = {GraphInput::Kind::User, arg};
+        const auto dtype = export_scalar_type(graph.at("tensor_values").at(arg).at("dtype").get<int64_t>());
+        if (!dtype || (!c10::isFloatingType(*dtype) && *dtype != c10::kLong && *dtype != c10::kInt && *dtype != c10::kBool))
+          throw usage_error(path + ": the model's input '" + arg + "' is " +
+                                (dtype ? std::string(c10::toString(*dtype)) : "of an unknown dtype") +
+                                "; gputrain's fields are float32 or int64",
+                            "take float or integer (int64) inputs");
+        in.dtype = *dtype;
+        in.largest = Impl::largest_sizes(program, graph, arg);
       } else {
-        throw usage_error(path + ": a graph input of kind '" + kind + "' (gputrain feeds one tensor and the module's "
+        throw usage_error(path + ": a graph input of kind '" + kind + "' (gputrain feeds tensors by name and the module's "
                                  "own parameters, buffers and constants)",
-                          "export a forward that takes one tensor");
+                          "export a forward whose arguments are tensors");
       }
       in.shape = Impl::shape_of(graph, arg);
       const int slot = g.slot(arg);
@@ -421,40 +475,33 @@ ExportedGraph::ExportedGraph(const json& program, const std::string& path, bool 
       g.inputs.push_back(in);
       g.input_slots.push_back(slot);
     }
-    if (user.empty()) throw usage_error(path + ": the model's forward takes no tensor input", kPt2Hint);
-    // The loader gives one float32 tensor (x); an integer input would get float values bound to it.
-    const auto input_dtype = export_scalar_type(graph.at("tensor_values").at(user).at("dtype").get<int64_t>());
-    if (!input_dtype || !c10::isFloatingType(*input_dtype))
-      throw usage_error(path + ": the model's input '" + user + "' is " +
-                            (input_dtype ? std::string(c10::toString(*input_dtype)) : "of an unknown dtype") +
-                            "; gputrain feeds it one float32 tensor (x)",
-                        "take the ids as floats and cast them in forward, e.g. self.emb(x.long())");
-    for (const auto& in : g.inputs)
-      if (in.kind == GraphInput::Kind::User) g.input_shape = in.shape;
+    if (std::none_of(g.inputs.begin(), g.inputs.end(), [](const GraphInput& in) { return in.kind == GraphInput::Kind::User; }))
+      throw usage_error(path + ": the model's forward takes no tensor input", kPt2Hint);
     for (const auto& node : graph.at("nodes")) g.compile_node(node, eval, slot_buffer);
-    std::string out;
+    std::vector<std::string> outs;
     for (const auto& spec : signature.at("output_specs")) {
       const auto [kind, spec_value] = one_of(spec);
       const auto& s = *spec_value;
       if (kind == "user_output" && s.at("arg").contains("as_tensor")) {
-        if (!out.empty())
-          throw usage_error(path + ": the model's forward returns several values; gputrain trains one output tensor",
-                            "return the logits (or the prediction) alone");
-        out = s.at("arg").at("as_tensor").at("name").get<std::string>();
+        outs.push_back(s.at("arg").at("as_tensor").at("name").get<std::string>());
       } else if (kind == "buffer_mutation") {
         g.mutated.push_back(s.at("buffer_name").get<std::string>());
       } else {
-        throw usage_error(path + ": a graph output of kind '" + kind + "', which gputrain cannot train", kPt2Hint);
+        throw usage_error(path + ": a graph output of kind '" + kind + "', which gputrain cannot train",
+                          "return tensors: one, a tuple or a dict of them");
       }
     }
-    if (out.empty()) throw usage_error(path + ": the model's forward returns no tensor", kPt2Hint);
-    g.output_shape = Impl::shape_of(graph, out);
+    if (outs.empty()) throw usage_error(path + ": the model's forward returns no tensor", kPt2Hint);
+    g.output_names = Impl::names_of_outputs(module, outs.size());
     auto output_slot = [&](const std::string& name) {
       const auto it = g.slot_of.find(name);
       if (it == g.slot_of.end()) throw usage_error(path + ": the output '" + name + "' is no node's", kPt2Hint);
       return it->second;
     };
-    g.output_slots.push_back(output_slot(out));
+    for (const auto& out : outs) {
+      g.output_shapes.push_back(Impl::shape_of(graph, out));
+      g.output_slots.push_back(output_slot(out));
+    }
     for (const auto& spec : signature.at("output_specs"))
       if (one_of(spec).first == "buffer_mutation")
         g.output_slots.push_back(output_slot(one_of(spec).second->at("arg").at("name").get<std::string>()));
@@ -468,8 +515,14 @@ ExportedGraph::~ExportedGraph() = default;
 ExportedGraph::ExportedGraph(ExportedGraph&&) noexcept = default;
 
 const std::vector<GraphInput>& ExportedGraph::inputs() const { return impl_->inputs; }
-const std::vector<int64_t>& ExportedGraph::input_shape() const { return impl_->input_shape; }
-const std::vector<int64_t>& ExportedGraph::output_shape() const { return impl_->output_shape; }
+std::vector<const GraphInput*> ExportedGraph::user_inputs() const {
+  std::vector<const GraphInput*> out;
+  for (const auto& in : impl_->inputs)
+    if (in.kind == GraphInput::Kind::User) out.push_back(&in);
+  return out;
+}
+const std::vector<std::string>& ExportedGraph::output_names() const { return impl_->output_names; }
+const std::vector<std::vector<int64_t>>& ExportedGraph::output_shapes() const { return impl_->output_shapes; }
 const std::vector<std::string>& ExportedGraph::mutated_buffers() const { return impl_->mutated; }
 
 std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::Device device) const {

@@ -18,6 +18,10 @@ struct GraphInput {
   Kind kind = Kind::User;
   std::string name;  // the state_dict name of a parameter or buffer, a constant's name, the user input's
   std::vector<int64_t> shape;  // as exported, -1 for a dynamic dimension
+  // A user input's: its dtype, and the largest size each dimension takes (the exported size, or
+  // a dynamic one's range_constraints maximum; -1 where it is unbounded).
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> largest;
 };
 
 class ExportedGraph {
@@ -33,15 +37,17 @@ class ExportedGraph {
   ExportedGraph(ExportedGraph&&) noexcept;
 
   const std::vector<GraphInput>& inputs() const;
-  // The user input's shape as exported: -1 for a dynamic dimension (the batch, say).
-  const std::vector<int64_t>& input_shape() const;
-  // The output's shape as exported, -1 for a dynamic dimension.
-  const std::vector<int64_t>& output_shape() const;
+  // The user inputs (the forward's arguments, by name), in the graph's order.
+  std::vector<const GraphInput*> user_inputs() const;
+  // The user outputs: their names (a dict's keys; a tuple's positions "0", "1", ...; "0" for
+  // one tensor) and their shapes as exported, -1 for a dynamic dimension.
+  const std::vector<std::string>& output_names() const;
+  const std::vector<std::vector<int64_t>>& output_shapes() const;
   // The buffers the graph writes back (a functional program's mutations), by state_dict name.
   const std::vector<std::string>& mutated_buffers() const;
 
   // Runs the graph on `bound` (one value per input, in inputs() order; Device arguments follow
-  // `device`). Returns the user output, then the new value of each mutated buffer.
+  // `device`). Returns the user outputs, then the new value of each mutated buffer.
   std::vector<at::Tensor> run(std::vector<c10::IValue> bound, c10::Device device) const;
 
  private:

@@ -73,6 +73,8 @@ std::vector<std::string> model_option_problems(const Config& c) {
   // A file's graph calls batch_norm directly: there is no BatchNorm module to swap for the synced one.
   if (c.sync_bn && is_model_file(c.model))
     problems.push_back("--sync_bn is for the built-in models: a model from a file keeps its graph's batch_norm" + got);
+  if (!c.output_name.empty() && !is_model_file(c.model))
+    problems.push_back("--output_name is for a --model program file (.pt2 or .pt) returning several outputs" + got);
   if (c.depth > 0 && !reads("depth")) problems.push_back("--depth is for " + option("depth") + got);
   if (c.heads > 0 && !reads("heads")) problems.push_back("--heads is for " + option("heads") + got);
   if (c.dropout > 0 && !reads("dropout")) problems.push_back("--dropout is for " + option("dropout") + got);

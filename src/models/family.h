@@ -15,6 +15,7 @@ namespace gputrain {
 class Net;
 using NetPtr = std::shared_ptr<Net>;
 struct Config;
+struct SampleSchema;
 
 // What the factory builds: the data's sample shape and outputs, and the model flags.
 struct ModelSpec {
@@ -26,6 +27,10 @@ struct ModelSpec {
   int64_t heads = 0;                 // transformer attention heads; 0 = the default
   double dropout = 0.0;              // transformer layers, between lstm/gru layers
   bool grad_checkpointing = false;   // recompute residual blocks / encoder layers in backward
+  // Data of named fields (data/schema.h): what a model taking the batch binds its inputs to and
+  // the target its output is trained against. Null for x/y data.
+  std::shared_ptr<const SampleSchema> fields;
+  std::string output_name;  // a program with several outputs: the one trained ("" = the first)
 };
 
 struct Family {
@@ -40,6 +45,8 @@ struct Family {
   bool blocks = false;  // residual blocks or encoder layers: --grad_checkpointing recomputes them
   bool pieces = false;  // declares pieces: pipeline stages can split it
   bool width = true;    // builds its layers from --width (a model read from a file does not)
+  // Takes the batch's fields by name (a program's forward arguments); otherwise one tensor, x.
+  bool named_inputs = false;
   // The layers of layer-wise learning-rate decay from input to output, as timm groups them:
   // each entry a parameter-name prefix, "a+b" for one layer of several, "x.*" for one layer per
   // child x.N (residual blocks, encoder layers). Parameters under no entry (the head) share the

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "data/schema.h"
 #include "models/exported_graph.h"
 #include "models/registry.h"
 #include "models/scripted.h"
@@ -36,38 +37,65 @@ struct Program {
   Family family;
 };
 
+// How a model's inputs and output meet the data: the batch field each user input reads (in the
+// graph's order of user inputs), and the output trained.
+struct Binding {
+  std::vector<std::string> fields;
+  std::vector<c10::ScalarType> dtypes;  // each input's own: a field is cast when it differs (int64 -> bool)
+  size_t output = 0;
+};
+
 class ImportedNet : public Net {
  public:
-  explicit ImportedNet(const Program& p) : p_(p) {
+  ImportedNet(const Program& p, Binding binding) : p_(p), binding_(std::move(binding)) {
     train_ = bind(*p.train, p.constants);
     eval_ = bind(*p.eval, p.eval_constants);
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    const Bound& b = is_training() ? train_ : eval_;
-    std::vector<c10::IValue> values;
-    values.reserve(b.tensors.size());
-    for (size_t i = 0; i < b.tensors.size(); ++i) {
-      if (!b.tensors[i].defined()) values.emplace_back(x);
-      else if (b.constant[i]) values.emplace_back(constant_on(b.tensors[i], x.device()));
-      else values.emplace_back(b.tensors[i]);
+    if (binding_.fields.size() != 1)
+      throw std::logic_error("ImportedNet::forward: a program of several inputs takes the batch");
+    return run({x});
+  }
+
+  torch::Tensor forward_batch(const Batch& batch) override {
+    std::vector<torch::Tensor> inputs;
+    for (size_t i = 0; i < binding_.fields.size(); ++i) {
+      const auto& t = batch.at(binding_.fields[i]);
+      inputs.push_back(t.scalar_type() == binding_.dtypes[i] || t.is_floating_point() ? t : t.to(binding_.dtypes[i]));
     }
-    auto out = b.graph->run(std::move(values), x.device());
-    // A functional program returns its buffers' new values: they are written back.
-    if (!b.mutated.empty()) {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < b.mutated.size(); ++i) b.mutated[i].copy_(out[1 + i]);
-    }
-    return out[0];
+    return run(inputs);
   }
 
  private:
-  // A graph's inputs in order: the user input (undefined here), then the tensors it reads.
+  // A graph's inputs in order: the user inputs (undefined here), then the tensors it reads.
   struct Bound {
     const ExportedGraph* graph = nullptr;
     std::vector<torch::Tensor> tensors, mutated;
     std::vector<bool> constant;
   };
+
+  // Runs the graph of the current mode on the user inputs, in the graph's order.
+  torch::Tensor run(const std::vector<torch::Tensor>& inputs) {
+    const Bound& b = is_training() ? train_ : eval_;
+    const c10::Device device = inputs.front().device();
+    std::vector<c10::IValue> values;
+    values.reserve(b.tensors.size());
+    size_t next = 0;
+    for (size_t i = 0; i < b.tensors.size(); ++i) {
+      if (!b.tensors[i].defined()) values.emplace_back(inputs.at(next++));
+      else if (b.constant[i]) values.emplace_back(constant_on(b.tensors[i], device));
+      else values.emplace_back(b.tensors[i]);
+    }
+    auto out = b.graph->run(std::move(values), device);
+    // A functional program returns its buffers' new values, after its outputs: written back.
+    const size_t outputs = b.graph->output_names().size();
+    if (!b.mutated.empty()) {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < b.mutated.size(); ++i) b.mutated[i].copy_(out[outputs + i]);
+    }
+    return out[binding_.output];
+  }
 
   // Parameters and buffers are the module's, shared by both graphs; tensor constants are each
   // graph's own.
@@ -125,6 +153,7 @@ class ImportedNet : public Net {
   }
 
   const Program& p_;
+  Binding binding_;
   std::map<std::string, torch::Tensor> own_;  // the module's tensors the graphs read, by name
   std::set<const c10::TensorImpl*> registered_;
   Bound train_, eval_;
@@ -159,6 +188,88 @@ std::string shape_words(const std::vector<int64_t>& dims) {
   return join(words, " x ");
 }
 
+// "input_ids: int64 any x any".
+std::string input_text(const GraphInput& in) {
+  return in.name + ": " + c10::toString(in.dtype) + " " + shape_words(in.shape);
+}
+
+// The output trained: --output_name (a dict key or a position), else the first.
+size_t chosen_output(const Program& p, const std::string& name) {
+  const auto& names = p.train->output_names();
+  if (name.empty()) return 0;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return i;
+  throw usage_error(fmt::format("--output_name '{}': {} returns {}", name, p.path,
+                                names.size() == 1 ? "one output" : "outputs " + join(names, ", ")),
+                    names.size() == 1 ? "drop --output_name" : "name one of its outputs (a dict key or a position from 0)");
+}
+
+// Each user input's field. x/y data: a program of one float input reads x, whatever its name.
+// Named fields: each input reads the field of its name, of the same kind (integer or floating
+// point), with its fixed sizes, and no longer than a dynamic size's exported maximum.
+Binding bind_inputs(const Program& p, const ModelSpec& spec) {
+  Binding b;
+  b.output = chosen_output(p, spec.output_name);
+  const auto inputs = p.train->user_inputs();
+  for (const GraphInput* in : inputs) b.dtypes.push_back(in->dtype);
+  if (!spec.fields) {
+    std::vector<std::string> words;
+    for (const GraphInput* in : inputs) words.push_back(input_text(*in));
+    if (inputs.size() != 1)
+      throw usage_error(fmt::format("{} takes inputs {}; the data gives one sample tensor, x, and its target", p.path,
+                                    join(words, ", ")),
+                        "use --dataset jsonl, whose named fields bind to the forward's arguments by name");
+    const GraphInput& in = *inputs.front();
+    if (!c10::isFloatingType(in.dtype))
+      throw usage_error(fmt::format("{}: the model's input '{}' is {}; the data gives one float32 tensor (x)", p.path,
+                                    in.name, c10::toString(in.dtype)),
+                        "integer ids come from --dataset jsonl, whose fields keep int64; or take floats and cast them "
+                        "in forward, e.g. self.emb(x.long())");
+    bool fits = in.shape.size() == spec.input_shape.size() + 1;
+    for (size_t i = 1; fits && i < in.shape.size(); ++i) fits = in.shape[i] < 0 || in.shape[i] == spec.input_shape[i - 1];
+    if (!fits)
+      throw usage_error(fmt::format("{} takes samples of shape {}, the data gives {}", p.path,
+                                    shape_words({in.shape.begin() + 1, in.shape.end()}), shape_text(spec.input_shape)),
+                        "export the model with an example input of the data's sample shape");
+    b.fields = {"x"};
+  } else {
+    const SampleSchema& data = *spec.fields;
+    for (const GraphInput* in : inputs) {
+      const TensorField* f = data.find(in->name);
+      if (!f)
+        throw usage_error(fmt::format("{} takes input '{}', which the data lacks: its fields are {}", p.path, in->name,
+                                      join(data.names(), ", ")),
+                          "inputs bind to fields by name: rename the forward's argument or the data's field");
+      const bool integer = !c10::isFloatingType(in->dtype);
+      if (integer != (f->dtype == DType::kI64))
+        throw usage_error(fmt::format("{}: input '{}' is {}, the data's field is {}", p.path, in->name,
+                                      c10::toString(in->dtype), f->text()),
+                          "export the input with the field's dtype (int64 ids, float32 values)");
+      bool fits = in->shape.size() == f->shape.size() + 1;
+      for (size_t i = 0; fits && i < f->shape.size(); ++i) {
+        const int64_t want = in->shape[i + 1], top = in->largest[i + 1];
+        if (f->shape[i] < 0) fits = want < 0 && (top < 0 || f->longest <= top);
+        else fits = want < 0 || want == f->shape[i];
+      }
+      if (!fits)
+        throw usage_error(fmt::format("{}: input '{}' takes {}{}, the data's field is {}{}", p.path, in->name,
+                                      shape_words({in->shape.begin() + 1, in->shape.end()}),
+                                      [&] {
+                                        std::string limits;
+                                        for (size_t i = 1; i < in->largest.size(); ++i)
+                                          if (in->shape[i] < 0 && in->largest[i] >= 0)
+                                            limits += fmt::format(" (dimension {} at most {})", i, in->largest[i]);
+                                        return limits;
+                                      }(),
+                                      f->text(), f->varies() ? fmt::format(", up to {} long", f->longest) : ""),
+                          "export with the field's sizes; a size that varies needs a torch.export.Dim as large as "
+                          "the longest sample");
+      b.fields.push_back(in->name);
+    }
+  }
+  return b;
+}
+
 std::unique_ptr<Program> load(const std::string& path) {
   auto p = std::make_unique<Program>();
   p->path = path;
@@ -167,12 +278,13 @@ std::unique_ptr<Program> load(const std::string& path) {
   p->constants.insert(archive.constants.begin(), archive.constants.end());
   p->train = std::make_unique<ExportedGraph>(archive.program, path, /*eval=*/false);
   check_names(path, p->weights, *p->train);
-  const auto& shape = p->train->input_shape();
-  if (shape.empty() || shape[0] >= 0)
-    throw usage_error(path + ": exported with a fixed batch size" + (shape.empty() ? "" : " of " + std::to_string(shape[0])) +
-                          "; gputrain's loader gives batches of any size",
-                      "export with a dynamic batch: dynamic_shapes=({0: torch.export.Dim(\"batch\")},) "
-                      "(tools/export_model.py does)");
+  for (const GraphInput* in : p->train->user_inputs())
+    if (in->shape.empty() || in->shape[0] >= 0)
+      throw usage_error(path + ": input '" + in->name + "' is exported with a fixed batch size" +
+                            (in->shape.empty() ? "" : " of " + std::to_string(in->shape[0])) +
+                            "; gputrain's loader gives batches of any size",
+                        "export with a dynamic batch: dynamic_shapes=({0: torch.export.Dim(\"batch\")},) "
+                        "(tools/export_model.py does)");
   // <stem>.eval.pt2 beside <stem>.pt2: the program of model.eval().
   const std::string eval_path = path.substr(0, path.size() - 4) + ".eval.pt2";
   if (std::filesystem::exists(eval_path)) {
@@ -189,7 +301,13 @@ std::unique_ptr<Program> load(const std::string& path) {
     if (names(*p->eval) != names(*p->train))
       throw usage_error(eval_path + ": its parameters and buffers are not those of " + path,
                         "export both from the same module (tools/export_model.py writes the pair)");
-    if (p->eval->input_shape() != p->train->input_shape() || p->eval->output_shape() != p->train->output_shape())
+    auto user = [](const ExportedGraph& g) {
+      std::vector<std::pair<std::string, std::vector<int64_t>>> v;
+      for (const GraphInput* in : g.user_inputs()) v.emplace_back(in->name, in->shape);
+      return v;
+    };
+    if (user(*p->eval) != user(*p->train) || p->eval->output_shapes() != p->train->output_shapes() ||
+        p->eval->output_names() != p->train->output_names())
       throw usage_error(eval_path + ": its input or output shape differs from " + path + "'s",
                         "export both from the same module with the same dynamic batch (tools/export_model.py writes the pair)");
     p->eval_note = "evaluates with " + eval_path;
@@ -202,23 +320,18 @@ std::unique_ptr<Program> load(const std::string& path) {
   Family& f = p->family;
   f.name = path;
   const Program* program = p.get();
-  f.make = [program](const ModelSpec& spec) -> NetPtr {
-    const auto& want = program->train->input_shape();
-    bool fits = want.size() == spec.input_shape.size() + 1;
-    for (size_t i = 1; fits && i < want.size(); ++i) fits = want[i] < 0 || want[i] == spec.input_shape[i - 1];
-    if (!fits)
-      throw usage_error(fmt::format("{} takes samples of shape {}, the data gives {}", program->family.name,
-                                    shape_words({want.begin() + 1, want.end()}), shape_text(spec.input_shape)),
-                        "export the model with an example input of the data's sample shape");
-    const auto& out = program->train->output_shape();
-    if (out.size() != 2 || (out[1] >= 0 && out[1] != spec.num_classes))
-      throw usage_error(fmt::format("{} returns outputs of shape {} per batch; the data needs {} per sample",
-                                    program->family.name, shape_words(out), spec.num_classes),
-                        "export a model whose last layer has as many outputs as the data has classes (or targets)");
-    return std::make_shared<ImportedNet>(*program);
-  };
-  f.ranks = {shape.size() - 1};
-  f.input = shape_words({shape.begin() + 1, shape.end()});
+  f.make = [program](const ModelSpec& spec) -> NetPtr { return std::make_shared<ImportedNet>(*program, bind_inputs(*program, spec)); };
+  const auto inputs = p->train->user_inputs();
+  if (inputs.size() == 1) {
+    const auto& shape = inputs.front()->shape;
+    f.ranks = {shape.size() - 1};
+    f.input = shape_words({shape.begin() + 1, shape.end()});
+  } else {
+    std::vector<std::string> words;
+    for (const GraphInput* in : inputs) words.push_back(input_text(*in));
+    f.input = join(words, ", ");
+  }
+  f.named_inputs = true;
   f.width = false;
   std::vector<std::string> parameters;
   for (const auto& in : p->train->inputs())

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <torch/nn.h>
 
 #include "config/config.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "data/schema.h"
 #include "models/flops.h"
 
 namespace gputrain {
@@ -27,18 +29,62 @@ std::string rank_hint(const std::vector<int64_t>& shape) {
          " (gputrain models lists them)";
 }
 
+// One sample of zeros, as the data would give it: a varying field at the data's longest size.
+Batch probe_batch(const ModelSpec& spec) {
+  if (!spec.fields) {
+    std::vector<int64_t> dims = {1};
+    dims.insert(dims.end(), spec.input_shape.begin(), spec.input_shape.end());
+    return Batch{torch::zeros(dims), torch::zeros({1}, torch::kLong)};
+  }
+  Batch b;
+  for (const auto& f : spec.fields->fields) {
+    std::vector<int64_t> dims = {1};
+    for (int64_t d : f.shape) dims.push_back(d < 0 ? std::max<int64_t>(f.longest, 1) : d);
+    b.names.push_back(f.name);
+    b.tensors.push_back(torch::zeros(dims, f.dtype == DType::kI64 ? torch::kLong : torch::kFloat));
+  }
+  return b;
+}
+
 }  // namespace
+
+std::string output_misfit(const std::vector<int64_t>& shape, const ModelSpec& spec) {
+  const TensorField* t = spec.fields ? spec.fields->find(spec.fields->target) : nullptr;
+  auto dims = [](const std::vector<int64_t>& v) {
+    std::vector<std::string> words;
+    for (int64_t d : v) words.push_back(d < 0 ? "any" : std::to_string(d));
+    return "[" + join(words, ", ") + "]";
+  };
+  if (t && t->dtype == DType::kI64 && !t->shape.empty()) {
+    // A class per position: [B, positions..., V], V at least the classes the labels use.
+    bool fits = shape.size() == t->shape.size() + 2;
+    for (size_t i = 0; fits && i < t->shape.size(); ++i)
+      fits = shape[i + 1] < 0 || t->shape[i] < 0 || shape[i + 1] == t->shape[i];
+    if (fits && (shape.back() < 0 || shape.back() >= spec.num_classes)) return "";
+    return fmt::format("returns outputs of shape {} per batch; the target '{}' ({}) needs [batch, {}, >= {}]: a score "
+                       "for each of its {} classes at every position",
+                       dims(shape), t->name, t->text(), t->shape.size() == 1 ? "positions" : dims(t->shape),
+                       spec.num_classes, spec.num_classes);
+  }
+  if (shape.size() == 2 && (shape[1] < 0 || shape[1] == spec.num_classes)) return "";
+  return fmt::format("returns outputs of shape {} per batch; the data needs {} per sample", dims(shape), spec.num_classes);
+}
 
 NetPtr make_model(const std::string& name, const ModelSpec& spec) {
   const Family* e = &family(name);
-  if (!takes_rank(*e, spec.input_shape.size()))
+  if (spec.fields && !e->named_inputs)
+    throw usage_error(fmt::format("model '{}' reads one input, x; the data gives fields {}", name, spec.fields->text()),
+                      "train a --model program (.pt2) whose forward takes the data's fields by name");
+  if (!spec.fields && !takes_rank(*e, spec.input_shape.size()))
     throw usage_error("model '" + name + "' needs samples of shape " + e->input + ", the data gives samples of shape " +
                           shape_text(spec.input_shape),
                       rank_hint(spec.input_shape));
   // Shapes the rank check cannot see (an input too small for a model's pooling or stride) fail
   // while building or in the first forward: both are tried here, on one sample, so the user gets
   // one line about the sample shape instead of a kernel's message mid-run.
-  const std::string problem = "model '" + name + "' cannot take samples of shape " + shape_text(spec.input_shape);
+  const std::string problem = "model '" + name + "' cannot take " +
+                              (spec.fields ? "the data's fields " + spec.fields->text()
+                                           : "samples of shape " + shape_text(spec.input_shape));
   const std::string hint =
       "the sample shape comes from --input_shape (synthetic data) or from the data (--image_size for images, "
       "--window for series); gputrain models lists what each model takes";
@@ -47,14 +93,12 @@ NetPtr make_model(const std::string& name, const ModelSpec& spec) {
     net = e->make(spec);
     torch::NoGradGuard no_grad;
     net->eval();  // one sample: batch statistics would fail in training mode
-    std::vector<int64_t> dims = {1};
-    dims.insert(dims.end(), spec.input_shape.begin(), spec.input_shape.end());
     FlopCounter counter;
-    auto y = net->forward(torch::zeros(dims));
+    auto y = net->forward_batch(probe_batch(spec));
     net->flops_per_sample = counter.flops();
     net->train();
-    if (y.sizes() != torch::IntArrayRef({1, spec.num_classes}))
-      throw std::logic_error("model '" + name + "' returned shape " + shape_text(y.sizes().vec()));
+    const std::string misfit = output_misfit(y.sizes().vec(), spec);
+    if (!misfit.empty()) throw usage_error("model '" + name + "' " + misfit, "export a model whose outputs fit the data's target");
   } catch (const c10::OutOfMemoryError&) {
     throw;  // not a shape problem
   } catch (const std::invalid_argument& ex) {
@@ -113,6 +157,7 @@ ModelSpec model_spec(const Config& c, std::vector<int64_t> input_shape, int64_t 
   s.heads = c.heads;
   s.dropout = c.dropout;
   s.grad_checkpointing = c.grad_checkpointing;
+  s.output_name = c.output_name;
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <torch/nn/module.h>
 
 #include "core/pieces.h"
+#include "data/batch.h"
 #include "models/family.h"
 
 namespace gputrain {
@@ -16,6 +17,9 @@ namespace gputrain {
 class Net : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // The step, evaluation and inference call this: a model of one input reads x; one taking named
+  // inputs (Family::named_inputs) binds each to the batch's field of its name.
+  virtual torch::Tensor forward_batch(const Batch& b) { return forward(b.x()); }
   // FLOPs of one sample's forward pass (models/flops.h), counted in make_model's probe; for MFU.
   double flops_per_sample = 0;
 
@@ -53,5 +57,10 @@ std::pair<torch::nn::Module*, std::string> owner_of(torch::nn::Module& root, con
 
 // The spec a Config asks for, for samples of `input_shape` and `outputs` outputs.
 ModelSpec model_spec(const Config& c, std::vector<int64_t> input_shape, int64_t outputs);
+
+// What is wrong with a model output of `shape` for the spec's target ("" when it fits): [B,
+// classes] for a class, [B, targets] for regression values, [B, T, V] with V >= classes for a
+// class per token (a language model's vocabulary may hold more than the labels use).
+std::string output_misfit(const std::vector<int64_t>& shape, const ModelSpec& spec);
 
 }  // namespace gputrain

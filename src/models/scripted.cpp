@@ -8,11 +8,14 @@
 #include <mutex>
 #include <set>
 
+#include <fmt/format.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/text.h"
+#include "data/schema.h"
 #include "models/registry.h"
 #include "weights/torch_save.h"
 
@@ -23,9 +26,19 @@ constexpr const char* kScriptHint =
     "--model takes a TorchScript module saved with torch.jit.save(torch.jit.script(model), 'net.pt'), or better a "
     "torch.export program net.pt2 (tools/export_model.py writes one)";
 
+// The forward's argument names after self: with named fields each reads the field of its name;
+// x/y data feeds its one argument x.
+std::vector<std::string> argument_names(torch::jit::Module& module) {
+  std::vector<std::string> names;
+  const auto& args = module.get_method("forward").function().getSchema().arguments();
+  for (size_t i = 1; i < args.size(); ++i) names.push_back(args[i].name());
+  return names;
+}
+
 class ScriptedNet : public Net {
  public:
-  explicit ScriptedNet(torch::jit::Module module) : module_(std::move(module)) {
+  ScriptedNet(torch::jit::Module module, const std::string& path, const ModelSpec& spec)
+      : module_(std::move(module)), output_(spec.output_name) {
     for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
       auto [owner, leaf] = owner_of(*this, p.name);
       owner->register_parameter(leaf, p.value, /*requires_grad=*/true);
@@ -34,17 +47,64 @@ class ScriptedNet : public Net {
       auto [owner, leaf] = owner_of(*this, b.name);
       owner->register_buffer(leaf, b.value);
     }
+    inputs_ = argument_names(module_);
+    if (!spec.fields) {
+      if (inputs_.size() != 1)
+        throw usage_error(path + ": forward takes " + join(inputs_, ", ") + "; the data gives one sample tensor, x",
+                          "use --dataset jsonl, whose named fields bind to the forward's arguments by name");
+      inputs_ = {"x"};
+      return;
+    }
+    for (const auto& name : inputs_)
+      if (!spec.fields->find(name))
+        throw usage_error(path + ": forward takes '" + name + "', which the data lacks: its fields are " +
+                              join(spec.fields->names(), ", "),
+                          "arguments bind to fields by name: rename the argument or the data's field");
   }
-  torch::Tensor forward(torch::Tensor x) override {
-    auto y = module_.forward({x});
-    if (!y.isTensor()) throw std::invalid_argument("the TorchScript module's forward returns " + y.tagKind() + ", not a tensor");
-    return y.toTensor();
+  torch::Tensor forward(torch::Tensor x) override { return output(module_.forward({x})); }
+  torch::Tensor forward_batch(const Batch& b) override {
+    std::vector<c10::IValue> args;
+    for (const auto& name : inputs_) args.emplace_back(b.at(name));
+    return output(module_.forward(args));
   }
   void train(bool on = true) override {
     module_.train(on);
     Net::train(on);
   }
 
+ private:
+  // A tensor; a tuple's element or a dict's value (--output_name: a key or a position, else the first).
+  torch::Tensor output(const c10::IValue& y) const {
+    auto fail = [&](const std::string& what) { return std::invalid_argument("the TorchScript module's forward returns " + what); };
+    if (y.isTensor()) {
+      if (!output_.empty() && output_ != "0") throw fail("one tensor, which has no output '" + output_ + "'");
+      return y.toTensor();
+    }
+    c10::IValue picked;
+    if (y.isTuple()) {
+      const auto& items = y.toTupleRef().elements();
+      size_t at = 0;
+      if (!output_.empty()) {
+        at = output_.find_first_not_of("0123456789") == std::string::npos ? std::stoul(output_) : items.size();
+        if (at >= items.size()) throw fail(fmt::format("a tuple of {}, which has no output '{}'", items.size(), output_));
+      }
+      if (!items.empty()) picked = items[at];
+    } else if (y.isGenericDict()) {
+      const auto dict = y.toGenericDict();
+      std::vector<std::string> keys;
+      for (const auto& item : dict) {
+        const std::string key = item.key().isString() ? item.key().toStringRef() : "";
+        keys.push_back(key);
+        if (!picked.isTensor() && (output_.empty() || output_ == key)) picked = item.value();
+      }
+      if (!picked.isTensor()) throw fail("a dict of " + join(keys, ", ") + (output_.empty() ? "" : ", without '" + output_ + "'"));
+    }
+    if (!picked.isTensor()) throw fail(y.tagKind() + ", not a tensor, a tuple or a dict of tensors");
+    return picked.toTensor();
+  }
+
+  std::string output_;
+  std::vector<std::string> inputs_;  // the batch field of each forward argument
  private:
   torch::jit::Module module_;
 };
@@ -81,8 +141,9 @@ const Family& scripted_family(const std::string& path) {
   auto made = std::make_unique<Family>();
   Family& f = *made;
   f.name = path;
-  f.make = [path](const ModelSpec&) -> NetPtr { return std::make_shared<ScriptedNet>(load(path)); };
+  f.make = [path](const ModelSpec& spec) -> NetPtr { return std::make_shared<ScriptedNet>(load(path), path, spec); };
   f.input = "what its forward takes";
+  f.named_inputs = true;
   f.width = false;
   std::vector<std::string> parameters;
   std::set<const c10::TensorImpl*> seen;

@@ -27,8 +27,8 @@ class FaultHooks : public StepHooks {
     if (faults().spike_every > 0 && step % faults().spike_every == 0)
       for (auto& b : micro) b.x() = b.x() * -1000;
   }
-  void before_forward(const torch::Tensor& x) override {
-    if (faults().oom_above >= 0 && x.size(0) > faults().oom_above)
+  void before_forward(const Batch& b) override {
+    if (faults().oom_above >= 0 && b.samples() > faults().oom_above)
       TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
   }
   torch::Tensor scaled(torch::Tensor loss) override {

@@ -14,11 +14,11 @@ torch::Tensor LocalForwardBackward::run(const Batch& b, bool last, const Weighte
   const auto chunks = b.chunk(split_);  // every field, cut alike
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (last && i + 1 == chunks.size()) hooks.before_last_backward();
-    hooks.before_forward(chunks[i].x());
+    hooks.before_forward(chunks[i]);
     torch::Tensor loss;
     {
       AutocastGuard autocast(precision_.amp, device_, precision_.dtype);
-      loss = weighted(model_.forward(chunks[i].x()), chunks[i].y());
+      loss = weighted(model_.forward_batch(chunks[i]), chunks[i].y());
     }
     scaled(loss).backward();  // backward runs outside autocast, as in PyTorch
     auto detached = loss.detach();

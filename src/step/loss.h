@@ -1,5 +1,5 @@
-// The task's loss: cross-entropy for class labels (int64) or mixed class distributions; MSE, L1
-// or Huber for float targets.
+// The task's loss: cross-entropy for class labels (int64), a class per token ([B, T] labels,
+// -100 not counted), or mixed class distributions; MSE, L1 or Huber for float targets.
 #pragma once
 #include <string>
 
@@ -16,8 +16,18 @@ struct LossSpec {
   bool soft_targets = false;
 };
 
+// The value cross-entropy ignores in a per-token target: padding, prompts, what is not trained on.
+inline constexpr int64_t kIgnoreIndex = -100;
+
+// A class per position ([B, T] int64 labels): the loss is averaged over the counted positions
+// (the labels that are not kIgnoreIndex), over the whole step.
+inline bool per_token(const torch::Tensor& y) { return y.scalar_type() == torch::kLong && y.dim() >= 2; }
+inline torch::Tensor counted_tokens(const torch::Tensor& y) { return y.ne(kIgnoreIndex).sum().to(torch::kFloat); }
+
 // `out` is the model output in any dtype (autocast); the loss is computed in float32. The mean
-// over every value (as nn.MSELoss etc.), or with `sum` the sum over samples (for evaluation).
+// over every value (as nn.MSELoss etc.; a per-token target's mean over its counted tokens), or
+// with `sum` the sum over samples (over counted tokens), for evaluation and for a step that
+// divides by its own count.
 inline torch::Tensor task_loss(const torch::Tensor& out, const torch::Tensor& y, const LossSpec& spec = {},
                                bool sum = false) {
   namespace F = torch::nn::functional;
@@ -25,6 +35,11 @@ inline torch::Tensor task_loss(const torch::Tensor& out, const torch::Tensor& y,
   if (spec.soft_targets && y.is_floating_point()) {
     auto per_sample = -(y * torch::log_softmax(o, -1)).sum(-1);
     return sum ? per_sample.sum() : per_sample.mean();
+  }
+  if (per_token(y)) {
+    auto opt = F::CrossEntropyFuncOptions().label_smoothing(spec.label_smoothing).ignore_index(kIgnoreIndex);
+    if (sum) opt = opt.reduction(torch::kSum);
+    return F::cross_entropy(o.reshape({-1, o.size(-1)}), y.reshape(-1), opt);
   }
   if (y.scalar_type() == torch::kLong) {
     auto opt = F::CrossEntropyFuncOptions().label_smoothing(spec.label_smoothing);

@@ -11,8 +11,13 @@ void HookList::inputs(int64_t step, std::vector<Batch>& micro) {
 void HookList::begin(int64_t step) {
   for (auto& h : hooks_) h->begin(step);
 }
-void HookList::before_forward(const torch::Tensor& x) {
-  for (auto& h : hooks_) h->before_forward(x);
+torch::Tensor HookList::step_total(torch::Tensor count) {
+  for (auto& h : hooks_) count = h->step_total(std::move(count));
+  return count;
+}
+
+void HookList::before_forward(const Batch& b) {
+  for (auto& h : hooks_) h->before_forward(b);
 }
 void HookList::before_last_backward() {
   for (auto& h : hooks_) h->before_last_backward();

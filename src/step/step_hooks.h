@@ -24,9 +24,12 @@ class StepHooks {
   // tensor (an injected fault), never change one in place, since the caller may keep them.
   virtual void inputs(int64_t step, std::vector<Batch>& micro) {}
   virtual void begin(int64_t step) {}                       // before the step's first forward
-  virtual void before_forward(const torch::Tensor& x) {}    // each forward on this device
+  virtual void before_forward(const Batch& b) {}            // each forward on this device
   virtual void before_last_backward() {}                    // the step's last backward is next
   virtual torch::Tensor scaled(torch::Tensor loss) { return loss; }  // what backward starts from
+  // A count of the whole step (the tokens a per-token loss is averaged over), before its first
+  // forward: data parallel sums it over the ranks.
+  virtual torch::Tensor step_total(torch::Tensor count) { return count; }
   virtual void after_backward() {}                          // every backward of the step is done
   virtual void before_update(int64_t step) {}               // the optimizer update is next
   // Then, from the step's loss (on the device): a device flag, 1 to skip this update as an
@@ -52,9 +55,10 @@ class HookList : public StepHooks {
   }
   void inputs(int64_t step, std::vector<Batch>& micro) override;
   void begin(int64_t step) override;
-  void before_forward(const torch::Tensor& x) override;
+  void before_forward(const Batch& b) override;
   void before_last_backward() override;
   torch::Tensor scaled(torch::Tensor loss) override;
+  torch::Tensor step_total(torch::Tensor count) override;
   void after_backward() override;
   void before_update(int64_t step) override;
   torch::Tensor skip_update(const torch::Tensor& loss) override;  // any hook's 1 skips

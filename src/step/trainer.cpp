@@ -223,11 +223,20 @@ StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
   hooks_.begin(steps_ + 1);
   // Each batch's loss is weighted by its share of the step's samples, so the gradient equals that
   // of one batch of them all. With data parallel the share is of the global batch (this rank
-  // holds share_ of it), and the hooks sum the gradients over the ranks.
+  // holds share_ of it), and the hooks sum the gradients over the ranks. A per-token loss is
+  // summed and divided by the tokens counted over the whole step, every micro-batch and rank:
+  // a token weighs the same whichever micro-batch holds it (averaging each micro-batch's mean
+  // would weigh the tokens of short batches more).
   int64_t local = 0;
   for (const auto& b : micro) local += b.samples();
   const double total = static_cast<double>(local) / share_;
+  torch::Tensor tokens;
+  if (per_token(micro.front().y())) {
+    for (const auto& b : micro) tokens = tokens.defined() ? tokens + counted_tokens(b.y()) : counted_tokens(b.y());
+    tokens = hooks_.step_total(tokens).clamp_min(1);  // a step of padding alone counts as one
+  }
   const WeightedLoss weighted = [&](const torch::Tensor& out, const torch::Tensor& y) {
+    if (tokens.defined()) return task_loss(out, y, opt_.loss, /*sum=*/true) / tokens.to(out.device());
     auto loss = task_loss(out, y, opt_.loss);
     return static_cast<double>(y.size(0)) != total ? loss * (static_cast<double>(y.size(0)) / total) : loss;
   };
@@ -266,11 +275,11 @@ StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
 bool Trainer::probe(const Batch& b) {
   model_->train();
   try {
-    hooks_.before_forward(b.x());
+    hooks_.before_forward(b);
     torch::Tensor loss;
     {
       AutocastGuard autocast(recipe_.precision.amp, recipe_.device.type(), recipe_.precision.dtype);
-      loss = task_loss(model_->forward(b.x()), b.y(), opt_.loss);
+      loss = task_loss(model_->forward_batch(b), b.y(), opt_.loss);
     }
     loss.backward();  // outside autocast, as in the step
     if (recipe_.cuda) cuda_synchronize(recipe_.device.index());  // surface asynchronous failures here

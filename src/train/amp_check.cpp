@@ -26,7 +26,7 @@ Pass run_pass(Trainer& t, const Batch& b, bool amp, c10::ScalarType dtype, doubl
   torch::Tensor loss;
   {
     AutocastGuard autocast(amp, t.context().device.type(), dtype);
-    loss = task_loss(model.forward(b.x()), b.y(), t.loss());
+    loss = task_loss(model.forward_batch(b), b.y(), t.loss());
   }
   if (inject_inf) loss = loss * std::numeric_limits<double>::infinity();
   (loss * scale).backward();

@@ -4,20 +4,47 @@
 
 #include "core/error.h"
 #include "core/memory_format.h"
+#include "data/schema.h"
 
 namespace gputrain {
 
-BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape, int64_t num_classes,
-                            int64_t num_targets, int64_t start, int64_t cap) {
+namespace {
+
+// A batch of `b` random samples shaped as `data`'s: classes drawn for a class target, zeros for
+// other integer fields (ids and masks any model takes), the longest size for a varying field.
+Batch probe_batch(const Dataset& data, int64_t b, torch::Device device) {
+  auto on = torch::TensorOptions().device(device);
+  const int64_t classes = data.num_classes();
+  if (!data.named_fields()) {
+    std::vector<int64_t> dims{b};
+    for (int64_t d : data.sample_shape()) dims.push_back(d);
+    Batch batch{torch::randn(dims, on), classes > 0 ? torch::randint(0, classes, {b}, on.dtype(torch::kLong))
+                                                    : torch::randn({b, data.target_numel()}, on)};
+    return batch;
+  }
+  const SampleSchema schema = schema_of(data);
+  Batch batch;
+  batch.target = schema.target;
+  for (const auto& f : schema.fields) {
+    std::vector<int64_t> dims{b};
+    for (int64_t d : f.shape) dims.push_back(d < 0 ? std::max<int64_t>(f.longest, 1) : d);
+    const bool is_target = f.name == schema.target;
+    batch.names.push_back(f.name);
+    batch.tensors.push_back(f.dtype == DType::kF32 ? torch::randn(dims, on)
+                            : is_target && classes > 0 ? torch::randint(0, classes, dims, on.dtype(torch::kLong))
+                                                       : torch::zeros(dims, on.dtype(torch::kLong)));
+  }
+  return batch;
+}
+
+}  // namespace
+
+BatchSearch find_batch_size(Trainer& trainer, const Dataset& data, int64_t start, int64_t cap) {
   BatchSearch s;
   auto fits = [&](int64_t b) {
-    std::vector<int64_t> dims{b};
-    dims.insert(dims.end(), sample_shape.begin(), sample_shape.end());
     const auto& ctx = trainer.context();
-    auto on = torch::TensorOptions().device(ctx.device);
-    Batch batch{torch::randn(dims, on), num_classes > 0 ? torch::randint(0, num_classes, {b}, on.dtype(torch::kLong))
-                                                        : torch::randn({b, num_targets}, on)};
-    if (ctx.channels_last) batch.x() = to_channels_last(batch.x());
+    Batch batch = probe_batch(data, b, ctx.device);
+    if (ctx.channels_last && !data.named_fields()) batch.x() = to_channels_last(batch.x());
     bool ok = trainer.probe(batch);
     s.trials.push_back({b, ok});
     return ok;

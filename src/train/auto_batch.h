@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/dataset.h"
 #include "step/trainer.h"
 
 namespace gputrain {
@@ -16,9 +17,8 @@ struct BatchSearch {
 
 // Grows from `start` by doubling until a probe runs out of memory (or reaches `cap`), bisects
 // between the last fit and the first failure, then keeps a 10% margin (the optimizer's state
-// and fragmentation need room too). `num_classes` 0 means regression with `num_targets` outputs. Throws a runtime error
-// when not even one sample fits.
-BatchSearch find_batch_size(Trainer& trainer, const std::vector<int64_t>& sample_shape, int64_t num_classes,
-                            int64_t num_targets, int64_t start, int64_t cap);
+// and fragmentation need room too). The probes' batches have `data`'s fields, a varying one at
+// the data's longest sample. Throws a runtime error when not even one sample fits.
+BatchSearch find_batch_size(Trainer& trainer, const Dataset& data, int64_t start, int64_t cap);
 
 }  // namespace gputrain

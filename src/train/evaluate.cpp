@@ -91,7 +91,8 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
   model.eval();
   auto on = torch::TensorOptions().device(ctx.device);
   torch::Tensor loss_sum = torch::zeros({}, on), correct = torch::zeros({}, on.dtype(torch::kLong)),
-                correct5 = torch::zeros({}, on.dtype(torch::kLong)), abs_sum, sq_sum;
+                correct5 = torch::zeros({}, on.dtype(torch::kLong)), tokens = torch::zeros({}, on.dtype(torch::kLong)),
+                abs_sum, sq_sum;
   EvalResult r;
   bool has_top5 = false;  // top-5 means something with 5 classes or more
   loader.start_epoch(0);
@@ -102,10 +103,16 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
     }
     AutocastGuard autocast(ctx.precision.amp, ctx.device.type(), ctx.precision.dtype);
     const torch::Tensor& y = b->y();
-    auto out = model.forward(b->x()).to(torch::kFloat);
+    auto out = model.forward_batch(*b).to(torch::kFloat);
     loss_sum += task_loss(out, y, trainer.loss(), /*sum=*/true);
     r.regression = y.scalar_type() != torch::kLong;
-    if (r.regression) {
+    if (per_token(y)) {  // top-1 and top-5 over the counted tokens
+      const auto counted = y.ne(kIgnoreIndex);
+      tokens += counted.sum();
+      correct += out.argmax(-1).eq(y).logical_and(counted).sum();
+      has_top5 = out.size(-1) >= 5;
+      if (has_top5) correct5 += std::get<1>(out.topk(5, -1)).eq(y.unsqueeze(-1)).any(-1).logical_and(counted).sum();
+    } else if (r.regression) {
       auto err = out.reshape(y.sizes()) - y;  // [B, T]: per-target sums
       abs_sum = abs_sum.defined() ? abs_sum + err.abs().sum(0) : err.abs().sum(0);
       sq_sum = sq_sum.defined() ? sq_sum + err.square().sum(0) : err.square().sum(0);
@@ -132,12 +139,13 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
       abs_sum = torch::zeros({targets}, on);
       sq_sum = torch::zeros({targets}, on);
     }
-    std::vector<torch::Tensor> sums = {loss_sum, correct, correct5};
+    std::vector<torch::Tensor> sums = {loss_sum, correct, correct5, tokens};
     if (r.regression) sums.insert(sums.end(), {abs_sum, sq_sum});
     comm->all_reduce_sum(sums);
   }
   if (r.samples == 0 || r.interrupted) return r;
-  const double n = static_cast<double>(r.samples);
+  r.tokens = tokens.item<int64_t>();
+  const double n = static_cast<double>(r.tokens > 0 ? r.tokens : r.samples);
   r.loss = loss_sum.item<double>() / n;
   if (r.regression) {
     auto mae = (abs_sum / n).cpu(), mse = (sq_sum / n).cpu();

@@ -17,6 +17,7 @@ struct EvalResult {
   bool interrupted = false;  // stopped early by a signal: no metrics
   bool regression = false;
   int64_t samples = 0;
+  int64_t tokens = 0;             // a class per token: the counted tokens, which the metrics average over
   double loss = 0;                // the training loss (cross-entropy, or the regression loss)
   double accuracy = 0;            // classification: top-1
   double top5 = -1;               // classification with at least 5 classes; -1 otherwise

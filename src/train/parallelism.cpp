@@ -53,6 +53,11 @@ class DataParallelHooks : public StepHooks {
     for (auto* n : norms_) n->sync_with(&global_norm_);
   }
   void before_last_backward() override { sync_->arm(); }
+  torch::Tensor step_total(torch::Tensor count) override {
+    count = count.clone();  // summed in place
+    comm_.all_reduce_sum(count)->wait();
+    return count;
+  }
   void after_backward() override { sync_->finish(); }
   void end() override {
     for (auto* n : norms_) n->sync_with(nullptr);

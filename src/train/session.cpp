@@ -14,6 +14,7 @@
 #include "core/text.h"
 #include "config/fields.h"
 #include "config/fit_target.h"
+#include "data/schema.h"
 #include "models/imported.h"
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
@@ -61,7 +62,9 @@ void Session::build_trainer() {
   const Family& f = family(c.model);
   // Regression models output one value per target.
   const int64_t outputs = train.is_regression() ? train.target_numel() : train.num_classes();
-  NetPtr model = make_model(c.model, model_spec(c, train.sample_shape(), outputs));
+  ModelSpec spec = model_spec(c, train.sample_shape(), outputs);
+  if (train.named_fields()) spec.fields = std::make_shared<const SampleSchema>(schema_of(train));
+  NetPtr model = make_model(c.model, spec);
   if (init_weights_) init_report_ = load_init_weights(*model, f, *init_weights_, c.init_strict);
   init_weights_.reset();  // the file's copy is not needed any more
   if (is_model_file(c.model)) recipe_.report.push_back({"model file", imported_eval_note(c.model)});
@@ -232,8 +235,7 @@ void Session::search_batch_size() {
     return;
   }
   const Dataset& train = *data_->train;
-  auto found = find_batch_size(*trainer_, train.sample_shape(), train.num_classes(), train.target_numel(), c.batch_size,
-                               train.size() / c.accumulation_steps);
+  auto found = find_batch_size(*trainer_, train, c.batch_size, train.size() / c.accumulation_steps);
   batch_search_ = {{"event", "auto_batch_size"},
                    {"step", 0},
                    {"epoch", 0},

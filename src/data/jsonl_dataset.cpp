@@ -1,0 +1,176 @@
+// --dataset jsonl: every line parsed once at load, each field kept as one flat column.
+#include "data/jsonl_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/text.h"
+
+namespace gputrain {
+namespace {
+
+constexpr const char* kHint =
+    "write one JSON object per line, each with the same keys, of numbers or flat lists of numbers "
+    "(e.g. {\"input_ids\": [5, 9], \"attention_mask\": [1, 1], \"labels\": [9, -100]})";
+
+// A field as read: its values as doubles (exact for ids and labels) until its dtype is known.
+struct Raw {
+  std::string name;
+  bool list = false, fraction = false;
+  std::vector<double> values;
+  std::vector<int64_t> start{0};
+  int64_t shortest = INT64_MAX, longest = 0;
+};
+
+}  // namespace
+
+std::vector<int64_t> JsonlDataset::target_shape() const {
+  if (classes_ > 0) return {};
+  const TensorField& t = *schema_->find(schema_->target);
+  return t.shape;
+}
+
+int64_t JsonlDataset::get(int64_t, float*, float*, uint64_t) const {
+  throw std::logic_error("JsonlDataset::get: a dataset of named fields is read with get_fields");
+}
+
+void JsonlDataset::get_fields(int64_t index, FieldWriter& out, uint64_t) const {
+  for (size_t f = 0; f < columns_.size(); ++f) {
+    const Column& c = columns_[f];
+    const int64_t begin = c.start[static_cast<size_t>(index)], end = c.start[static_cast<size_t>(index) + 1];
+    const int64_t rows = schema_->fields[f].varies() ? end - begin : 0;
+    void* dst = out.field(f, rows);
+    if (schema_->fields[f].dtype == DType::kI64)
+      std::memcpy(dst, c.ints.data() + begin, static_cast<size_t>(end - begin) * sizeof(int64_t));
+    else
+      std::memcpy(dst, c.floats.data() + begin, static_cast<size_t>(end - begin) * sizeof(float));
+  }
+}
+
+std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const std::string& target, int64_t classes,
+                                                 const JsonlDataset* train) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw usage_error(path + ": cannot be read (" + std::strerror(errno) + ")", "check --train_file / --test_file");
+  std::vector<Raw> raw;
+  std::string line;
+  int64_t n = 0, number = 0;
+  auto fail = [&](const std::string& what) { return usage_error(fmt::format("{} line {}: {}", path, number, what), kHint); };
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::ordered_json j;  // the line's order is the fields' order
+    try {
+      j = nlohmann::ordered_json::parse(line);
+    } catch (const nlohmann::ordered_json::exception& e) {
+      throw fail(std::string("not JSON (") + e.what() + ")");
+    }
+    if (!j.is_object() || j.empty()) throw fail("not a JSON object of fields");
+    if (raw.empty())
+      for (const auto& [key, value] : j.items()) raw.push_back({key, value.is_array()});
+    if (j.size() != raw.size()) throw fail(fmt::format("{} fields, the first line has {}", j.size(), raw.size()));
+    for (auto& r : raw) {
+      const auto it = j.find(r.name);
+      if (it == j.end()) throw fail("no field '" + r.name + "', which the first line has");
+      if (it->is_array() != r.list) throw fail("'" + r.name + "' is " + (r.list ? "not a list" : "a list") + " here, " +
+                                               (r.list ? "a list" : "a number") + " on the first line");
+      auto take = [&](const nlohmann::ordered_json& v) {
+        if (!v.is_number()) throw fail("'" + r.name + "' holds " + std::string(v.type_name()) + ", not a number");
+        const double d = v.get<double>();
+        if (!std::isfinite(d)) throw fail("'" + r.name + "' holds a value that is not finite");
+        if (v.is_number_float()) r.fraction = true;
+        r.values.push_back(d);
+      };
+      if (r.list) {
+        for (const auto& v : *it) take(v);
+        r.shortest = std::min<int64_t>(r.shortest, static_cast<int64_t>(it->size()));
+        r.longest = std::max<int64_t>(r.longest, static_cast<int64_t>(it->size()));
+      } else {
+        take(*it);
+      }
+      r.start.push_back(static_cast<int64_t>(r.values.size()));
+    }
+    ++n;
+  }
+  if (n == 0) throw usage_error(path + ": holds no samples", kHint);
+
+  auto data = std::shared_ptr<JsonlDataset>(new JsonlDataset());
+  data->n_ = n;
+  data->schema_ = std::make_shared<SampleSchema>();
+  SampleSchema& schema = *data->schema_;
+  if (!target.empty()) {
+    schema.target = target;
+  } else {
+    schema.target.clear();
+    for (const char* name : {"labels", "label", "y"})
+      if (schema.target.empty() && std::any_of(raw.begin(), raw.end(), [&](const Raw& r) { return r.name == name; }))
+        schema.target = name;
+    if (schema.target.empty())
+      throw usage_error(path + ": no target field (labels, label or y) among " + [&] {
+        std::vector<std::string> names;
+        for (const auto& r : raw) names.push_back(r.name);
+        return join(names, ", ");
+      }(), "name the target with --target FIELD");
+  }
+  for (auto& r : raw) {
+    TensorField f{r.name, r.fraction ? DType::kF32 : DType::kI64, {}, 0};
+    if (r.list) {
+      f.shape = {r.shortest == r.longest ? r.longest : -1};
+      f.longest = r.longest;
+    }
+    const bool is_target = r.name == schema.target;
+    if (is_target && f.varies()) f.pad = -100;  // cross-entropy's ignore index: padding is not trained on
+    JsonlDataset::Column c;
+    c.start = std::move(r.start);
+    if (f.dtype == DType::kI64) c.ints.assign(r.values.begin(), r.values.end());
+    else c.floats.assign(r.values.begin(), r.values.end());
+    if (is_target && f.dtype == DType::kI64) {
+      int64_t top = -1;
+      for (int64_t v : c.ints) {
+        if (v < 0 && v != -100)
+          throw usage_error(fmt::format("{}: target '{}' holds {}; classes are 0 or more, and -100 marks a value "
+                                        "that is not trained on",
+                                        path, r.name, v),
+                            kHint);
+        top = std::max(top, v);
+      }
+      const int64_t want = train ? train->num_classes() : classes;
+      if (want > 0 && top >= want)
+        throw usage_error(fmt::format("{}: target '{}' holds class {}, beyond the {} classes{}", path, r.name, top, want,
+                                      train ? " of the training data" : " of --num_classes"),
+                          train ? "the test data's classes must be among the training data's" : "raise --num_classes");
+      data->classes_ = want > 0 ? want : top + 1;
+      if (data->classes_ < 1) throw usage_error(path + ": target '" + r.name + "' holds no class (only -100)", kHint);
+    } else if (is_target && f.varies()) {
+      throw usage_error(path + ": target '" + r.name + "' holds numbers of varying count; a regression target has a fixed size",
+                        kHint);
+    }
+    schema.fields.push_back(f);
+    data->columns_.push_back(std::move(c));
+  }
+  if (!schema.find(schema.target))
+    throw usage_error(path + ": no field '" + schema.target + "' (--target) among " + join(schema.names(), ", "), kHint);
+  if (train) {
+    const SampleSchema& want = *train->schema_;
+    for (size_t i = 0; i < std::max(want.fields.size(), schema.fields.size()); ++i) {
+      const TensorField* a = i < want.fields.size() ? &want.fields[i] : nullptr;
+      const TensorField* b = a ? schema.find(a->name) : nullptr;
+      const bool fits = a && b && a->dtype == b->dtype && (a->varies() || b->varies() || a->shape == b->shape) &&
+                        want.fields.size() == schema.fields.size();
+      if (!fits)
+        throw usage_error(fmt::format("{}: fields {} differ from the training data's {}", path, schema.text(), want.text()),
+                          "give both splits the same fields, dtypes and fixed sizes");
+    }
+    // A list fixed in one split and varying in the other varies in both.
+    for (auto& f : schema.fields)
+      if (want.find(f.name)->varies() && !f.varies()) f.shape.front() = -1;
+  }
+  return data;
+}
+
+}  // namespace gputrain
