@@ -133,8 +133,7 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
       {"too_big", "a Float tensor of shape [16, 800] needs more than the 512 bytes stored for it"},
       {"deflated", "zip compression method 8"},
       {"static_batch", "exported with a fixed batch size of 4"},
-      {"two_outputs", "returns several values"},
-      {"int_input", "the model's input 'ids' is Long; gputrain feeds it one float32 tensor"},
+      {"int_input", "the model's input 'ids' is Long; the data gives one float32 tensor (x)"},
       {"zero_stride", "a Float tensor of shape [32768, 32768] needs more than the 512 bytes stored for it"},
       {"deep", "models/model.json: JSON nested deeper than 64 levels"},
       {"empty_spec", "malformed program"},
@@ -156,6 +155,16 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
   INFO(ok.out << ok.err);
   CHECK(ok.exit_code == 0);
   CHECK_THAT(ok.out, Catch::Contains("evaluates the training graph in eval mode"));
+  // A program of two outputs trains on its first, or on --output_name; a name it lacks is refused.
+  auto first = test::run_gputrain(train + (dir / "two_outputs.pt2") + " --output_dir " + (dir / "run_two"));
+  INFO(first.out << first.err);
+  CHECK(first.exit_code == 0);
+  auto other = test::run_gputrain(train + (dir / "two_outputs.pt2") + " --output_name 1 --output_dir " + (dir / "run_h"));
+  CHECK(other.exit_code == 2);  // h is [batch, 16], not the data's [batch, 3]
+  CHECK_THAT(other.err, Catch::Contains("returns outputs of shape [1, 16] per batch; the data needs 3 per sample"));
+  auto none = test::run_gputrain(train + (dir / "two_outputs.pt2") + " --output_name logits --output_dir " + (dir / "run_n"));
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("--output_name 'logits': " + (dir / "two_outputs.pt2") + " returns outputs 0, 1"));
 }
 
 TEST_CASE("imported: the operator allowlist admits aten's operators whose effects stay in their tensors", "[imported]") {
@@ -477,4 +486,15 @@ TEST_CASE("cuda: an imported model with the fp16 grad scaler and CUDA graphs tra
     INFO(name);
     CHECK(torch::allclose(v, graphed.at(name), 1e-4, 1e-5));
   }
+}
+
+TEST_CASE("typed batches: ragged ids, a mask and per-token labels train a two-input program as PyTorch eager does, on "
+          "1 and 2 ranks and as TorchScript, and a missing input is named",
+          "[imported][dist][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("token_batches_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  CHECK(code == 0);
 }

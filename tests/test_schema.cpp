@@ -132,14 +132,3 @@ TEST_CASE("jsonl: malformed lines, a missing target and test classes beyond trai
   CHECK(reg->is_regression());
   CHECK(schema_of(*reg).text() == "x: f32[2], y: f32[2]");
 }
-
-TEST_CASE("typed batches: ragged ids, a mask and per-token labels train a two-input program as PyTorch eager does, on "
-          "1 and 2 ranks and as TorchScript; a missing input is named",
-          "[imported][dist][cli]") {
-  if (!test::have_python()) return;
-  test::TempDir dir;
-  std::string log;
-  const int code = test::python("token_batches_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
-  INFO(log);
-  CHECK(code == 0);
-}

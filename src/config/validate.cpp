@@ -73,8 +73,8 @@ std::vector<std::string> config_problems(const Config& c) {
                                   (jitter.size() == 4 && jitter[3] > 0.5)))
     problems.push_back("color_jitter '" + c.color_jitter +
                        "' (expected brightness[,contrast[,saturation[,hue]]] >= 0, hue <= 0.5)");
-  if (c.task == "regression" && c.dataset != "csv" && c.dataset != "npy")
-    problems.push_back("task 'regression' needs float targets from --dataset csv or npy (got '" + c.dataset + "')");
+  if (c.task == "regression" && !file_based_task(c.dataset))
+    problems.push_back("task 'regression' needs float targets from --dataset csv, npy or jsonl (got '" + c.dataset + "')");
   // At F <= 1 about half the steps, those with a loss above the mean, would be skipped.
   if (c.skip_spikes > 0 && c.skip_spikes <= 1)
     problems.push_back(fmt::format("skip_spikes '{}' (expected 0 for off, or a factor above 1, e.g. 3)", c.skip_spikes));

@@ -18,6 +18,7 @@
 #include "data/image_folder.h"
 #include "data/jsonl_dataset.h"
 #include "data/npy_dataset.h"
+#include "data/schema.h"
 #include "data/shard_pattern.h"
 #include "data/subset.h"
 #include "data/synthetic.h"
@@ -281,6 +282,10 @@ DataSplits make_jsonl(const Config& c) {
                       "drop them");
   DataSplits s;
   auto train = load_jsonl_dataset(c.train_file, c.target, c.num_classes);
+  if (c.task != "auto" && (c.task == "regression") != train->is_regression())
+    throw usage_error(fmt::format("--task {}: the target '{}' of {} holds {}", c.task, schema_of(*train).target,
+                                  c.train_file, train->is_regression() ? "float values (regression)" : "integer classes"),
+                      "drop --task: a jsonl target's numbers decide it (integers are classes)");
   s.train = train;
   std::string eval_name = "test";
   if (!c.test_file.empty()) {

@@ -145,7 +145,9 @@ std::string Trainer::shape_mismatch(const std::vector<Batch>& micro) const {
   bool same = micro.size() == static_in_.size();
   for (size_t i = 0; same && i < micro.size(); ++i) same = micro[i].same_layout(static_in_[i]);
   if (same) return "";
-  return fmt::format("batch {} differs from the graph's {} (a last partial batch, say)", shape(micro), shape(static_in_));
+  const bool same_samples = micro.size() == static_in_.size() && micro.front().samples() == static_in_.front().samples();
+  return fmt::format("batch {} differs from the graph's {} ({})", shape(micro), shape(static_in_),
+                     same_samples ? "fields padded to another length" : "a last partial batch, say");
 }
 
 StepResult Trainer::graphed_step(const std::vector<Batch>& micro) {

@@ -201,6 +201,19 @@ void Session::resolve_from_data() {
   }
   const std::string task = train.is_regression() ? "regression" : "classification";
   if (c.task == "auto") rc_.decide("task", task, "from the training targets");
+  // A captured graph holds one batch shape; padded batches change it with their longest sample.
+  const SampleSchema schema = schema_of(train);
+  if (recipe_.cuda_graphs && schema.varies()) {
+    std::vector<std::string> varying;
+    for (const auto& f : schema.fields)
+      if (f.varies()) varying.push_back(f.name);
+    const std::string why = "the data's " + join(varying, ", ") +
+                            " vary in length: each batch is padded to its own longest, and a graph holds one shape";
+    recipe_.cuda_graphs = false;
+    rc_.decide("cuda_graphs", false, why);
+    for (auto& [what, state] : recipe_.report)
+      if (what == "CUDA graphs") state = "off: " + why;
+  }
   if (!train.is_regression() && c.num_classes != train.num_classes())
     rc_.decide("num_classes", train.num_classes(), c.dataset == "synthetic" ? "synthetic default" : "classes in the training data");
   const std::string metric = check_task_options(c, train);
