@@ -126,6 +126,19 @@ TEST_CASE("jsonl: malformed lines, a missing target and test classes beyond trai
   CHECK(schema_of(*train).text() == "ids: i64[-1] pad 0, label: i64[] (target), length: i64[]");
   CHECK_THAT(test::error_of([&] { load_jsonl_dataset(dir / "test.jsonl", "", 0, train.get()); }),
              Catch::Contains("holds class 4, beyond the 2 classes of the training data"));
+  CHECK_THAT(error("{\"ids\": [1], \"label\": -100}\n"), Catch::Contains("target 'label' holds -100; classes are 0 or more"));
+  test::write_file(dir / "scalar.jsonl", "{\"ids\": 3, \"label\": 1}\n");
+  CHECK_THAT(test::error_of([&] { load_jsonl_dataset(dir / "scalar.jsonl", "", 0, train.get()); }),
+             Catch::Contains("fields ids: i64[], label: i64[] (target) differ from the training data's ids: i64[-1]"));
+  // One layout for both splits: labels that vary in training vary in a test file of equal
+  // lengths too, padded with -100, up to the longer split's longest.
+  test::write_file(dir / "tok.jsonl", "{\"ids\": [1, 2], \"labels\": [2, 0]}\n{\"ids\": [3], \"labels\": [1]}\n");
+  test::write_file(dir / "tok_test.jsonl", "{\"ids\": [1, 2, 3], \"labels\": [2, 0, 1]}\n");
+  auto tok = load_jsonl_dataset(dir / "tok.jsonl", "", 0);
+  auto tok_test = load_jsonl_dataset(dir / "tok_test.jsonl", "", 0, tok.get());
+  CHECK(schema_of(*tok_test).text() == schema_of(*tok).text());
+  CHECK(schema_of(*tok_test).text() == "ids: i64[-1] pad 0, labels: i64[-1] pad -100 (target), length: i64[]");
+  CHECK(schema_of(*tok).find("labels")->longest == 3);
   // A float target of fixed size is regression.
   test::write_file(dir / "reg.jsonl", "{\"x\": [1.5, 2], \"y\": [0.5, 1]}\n{\"x\": [1, 2], \"y\": [2, 3]}\n");
   auto reg = load_jsonl_dataset(dir / "reg.jsonl", "", 0);

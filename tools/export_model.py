@@ -116,8 +116,9 @@ def parse_args(argv):
 
 
 def read_fields(path, target):
-    """The first 8 samples of a jsonl file: {field: (values, is_int, is_list)} and the target."""
-    rows = []
+    """The first 8 samples of a jsonl file as {field: (values, is_int, varies)} (varies: a list
+    whose length differs between lines, over the whole file; None for a number), and the target."""
+    rows, lengths = [], {}
     try:
         with open(path) as f:
             for number, line in enumerate(f, 1):
@@ -129,9 +130,11 @@ def read_fields(path, target):
                     fail(f"--data {path} line {number}: not JSON ({e})")
                 if not isinstance(row, dict) or (rows and row.keys() != rows[0].keys()):
                     fail(f"--data {path} line {number}: not an object with the first line's fields")
-                rows.append(row)
-                if len(rows) == 8:
-                    break
+                for name, value in row.items():  # every line: sorted data may vary only later
+                    if isinstance(value, list):
+                        lengths.setdefault(name, set()).add(len(value))
+                if len(rows) < 8:
+                    rows.append(row)
     except OSError as e:
         fail(f"--data {path}: {e.strerror}")
     if not rows:
@@ -147,7 +150,11 @@ def read_fields(path, target):
         flat = [v for x in values for v in (x if is_list else [x])]
         if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in flat):
             fail(f"--data {path}: field '{name}' holds something other than numbers")
-        fields[name] = (values, all(isinstance(v, int) for v in flat), is_list)
+        fields[name] = (values, all(isinstance(v, int) for v in flat), len(lengths[name]) > 1 if is_list else None)
+    if "length" not in fields and any(v for _, _, v in fields.values()):
+        # gputrain's collate adds each sample's unpadded length when a field varies.
+        longest = [max(len(r[n]) for n, (_, _, v) in fields.items() if v) for r in rows]
+        fields["length"] = (longest, True, None)
     return fields, target
 
 
@@ -163,11 +170,12 @@ def data_example(model, fields, target, path):
     for p in params:
         if p.name not in fields:
             fail(f"the forward takes '{p.name}', which {path} lacks: its fields are {', '.join(fields)}")
-        values, is_int, is_list = fields[p.name]
+        values, is_int, varies = fields[p.name]
         dtype = torch.int64 if is_int else torch.float32
-        if is_list:
-            varies = len({len(v) for v in values}) > 1
-            length = max(max(len(v) for v in values), 2)
+        if varies is not None:
+            length = max(len(v) for v in values)
+            if varies:
+                length = max(length, 2)  # torch.export takes a size of 0 or 1 as fixed
             pad = -100 if p.name == target else 0
             rows = [v + [pad] * (length - len(v)) for v in values]
             inputs.append(torch.tensor(rows, dtype=dtype))
@@ -404,7 +412,8 @@ def check_named_program(ep, mode, model, example, fields, target, output_name):
     got = values[names.index(chosen)]
     if not isinstance(got, torch.Tensor):
         fail(f"{mode}: output {chosen!r} is a {type(got).__name__}, not a tensor")
-    labels, is_int, is_list = fields[target]
+    labels, is_int, varies = fields[target]
+    is_list = varies is not None
     if is_int:
         top = max(v for x in labels for v in (x if is_list else [x]))
         want = 3 if is_list else 2

@@ -28,13 +28,14 @@ struct Pass {
 
 // A class per token: one row per counted token (its label not -100), with its position.
 void append_token_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target) {
-  auto y = target.cpu();
-  auto [prob, best] = torch::softmax(out, -1).max(-1);
+  const auto y = target.cpu();
+  const auto [prob, best] = torch::softmax(out, -1).max(-1);
+  const auto ys = y.accessor<int64_t, 2>();
+  const auto ps = prob.accessor<float, 2>();
+  const auto bs = best.accessor<int64_t, 2>();
   for (int64_t i = 0; i < out.size(0); ++i, ++index)
-    for (int64_t t = 0; t < y.size(1); ++t)
-      if (y[i][t].item<int64_t>() != kIgnoreIndex)
-        csv += fmt::format("{},{},{},{},{:.9g}\n", index, t, y[i][t].item<int64_t>(), best[i][t].item<int64_t>(),
-                           prob[i][t].item<float>());
+    for (int64_t t = 0; t < ys.size(1); ++t)
+      if (ys[i][t] != kIgnoreIndex) csv += fmt::format("{},{},{},{},{:.9g}\n", index, t, ys[i][t], bs[i][t], ps[i][t]);
 }
 
 // One CSV row per sample: index, target(s), prediction(s) and, for classes, its probability.

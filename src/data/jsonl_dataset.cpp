@@ -54,7 +54,7 @@ void JsonlDataset::get_fields(int64_t index, FieldWriter& out, uint64_t) const {
 }
 
 std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const std::string& target, int64_t classes,
-                                                 const JsonlDataset* train) {
+                                                 JsonlDataset* train) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw usage_error(path + ": cannot be read (" + std::strerror(errno) + ")", "check --train_file / --test_file");
   std::vector<Raw> raw;
@@ -132,10 +132,9 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
     if (is_target && f.dtype == DType::kI64) {
       int64_t top = -1;
       for (int64_t v : c.ints) {
-        if (v < 0 && v != -100)
-          throw usage_error(fmt::format("{}: target '{}' holds {}; classes are 0 or more, and -100 marks a value "
-                                        "that is not trained on",
-                                        path, r.name, v),
+        if (v < 0 && (v != -100 || !r.list))
+          throw usage_error(fmt::format("{}: target '{}' holds {}; classes are 0 or more{}", path, r.name, v,
+                                        r.list ? ", and -100 marks a position that is not trained on" : ""),
                             kHint);
         top = std::max(top, v);
       }
@@ -156,19 +155,27 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
   if (!schema.find(schema.target))
     throw usage_error(path + ": no field '" + schema.target + "' (--target) among " + join(schema.names(), ", "), kHint);
   if (train) {
-    const SampleSchema& want = *train->schema_;
+    SampleSchema& want = *train->schema_;
     for (size_t i = 0; i < std::max(want.fields.size(), schema.fields.size()); ++i) {
       const TensorField* a = i < want.fields.size() ? &want.fields[i] : nullptr;
       const TensorField* b = a ? schema.find(a->name) : nullptr;
-      const bool fits = a && b && a->dtype == b->dtype && (a->varies() || b->varies() || a->shape == b->shape) &&
+      const bool fits = a && b && a->dtype == b->dtype && a->shape.size() == b->shape.size() &&
+                        (a->varies() || b->varies() || a->shape == b->shape) &&
                         want.fields.size() == schema.fields.size();
       if (!fits)
         throw usage_error(fmt::format("{}: fields {} differ from the training data's {}", path, schema.text(), want.text()),
                           "give both splits the same fields, dtypes and fixed sizes");
     }
-    // A list fixed in one split and varying in the other varies in both.
-    for (auto& f : schema.fields)
-      if (want.find(f.name)->varies() && !f.varies()) f.shape.front() = -1;
+    // One layout for both splits, as the model is bound to it: a list that varies in either
+    // varies in both, padded alike, up to the longer of their longest.
+    for (auto& a : want.fields) {
+      TensorField& b = *const_cast<TensorField*>(schema.find(a.name));
+      if (a.varies() || b.varies()) {
+        a.shape.front() = b.shape.front() = -1;
+        a.pad = b.pad = a.name == want.target ? -100 : 0;
+        a.longest = b.longest = std::max(a.longest, b.longest);
+      }
+    }
   }
   return data;
 }

@@ -26,7 +26,7 @@ class JsonlDataset : public Dataset {
 
  private:
   friend std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string&, const std::string&, int64_t,
-                                                          const JsonlDataset*);
+                                                          JsonlDataset*);
   struct Column {
     std::vector<int64_t> ints;  // an i64 field's values, samples one after another
     std::vector<float> floats;  // an f32 field's
@@ -39,9 +39,10 @@ class JsonlDataset : public Dataset {
 
 // Reads `path`. `target`: the target field's name ("" = labels, label or y). `classes`: the
 // classes of an i64 target (0 = its largest value + 1). `train`: the training split, whose
-// fields, dtypes, fixed shapes and classes a test split must share. A usage error names the
-// file and line for anything malformed.
+// fields, dtypes, fixed shapes and classes a test split must share; both then get one layout (a
+// list varying in either varies in both, with the longer longest). A usage error names the file
+// and line for anything malformed.
 std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const std::string& target, int64_t classes,
-                                                 const JsonlDataset* train = nullptr);
+                                                 JsonlDataset* train = nullptr);
 
 }  // namespace gputrain

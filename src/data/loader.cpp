@@ -262,14 +262,17 @@ int64_t Loader::collate_fields(const std::vector<int64_t>& order, int64_t begin,
     writer.j = j;
     dataset_->get_fields(index, writer, mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index)));
   }
-  // Padded to the batch's longest sample; on CUDA to a multiple of 8, the size tensor cores tile.
+  // Padded to the batch's longest sample; on CUDA to a multiple of 8, the size tensor cores tile,
+  // but never beyond the data's longest, which the model was checked and sized against.
   std::vector<int64_t> longest(static_cast<size_t>(count), 0);
-  int64_t padded = 0;
+  int64_t padded = 0, cap = 0;
   for (size_t f = 0; f < declared_; ++f)
-    if (fields[f].varies())
+    if (fields[f].varies()) {
+      cap = std::max(cap, fields[f].longest);
       for (size_t j = 0; j < longest.size(); ++j) longest[j] = std::max(longest[j], scratch[f].length[j]);
+    }
   for (int64_t l : longest) padded = std::max(padded, l);
-  if (opt_.device.is_cuda()) padded = (padded + 7) / 8 * 8;
+  if (opt_.device.is_cuda()) padded = std::max(padded, std::min((padded + 7) / 8 * 8, cap));
   for (size_t f = 0; f < declared_; ++f) {
     const TensorField& d = fields[f];
     if (!d.varies()) continue;

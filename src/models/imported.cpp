@@ -196,9 +196,8 @@ std::string input_text(const GraphInput& in) {
 // The output trained: --output_name (a dict key or a position), else the first.
 size_t chosen_output(const Program& p, const std::string& name) {
   const auto& names = p.train->output_names();
-  if (name.empty()) return 0;
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name) return i;
+  const int64_t at = pick_output(names, name);
+  if (at >= 0) return static_cast<size_t>(at);
   throw usage_error(fmt::format("--output_name '{}': {} returns {}", name, p.path,
                                 names.size() == 1 ? "one output" : "outputs " + join(names, ", ")),
                     names.size() == 1 ? "drop --output_name" : "name one of its outputs (a dict key or a position from 0)");

@@ -48,6 +48,14 @@ Batch probe_batch(const ModelSpec& spec) {
 
 }  // namespace
 
+int64_t pick_output(const std::vector<std::string>& names, const std::string& wanted) {
+  if (wanted.empty()) return names.empty() ? -1 : 0;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == wanted) return static_cast<int64_t>(i);
+  const auto position = parse_integer(wanted);
+  return position && *position >= 0 && *position < static_cast<int64_t>(names.size()) ? *position : -1;
+}
+
 std::string output_misfit(const std::vector<int64_t>& shape, const ModelSpec& spec) {
   const TensorField* t = spec.fields ? spec.fields->find(spec.fields->target) : nullptr;
   auto dims = [](const std::vector<int64_t>& v) {

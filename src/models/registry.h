@@ -58,6 +58,10 @@ std::pair<torch::nn::Module*, std::string> owner_of(torch::nn::Module& root, con
 // The spec a Config asks for, for samples of `input_shape` and `outputs` outputs.
 ModelSpec model_spec(const Config& c, std::vector<int64_t> input_shape, int64_t outputs);
 
+// --output_name `wanted` among a program's outputs `names` (dict keys, or positions "0", "1"):
+// its index by name, else by position; the first when `wanted` is empty; -1 when none matches.
+int64_t pick_output(const std::vector<std::string>& names, const std::string& wanted);
+
 // What is wrong with a model output of `shape` for the spec's target ("" when it fits): [B,
 // classes] for a class, [B, targets] for regression values, [B, T, V] with V >= classes for a
 // class per token (a language model's vocabulary may hold more than the labels use).

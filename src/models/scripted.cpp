@@ -26,13 +26,12 @@ constexpr const char* kScriptHint =
     "--model takes a TorchScript module saved with torch.jit.save(torch.jit.script(model), 'net.pt'), or better a "
     "torch.export program net.pt2 (tools/export_model.py writes one)";
 
-// The forward's argument names after self: with named fields each reads the field of its name;
-// x/y data feeds its one argument x.
-std::vector<std::string> argument_names(torch::jit::Module& module) {
-  std::vector<std::string> names;
+// The forward's arguments after self, by name, and whether each has a default (optional).
+std::vector<std::pair<std::string, bool>> forward_arguments(torch::jit::Module& module) {
+  std::vector<std::pair<std::string, bool>> out;
   const auto& args = module.get_method("forward").function().getSchema().arguments();
-  for (size_t i = 1; i < args.size(); ++i) names.push_back(args[i].name());
-  return names;
+  for (size_t i = 1; i < args.size(); ++i) out.emplace_back(args[i].name(), args[i].default_value().has_value());
+  return out;
 }
 
 class ScriptedNet : public Net {
@@ -47,19 +46,30 @@ class ScriptedNet : public Net {
       auto [owner, leaf] = owner_of(*this, b.name);
       owner->register_buffer(leaf, b.value);
     }
-    inputs_ = argument_names(module_);
+    // Each required argument reads the field of its name; optional ones (with a default) do
+    // while the data has them, in order, and keep their defaults from the first it lacks. x/y
+    // data feeds one required argument, x.
+    const auto args = forward_arguments(module_);
+    std::vector<std::string> required;
+    for (const auto& [name, optional] : args)
+      if (!optional) required.push_back(name);
     if (!spec.fields) {
-      if (inputs_.size() != 1)
-        throw usage_error(path + ": forward takes " + join(inputs_, ", ") + "; the data gives one sample tensor, x",
+      if (required.size() != 1 || args.front().second)
+        throw usage_error(path + ": forward takes " + (required.empty() ? "no required argument" : join(required, ", ")) +
+                              "; the data gives one sample tensor, x",
                           "use --dataset jsonl, whose named fields bind to the forward's arguments by name");
       inputs_ = {"x"};
       return;
     }
-    for (const auto& name : inputs_)
-      if (!spec.fields->find(name))
+    for (const auto& [name, optional] : args) {
+      if (!spec.fields->find(name)) {
+        if (optional) break;
         throw usage_error(path + ": forward takes '" + name + "', which the data lacks: its fields are " +
                               join(spec.fields->names(), ", "),
                           "arguments bind to fields by name: rename the argument or the data's field");
+      }
+      inputs_.push_back(name);
+    }
   }
   torch::Tensor forward(torch::Tensor x) override { return output(module_.forward({x})); }
   torch::Tensor forward_batch(const Batch& b) override {
@@ -75,32 +85,29 @@ class ScriptedNet : public Net {
  private:
   // A tensor; a tuple's element or a dict's value (--output_name: a key or a position, else the first).
   torch::Tensor output(const c10::IValue& y) const {
-    auto fail = [&](const std::string& what) { return std::invalid_argument("the TorchScript module's forward returns " + what); };
+    std::vector<std::string> names;
+    std::vector<c10::IValue> values;
     if (y.isTensor()) {
-      if (!output_.empty() && output_ != "0") throw fail("one tensor, which has no output '" + output_ + "'");
-      return y.toTensor();
-    }
-    c10::IValue picked;
-    if (y.isTuple()) {
-      const auto& items = y.toTupleRef().elements();
-      size_t at = 0;
-      if (!output_.empty()) {
-        at = output_.find_first_not_of("0123456789") == std::string::npos ? std::stoul(output_) : items.size();
-        if (at >= items.size()) throw fail(fmt::format("a tuple of {}, which has no output '{}'", items.size(), output_));
+      names = {"0"};
+      values = {y};
+    } else if (y.isTuple()) {
+      for (const auto& item : y.toTupleRef().elements()) {
+        names.push_back(std::to_string(names.size()));
+        values.push_back(item);
       }
-      if (!items.empty()) picked = items[at];
     } else if (y.isGenericDict()) {
-      const auto dict = y.toGenericDict();
-      std::vector<std::string> keys;
-      for (const auto& item : dict) {
-        const std::string key = item.key().isString() ? item.key().toStringRef() : "";
-        keys.push_back(key);
-        if (!picked.isTensor() && (output_.empty() || output_ == key)) picked = item.value();
+      for (const auto& item : y.toGenericDict()) {
+        names.push_back(item.key().isString() ? item.key().toStringRef() : std::to_string(names.size()));
+        values.push_back(item.value());
       }
-      if (!picked.isTensor()) throw fail("a dict of " + join(keys, ", ") + (output_.empty() ? "" : ", without '" + output_ + "'"));
     }
-    if (!picked.isTensor()) throw fail(y.tagKind() + ", not a tensor, a tuple or a dict of tensors");
-    return picked.toTensor();
+    const int64_t at = names.empty() ? -1 : pick_output(names, output_);
+    if (at < 0 || !values[static_cast<size_t>(at)].isTensor())
+      throw std::invalid_argument(
+          names.empty() ? "the TorchScript module's forward returns " + y.tagKind() + ", not a tensor, a tuple or a dict"
+                        : fmt::format("--output_name '{}': the TorchScript module's forward returns {}{}", output_,
+                                      join(names, ", "), at < 0 ? "" : " (that one is not a tensor)"));
+    return values[static_cast<size_t>(at)].toTensor();
   }
 
   std::string output_;

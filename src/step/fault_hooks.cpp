@@ -1,6 +1,7 @@
 // Injected faults as step hooks (fault_hooks.h).
 #include "step/fault_hooks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -20,6 +21,8 @@ class FaultHooks : public StepHooks {
     }
   }
   void inputs(int64_t step, std::vector<Batch>& micro) override {
+    // The float sample x is what these faults corrupt; named fields (ids) have none to.
+    if (std::find(micro[0].names.begin(), micro[0].names.end(), "x") == micro[0].names.end()) return;
     // NAN_STEP=k: the first micro-batch of every step after the first k (steps counted from 1).
     if (faults().nan_step >= 0 && step > faults().nan_step && (faults().nan_rank < 0 || faults().nan_rank == rank_))
       micro[0].x() = micro[0].x() * std::nan("");

@@ -49,14 +49,19 @@ class DataParallelHooks : public StepHooks {
   int synced_norms() const { return static_cast<int>(norms_.size()); }
   double take_wait_seconds() { return sync_->take_wait_seconds(); }
 
-  void begin(int64_t) override {
+  void begin(int64_t step) override {
+    step_ = step;
     for (auto* n : norms_) n->sync_with(&global_norm_);
   }
   void before_last_backward() override { sync_->arm(); }
+  // Once per step: a retry after an out-of-memory error (this rank alone) counts the same
+  // batches, and a second all-reduce would meet the other ranks' gradient buckets instead.
   torch::Tensor step_total(torch::Tensor count) override {
-    count = count.clone();  // summed in place
-    comm_.all_reduce_sum(count)->wait();
-    return count;
+    if (total_step_ == step_) return total_;
+    total_ = count.clone();  // summed in place
+    comm_.all_reduce_sum(total_)->wait();
+    total_step_ = step_;
+    return total_;
   }
   void after_backward() override { sync_->finish(); }
   void end() override {
@@ -80,6 +85,8 @@ class DataParallelHooks : public StepHooks {
   GlobalBatchNorm global_norm_;
   std::vector<SyncableNorm*> norms_;
   bool launched_ = false;  // the last step threw after some buckets had gone to the other ranks
+  int64_t step_ = 0, total_step_ = -1;
+  torch::Tensor total_;  // step_total's sum for total_step_
 };
 
 namespace {

@@ -201,6 +201,8 @@ void Session::resolve_from_data() {
   }
   const std::string task = train.is_regression() ? "regression" : "classification";
   if (c.task == "auto") rc_.decide("task", task, "from the training targets");
+  if (train.named_fields() && c.normalize)
+    rc_.not_applicable("normalize", "named fields (ids, masks, labels) are taken as the data holds them");
   // A captured graph holds one batch shape; padded batches change it with their longest sample.
   const SampleSchema schema = schema_of(train);
   if (recipe_.cuda_graphs && schema.varies()) {
