@@ -142,6 +142,7 @@ struct Config {
   bool allow_data_change = false;  // resume on training data whose sample count changed
   int64_t keep_checkpoints = 3;   // epoch-N.pt files kept (last.pt and best.pt always)
   std::string time_limit;         // e.g. "8h45m": checkpoint and stop cleanly before it
+  std::string profile;            // "START:STOP": record steps START+1..STOP with the profiler (monitor/profiler.h)
   int64_t max_bad_steps = 20;     // consecutive non-finite losses before giving up (exit 3)
 
   // Data parallel (several ranks: gputrain launch, torchrun, srun)

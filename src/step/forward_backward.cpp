@@ -1,6 +1,7 @@
 // Forward and backward on this device, in chunks after an out-of-memory shrink (forward_backward.h).
 #include "step/forward_backward.h"
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include "core/autocast.h"
@@ -17,10 +18,14 @@ torch::Tensor LocalForwardBackward::run(const Batch& b, bool last, const Weighte
     hooks.before_forward(chunks[i]);
     torch::Tensor loss;
     {
+      RECORD_USER_SCOPE("gputrain::forward");  // a region of --profile's trace
       AutocastGuard autocast(precision_.amp, device_, precision_.dtype);
       loss = weighted(model_.forward_batch(chunks[i]), chunks[i].y());
     }
-    scaled(loss).backward();  // backward runs outside autocast, as in PyTorch
+    {
+      RECORD_USER_SCOPE("gputrain::backward");
+      scaled(loss).backward();  // backward runs outside autocast, as in PyTorch
+    }
     auto detached = loss.detach();
     total = total.defined() ? total + detached : detached;
   }

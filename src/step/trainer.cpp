@@ -3,6 +3,7 @@
 
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
+#include <ATen/record_function.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -247,6 +248,7 @@ StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
     auto loss = forward_backward_->run(micro[m], m + 1 == micro.size(), weighted, scaled, hooks_);
     r.loss = r.loss.defined() ? r.loss + loss : loss;
   }
+  RECORD_USER_SCOPE("gputrain::optimizer");  // a region of --profile's trace: the gradient sum's wait to the update
   hooks_.after_backward();  // every rank now holds the same gradients, infs included
   updating_ = true;
   hooks_.before_update(steps_ + 1);

@@ -11,6 +11,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/_foreach_copy.h>
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include "core/device_cuda.h"
@@ -19,6 +20,7 @@
 #include "core/progress.h"
 #include "core/stats.h"
 #include "core/text.h"
+#include "monitor/profiler.h"
 #include "step/fine_tune.h"
 #include "step/lr_schedule.h"
 #include "train/fit_evaluations.h"
@@ -87,6 +89,10 @@ class Fit {
     last_eval_ = start.last_eval;
     if (target_ && last_eval_.count(target_->metric)) r_.target_reached = target_->reached(last_eval_.at(target_->metric));
     s.trainer().resume_at(start.step);
+    // The process that owns the run folder profiles (other ranks run the same steps).
+    if (!c().profile.empty() && folder_)
+      profiler_ = std::make_unique<StepProfiler>(*ProfileRange::parse(c().profile), folder_->path() + "/profile",
+                                                 s.recipe().cuda);
   }
 
   FitResult run() {
@@ -106,6 +112,7 @@ class Fit {
     }
     r_.skipped_steps = log_.skipped_steps();
     r_.eval_seconds = evals_.total_seconds();
+    if (profiler_) progress_.line(profiler_->finish(r_.step));
     if (r_.stop && folder_) report_stopped();
     return r_;
   }
@@ -124,6 +131,7 @@ class Fit {
   std::string record_;  // config.json's record, in every checkpoint (an AMP fallback adds to it)
   std::map<std::string, double> last_eval_;  // the last epoch evaluation's judged metrics, in checkpoints
   FitResult r_;
+  std::unique_ptr<StepProfiler> profiler_;  // --profile on the process that owns the run folder
   // With several ranks: the model's buffers and this process's generators before the step in
   // flight. A collective that fails inside it (the gradient sum) leaves the weights as they
   // were, but its forward has moved BatchNorm's statistics and drawn random numbers: they are
@@ -382,10 +390,25 @@ class Fit {
     }
   }
 
-  // One step, its log and the checks after it. Returns false when the epoch's loop ends here.
+  // One step, its log and the checks after it, inside the profiler's step region. Returns false
+  // when the epoch's loop ends here.
   bool one_step(int64_t epoch, std::vector<Batch>& micro) {
+    if (profiler_) profiler_->before_step(r_.step + 1);
+    bool more;
+    {
+      RECORD_USER_SCOPE("gputrain::step");
+      more = step_and_log(epoch, micro);
+    }
+    if (profiler_) profiler_->after_step(r_.step);
+    return more;
+  }
+
+  bool step_and_log(int64_t epoch, std::vector<Batch>& micro) {
     const auto step_start = Clock::now();
-    if (!batches_.next(micro)) return false;  // the epoch's tail
+    {
+      RECORD_USER_SCOPE("gputrain::data_wait");
+      if (!batches_.next(micro)) return false;  // the epoch's tail
+    }
     const double lr = schedule_.at(r_.step);
     trainer().set_lr(lr);
     if (Comm* comm = s_.parallel().comm()) comm->set_step(r_.step + 1);  // named if a collective fails

@@ -1,0 +1,214 @@
+// --profile: Kineto started and stopped around a range of steps, and its events summed into
+// self times per operator (profiler.h).
+#include "monitor/profiler.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <kineto/ActivityType.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include "core/atomic_file.h"
+#include "core/text.h"
+
+namespace gputrain {
+namespace {
+
+namespace tap = torch::autograd::profiler;
+namespace tpi = torch::profiler::impl;
+
+// Kineto writes lines of its own to stderr when it starts and stops (tracing markers, and
+// "gpuGetDeviceCount failed" on a machine without CUDA): they go to /dev/null meanwhile.
+struct QuietStderr {
+  int saved = -1;
+  QuietStderr() {
+    std::fflush(stderr);
+    saved = dup(2);
+    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) {
+      dup2(null, 2);
+      close(null);
+    }
+  }
+  ~QuietStderr() {
+    std::fflush(stderr);
+    if (saved >= 0) {
+      dup2(saved, 2);
+      close(saved);
+    }
+  }
+};
+
+bool is_region(const std::string& name) { return name.rfind("gputrain::", 0) == 0; }
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// Kineto's activity types of work on a GPU: kernels, copies and fills.
+bool on_device(uint8_t activity) {
+  using A = libkineto::ActivityType;
+  const auto a = static_cast<A>(activity);
+  return a == A::GPU_MEMCPY || a == A::GPU_MEMSET || a == A::CONCURRENT_KERNEL;
+}
+
+std::string ops_csv(const std::vector<ProfiledOp>& ops, double wall_us) {
+  std::string csv = "name,kind,calls,self_us,total_us,self_share\n";
+  for (const auto& op : ops) {
+    std::string name = op.name;
+    if (name.find_first_of(",\"\n") != std::string::npos) {  // CSV quoting
+      std::string quoted = "\"";
+      for (char ch : name) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch == '\n' ? ' ' : ch);
+      name = quoted + "\"";
+    }
+    csv += fmt::format("{},{},{},{:.1f},{:.1f},{:.4f}\n", name, op.device ? "device" : op.region ? "region" : "operator",
+                       op.calls, op.self_us, op.total_us, wall_us > 0 ? op.self_us / wall_us : 0.0);
+  }
+  return csv;
+}
+
+}  // namespace
+
+std::vector<ProfiledOp> self_times(std::vector<ProfiledEvent> events) {
+  // On each thread, a call's parent is the innermost open call that contains it: sorted by
+  // start (the longer first at a tie), a stack of open calls finds it.
+  std::sort(events.begin(), events.end(), [](const ProfiledEvent& a, const ProfiledEvent& b) {
+    if (a.thread != b.thread) return a.thread < b.thread;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns > b.end_ns;
+  });
+  std::vector<double> child_ns(events.size(), 0);
+  std::vector<size_t> open;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    if (e.device) continue;  // kernels run beside the host's calls, not inside them
+    while (!open.empty() && (events[open.back()].thread != e.thread || events[open.back()].end_ns <= e.start_ns))
+      open.pop_back();
+    if (!open.empty()) child_ns[open.back()] += static_cast<double>(e.end_ns - e.start_ns);
+    open.push_back(i);
+  }
+  std::map<std::string, ProfiledOp> by_name;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    auto& op = by_name[(e.device ? "device:" : "") + e.name];
+    op.name = e.name;
+    op.region = e.region;
+    op.device = e.device;
+    ++op.calls;
+    const double total = static_cast<double>(e.end_ns - e.start_ns) / 1000;
+    op.total_us += total;
+    op.self_us += std::max(0.0, total - child_ns[i] / 1000);
+  }
+  std::vector<ProfiledOp> out;
+  for (auto& [name, op] : by_name) out.push_back(op);
+  std::sort(out.begin(), out.end(), [](const ProfiledOp& a, const ProfiledOp& b) { return a.self_us > b.self_us; });
+  return out;
+}
+
+StepProfiler::StepProfiler(ProfileRange range, std::string dir, bool cuda)
+    : range_(range), dir_(std::move(dir)), cuda_(cuda) {}
+
+StepProfiler::~StepProfiler() {
+  if (recording_) {  // an exception unwound the run: the profiler must not stay on
+    QuietStderr quiet;
+    try {
+      tap::disableProfiler();
+    } catch (...) {
+    }
+  }
+}
+
+void StepProfiler::before_step(int64_t step) {
+  if (!recording_ && !done_ && step > range_.start && step <= range_.stop) {
+    first_ = step;
+    start();
+  }
+}
+
+void StepProfiler::after_step(int64_t step) {
+  last_ = std::max(last_, step);
+  if (recording_ && step >= range_.stop) stop();
+}
+
+void StepProfiler::start() {
+  setenv("KINETO_LOG_LEVEL", "5", 0);  // Kineto's own warnings, which name no gputrain setting
+  tpi::ProfilerConfig config(tpi::ProfilerState::KINETO, /*report_input_shapes=*/false, /*profile_memory=*/false,
+                             /*with_stack=*/false, /*with_flops=*/false, /*with_modules=*/false);
+  std::set<tpi::ActivityType> activities{tpi::ActivityType::CPU};
+  if (cuda_) activities.insert(tpi::ActivityType::CUDA);
+  try {
+    QuietStderr quiet;
+    tap::prepareProfiler(config, activities);
+    tap::enableProfiler(config, activities);
+  } catch (const std::exception& e) {
+    done_ = true;
+    said_ = fmt::format("--profile {}: the profiler did not start ({}); the run goes on unprofiled", range_.text(),
+                        first_line(e.what()));
+    return;
+  }
+  recording_ = true;
+  began_ = std::chrono::steady_clock::now();
+}
+
+void StepProfiler::stop() {
+  wall_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began_).count();
+  std::unique_ptr<tap::ProfilerResult> result;
+  {
+    QuietStderr quiet;
+    result = tap::disableProfiler();
+  }
+  recording_ = false;
+  done_ = true;
+  try {
+    std::filesystem::create_directories(dir_);
+    // Written beside and renamed: a trace is whole or absent.
+    const std::string trace = dir_ + "/trace.json";
+    result->save(trace + ".tmp");
+    std::filesystem::rename(trace + ".tmp", trace);
+    std::vector<ProfiledEvent> events;
+    for (const auto& e : result->events()) {
+      const bool device = on_device(e.activityType());
+      if (e.endNs() < e.startNs()) continue;
+      events.push_back({e.name(), device ? static_cast<uint64_t>(e.deviceResourceId()) : e.startThreadId(), e.startNs(),
+                        e.endNs(), is_region(e.name()), device});
+    }
+    const auto ops = self_times(std::move(events));
+    // Shares are of the recorded steps' own wall time (their gputrain::step regions), which
+    // leaves out the profiler's start and stop.
+    for (const auto& op : ops)
+      if (op.name == "gputrain::step" && op.total_us > 0) wall_us_ = op.total_us;
+    write_file_atomically(dir_ + "/ops.csv", ops_csv(ops, wall_us_));
+    // The log's table: the regions, then the operators that took the most of the host's time.
+    std::string table;
+    int shown = 0;
+    for (const auto& op : ops)
+      if (!op.device && !op.region && shown++ < 8)
+        table += fmt::format("\n  {:>10.2f} ms {:>6.1f}% {:>6}  {}", op.self_us / 1000, 100 * op.self_us / wall_us_,
+                             op.calls, op.name);
+    std::vector<std::string> regions;
+    for (const char* name : {"gputrain::data_wait", "gputrain::forward", "gputrain::backward", "gputrain::optimizer"})
+      for (const auto& op : ops)
+        if (op.name == name) regions.push_back(fmt::format("{} {:.1f}%", op.name.substr(10), 100 * op.total_us / wall_us_));
+    said_ = fmt::format(
+        "profile: steps {}-{} ({:.1f} ms, slowed by the profiler) -> {}/trace.json, ops.csv\n  steps: {}\n  "
+        "self time  share  calls  operator{}",
+        first_, last_, wall_us_ / 1000, dir_, join(regions, ", "), table);
+  } catch (const std::exception& e) {
+    said_ = fmt::format("--profile {}: the trace of steps {}-{} could not be written to {} ({})", range_.text(), first_,
+                        last_, dir_, first_line(e.what()));
+  }
+}
+
+std::string StepProfiler::finish(int64_t last_step) {
+  if (recording_) stop();
+  if (!said_.empty()) return said_;
+  return fmt::format("--profile {}: the run ended at step {}, before step {}: nothing was recorded", range_.text(),
+                     last_step, range_.start + 1);
+}
+
+}  // namespace gputrain

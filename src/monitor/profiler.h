@@ -1,0 +1,64 @@
+// --profile START:STOP: steps START+1 to STOP recorded by LibTorch's Kineto profiler (the
+// engine behind torch.profiler). Written to the run's profile/ folder:
+//   trace.json  a Chrome trace (Perfetto, chrome://tracing), with gputrain's regions named:
+//               gputrain::step, data_wait, forward, backward, optimizer;
+//   ops.csv     every operator and region by self time (its time minus that of the calls
+//               inside it), calls, total time, and its share of the recorded steps' wall time
+//               (the sum of their gputrain::step regions).
+// The profiler slows the steps it records (a few microseconds per operator).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/profile_range.h"
+
+namespace gputrain {
+
+// One row of ops.csv.
+struct ProfiledOp {
+  std::string name;
+  bool region = false;  // a gputrain:: range, not an operator
+  bool device = false;  // a kernel or copy on the GPU (its time runs beside the host's)
+  int64_t calls = 0;
+  double self_us = 0, total_us = 0;
+};
+
+class StepProfiler {
+ public:
+  // `dir` is created when recording starts; `cuda` adds the device's kernels.
+  StepProfiler(ProfileRange range, std::string dir, bool cuda);
+  ~StepProfiler();
+  // Around each training step (`step` counted from 1): recording starts before step start+1
+  // and ends after step stop, when the files are written.
+  void before_step(int64_t step);
+  void after_step(int64_t step);
+  // The run ended at `last_step`: a recording still open is written. Returns one line for the
+  // log: what was written, or why nothing was.
+  std::string finish(int64_t last_step);
+  bool recording() const { return recording_; }
+
+ private:
+  void start();
+  void stop();
+  ProfileRange range_;
+  std::string dir_;
+  bool cuda_, recording_ = false, done_ = false;
+  int64_t first_ = 0, last_ = 0;  // the steps recorded
+  std::chrono::steady_clock::time_point began_;
+  double wall_us_ = 0;
+  std::string said_;  // finish()'s line, once the files are written (or failed)
+};
+
+// Self times per name from events nested on each thread (exposed for tests).
+struct ProfiledEvent {
+  std::string name;
+  uint64_t thread = 0, start_ns = 0, end_ns = 0;
+  bool region = false, device = false;
+};
+std::vector<ProfiledOp> self_times(std::vector<ProfiledEvent> events);
+
+}  // namespace gputrain

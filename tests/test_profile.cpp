@@ -1,0 +1,116 @@
+// --profile: Kineto's trace of a range of steps, its operators by self time, and the hostile
+// cases (a backward range, one past the run's end, a stop inside it, a folder it cannot write).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "monitor/profiler.h"
+#include "test_util.h"
+
+using namespace gputrain;
+
+namespace {
+
+const std::string kTrain =
+    "train --dataset synthetic --input_shape 1x12x12 --num_classes 4 --synthetic_train_size 256 --synthetic_test_size 32 "
+    "--model cnn --width 8 --batch_size 16 --epochs 1 --threads 1 --num_workers 0 ";
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("profile: self time is a call's time minus its callees', per thread", "[monitor]") {
+  // step [0, 100) holds forward [10, 50) holding addmm [20, 40); another thread's op overlaps.
+  const auto ops = self_times({{"gputrain::step", 1, 0, 100000, true},
+                               {"gputrain::forward", 1, 10000, 50000, true},
+                               {"aten::addmm", 1, 20000, 40000, false},
+                               {"aten::addmm", 2, 30000, 90000, false},
+                               {"kernel", 7, 20000, 30000, false, true}});
+  auto find = [&](const std::string& name) {
+    for (const auto& op : ops)
+      if (op.name == name) return op;
+    FAIL("no " << name);
+    return ProfiledOp{};
+  };
+  CHECK(find("gputrain::step").self_us == Approx(60));
+  CHECK(find("gputrain::forward").self_us == Approx(20));
+  CHECK(find("aten::addmm").self_us == Approx(80));
+  CHECK(find("aten::addmm").calls == 2);
+  CHECK(find("kernel").device);
+  CHECK(ops.front().name == "aten::addmm");  // sorted by self time
+}
+
+TEST_CASE("profile: --profile 3:6 writes a trace with gputrain's regions and aten operators, and ops.csv covers the "
+          "recorded steps",
+          "[monitor][cli]") {
+  test::TempDir dir;
+  const std::string run = dir / "run";
+  auto r = test::run_gputrain(kTrain + "--max_steps 10 --profile 3:6 --output_dir " + run);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("profile: steps 4-6"));
+  CHECK_THAT(r.err, !Catch::Contains("gpuGetDeviceCount"));  // Kineto's own noise stays out
+  const auto trace = nlohmann::json::parse(read(run + "/profile/trace.json"));
+  std::set<std::string> names;
+  for (const auto& e : trace.at("traceEvents")) names.insert(e.value("name", ""));
+  for (const char* region : {"gputrain::step", "gputrain::data_wait", "gputrain::forward", "gputrain::backward",
+                             "gputrain::optimizer", "aten::convolution_backward"})
+    CHECK(names.count(region));
+  // Operators' self times plus the wait for data: nearly all of the recorded wall time.
+  std::ifstream csv(run + "/profile/ops.csv");
+  std::string line;
+  std::getline(csv, line);
+  CHECK(line == "name,kind,calls,self_us,total_us,self_share");
+  double covered = 0;
+  while (std::getline(csv, line)) {
+    const auto last = line.rfind(',');
+    if (line.find(",operator,") != std::string::npos || line.rfind("gputrain::data_wait,", 0) == 0)
+      covered += std::stod(line.substr(last + 1));
+  }
+  CHECK(covered >= 0.8);
+  CHECK(covered <= 1.01);
+}
+
+TEST_CASE("profile: a backward range is exit 2; a range past the run's end, a stop inside it and an unwritable folder "
+          "each say one line",
+          "[monitor][cli]") {
+  test::TempDir dir;
+  auto bad = test::run_gputrain(kTrain + "--profile 5:3 --output_dir " + (dir / "bad"));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("profile '5:3' (expected START:STOP with 0 <= START < STOP"));
+  CHECK(!std::filesystem::exists(dir / "bad"));
+
+  auto past = test::run_gputrain(kTrain + "--max_steps 4 --profile 10:15 --output_dir " + (dir / "past"));
+  INFO(past.out << past.err);
+  CHECK(past.exit_code == 0);
+  CHECK_THAT(past.out, Catch::Contains("--profile 10:15: the run ended at step 4, before step 11: nothing was recorded"));
+  CHECK(!std::filesystem::exists(dir / "past/profile"));
+
+  // SIGTERM after step 5 of a range 3:8: the steps recorded so far are written.
+  auto stopped = test::run_gputrain(kTrain + "--max_steps 10 --log_every 1 --profile 3:8 --output_dir " + (dir / "stop"),
+                                    "GPUTRAIN_FAULT_SIGTERM_STEP=5");
+  INFO(stopped.out << stopped.err);
+  CHECK(stopped.exit_code == 143);
+  CHECK_THAT(stopped.out, Catch::Contains("profile: steps 4-5"));
+  CHECK(nlohmann::json::parse(read(dir / "stop/profile/trace.json")).contains("traceEvents"));
+
+  // A file where the profile folder would go: the run finishes and says the trace was not written.
+  auto first = test::run_gputrain(kTrain + "--max_steps 3 --output_dir " + (dir / "run"));
+  REQUIRE(first.exit_code == 0);
+  { std::ofstream(dir / "run/profile") << "in the way"; }
+  auto resumed = test::run_gputrain(kTrain + "--max_steps 8 --profile 4:6 --resume auto --output_dir " + (dir / "run"));
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("--profile 4:6: the trace of steps 5-6 could not be written to"));
+  CHECK(read(dir / "run/profile") == "in the way");
+}
