@@ -18,7 +18,7 @@ namespace {
 
 const std::string kTrain =
     "train --dataset synthetic --input_shape 1x12x12 --num_classes 4 --synthetic_train_size 256 --synthetic_test_size 32 "
-    "--model cnn --width 8 --batch_size 16 --epochs 1 --threads 1 --num_workers 0 ";
+    "--model cnn --width 8 --batch_size 16 --epochs 1 --threads 1 ";
 
 std::string read(const std::string& path) {
   std::ifstream in(path);
@@ -55,17 +55,26 @@ TEST_CASE("profile: --profile 3:6 writes a trace with gputrain's regions and ate
           "[monitor][cli]") {
   test::TempDir dir;
   const std::string run = dir / "run";
-  auto r = test::run_gputrain(kTrain + "--max_steps 10 --profile 3:6 --output_dir " + run);
+  auto r = test::run_gputrain(kTrain + "--num_workers 1 --max_steps 10 --profile 3:6 --output_dir " + run);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("profile: steps 4-6"));
   CHECK_THAT(r.err, !Catch::Contains("gpuGetDeviceCount"));  // Kineto's own noise stays out
   const auto trace = nlohmann::json::parse(read(run + "/profile/trace.json"));
   std::set<std::string> names;
-  for (const auto& e : trace.at("traceEvents")) names.insert(e.value("name", ""));
+  std::set<int64_t> step_threads, load_threads;  // the loader's thread is recorded too
+  for (const auto& e : trace.at("traceEvents")) {
+    const std::string name = e.value("name", "");
+    names.insert(name);
+    if (name == "gputrain::step") step_threads.insert(e.at("tid").get<int64_t>());
+    if (name == "gputrain::load_batch") load_threads.insert(e.at("tid").get<int64_t>());
+  }
   for (const char* region : {"gputrain::step", "gputrain::data_wait", "gputrain::forward", "gputrain::backward",
-                             "gputrain::optimizer", "aten::convolution_backward"})
+                             "gputrain::optimizer", "gputrain::load_batch", "aten::convolution_backward"})
     CHECK(names.count(region));
+  CHECK(step_threads.size() == 1);
+  CHECK(!load_threads.empty());
+  CHECK(!load_threads.count(*step_threads.begin()));
   // Operators' self times plus the wait for data: nearly all of the recorded wall time.
   std::ifstream csv(run + "/profile/ops.csv");
   std::string line;
