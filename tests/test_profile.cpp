@@ -123,3 +123,20 @@ TEST_CASE("profile: a backward range is exit 2; a range past the run's end, a st
   CHECK_THAT(resumed.out, Catch::Contains("--profile 4:6: the trace of steps 5-6 could not be written to"));
   CHECK(read(dir / "run/profile") == "in the way");
 }
+
+TEST_CASE("profile: benchmark --explain names the step's shares and its convolutions, and refuses --until",
+          "[monitor][bench][cli]") {
+  const std::string bench =
+      "benchmark --dataset synthetic --input_shape 1x12x12 --num_classes 4 --synthetic_train_size 256 "
+      "--synthetic_test_size 32 --model cnn --width 8 --batch_size 16 --threads 1 --variants all --steps 5 "
+      "--warmup_steps 2 ";
+  auto r = test::run_gputrain(bench + "--explain");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matches(R"([\s\S]*explain \(all\): a [0-9.]+ ms step \(5 profiled\): forward [0-9]+%, )"
+                                   R"(backward [0-9]+%, optimizer [0-9]+%, data_wait [0-9]+%; most host self time: )"
+                                   R"([\s\S]*convolution[\s\S]*)"));
+  auto refused = test::run_gputrain(bench + "--explain --until test_accuracy=0.5");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("--explain profiles timed steps"));
+}

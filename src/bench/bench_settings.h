@@ -20,6 +20,10 @@ struct BenchSettings {
   // of timed steps at a constant learning rate.
   std::optional<FitTarget> until;
   int64_t seeds = 1;
+  // --explain: the fastest variant's timed steps run once more under the profiler (its breakdown
+  // and top operators, bench/benchmark.cpp); set by the benchmark for that run only.
+  bool explain = false;
+  int64_t profile_steps = 0;  // > 0: the run_variant that records them
 };
 
 }  // namespace gputrain

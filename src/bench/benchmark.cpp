@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/signals.h"
+#include "core/text.h"
 #include "parallel/rank_env.h"
 #include "weights/safetensors.h"
 #include "train/resolve_recipe.h"
@@ -47,6 +48,35 @@ std::string bottleneck(const std::vector<Variant>& variants, std::shared_ptr<con
         best->name, loader, compute, std::max<int64_t>(2, 2 * best->resolved.num_workers));
   return fmt::format("bottleneck ({}): compute-bound: compute {:.0f} samples/s < loader {:.0f} samples/s", best->name,
                      compute, loader);
+}
+
+// --explain: the variant bottleneck() times (the full recipe where it runs), 5 steps more under
+// the profiler: the step's regions and the operators with the most self time.
+std::string explain(const std::vector<Variant>& variants, std::shared_ptr<const DataSplits> data, const BenchSettings& s) {
+  const Variant* best = nullptr;
+  for (const auto& v : variants)
+    if (v.skipped.empty() && (v.name == "all" || !best)) best = &v;
+  if (!best) return "";
+  BenchSettings ps = s;
+  ps.repeats = 1;
+  ps.profile_steps = 5;
+  const auto r = run_variant(*best, data, ps, [](int64_t, int64_t) {});
+  if (r.interrupted || r.profile_us <= 0) return "explain: not measured (stopped, or the profiler did not start)";
+  const double step_ms = r.profile_us / 1000 / static_cast<double>(ps.profile_steps);
+  std::vector<std::string> regions, top, device;
+  for (const char* name : {"gputrain::forward", "gputrain::backward", "gputrain::optimizer", "gputrain::data_wait"})
+    for (const auto& op : r.profile)
+      if (op.name == name)
+        regions.push_back(fmt::format("{} {:.0f}%", op.name.substr(10), 100 * op.total_us / r.profile_us));
+  for (const auto& op : r.profile) {
+    if (op.region) continue;
+    auto& list = op.device ? device : top;
+    if (list.size() < 3) list.push_back(fmt::format("{} {:.1f}%", op.name, 100 * op.self_us / r.profile_us));
+  }
+  std::string out = fmt::format("explain ({}): a {:.2f} ms step (5 profiled): {}; most host self time: {}", best->name,
+                                step_ms, join(regions, ", "), join(top, ", "));
+  if (!device.empty()) out += "; on the GPU: " + join(device, ", ");
+  return out;
 }
 
 // --until: the variant that reached the target first (median over seeds), or why none did.
@@ -172,6 +202,7 @@ int run_benchmark(const BenchRequest& q) {
     report.verdict = target_verdict(report.results, s);
   } else {
     report.verdict = s.stage == "full" ? bottleneck(variants, data, s) : "";
+    if (s.explain && !stop_signal()) report.explain = explain(variants, data, s);
   }
   fmt::print("\n{}", format_table(report));
   write_outputs(true);

@@ -119,6 +119,7 @@ std::string format_table(const BenchReport& r) {
     out += fmt::format("memory: {}; timed {} x {} steps after {} warm-up steps; stage {}\n", r.memory_kind,
                        r.settings.repeats, r.settings.steps, r.settings.warmup_steps, r.settings.stage);
   if (!r.verdict.empty()) out += r.verdict + "\n";
+  if (!r.explain.empty()) out += r.explain + "\n";
   if (r.data_parallel) out += format_data_parallel(*r.data_parallel);
   out += format_pipeline(r);
   return out;
@@ -134,6 +135,7 @@ std::string format_markdown(const BenchReport& r) {
     out += "| " + join(row, " | ") + " |\n";
   }
   if (!r.verdict.empty()) out += "\n" + r.verdict + "\n";
+  if (!r.explain.empty()) out += "\n" + r.explain + "\n";
   if (r.data_parallel) out += "\n```\n" + format_data_parallel(*r.data_parallel) + "```\n";
   if (const std::string p = format_pipeline(r); !p.empty()) out += "\n```\n" + p + "```\n";
   return out;
@@ -249,6 +251,7 @@ nlohmann::json to_json(const BenchReport& r) {
     j["variants"].push_back(o);
   }
   if (!r.verdict.empty()) j["verdict"] = r.verdict;
+  if (!r.explain.empty()) j["explain"] = r.explain;
   if (r.data_parallel) j["data_parallel"] = to_json(*r.data_parallel);
   return j;
 }

@@ -19,6 +19,7 @@ struct BenchReport {
   std::vector<VariantResult> results;
   std::string memory_kind;  // "GPU (caching allocator)" or "host (peak RSS)"
   std::string verdict;      // bottleneck attribution; empty when not measured
+  std::string explain;      // --explain: where the fastest variant's step goes; empty without it
   std::optional<DataParallelResult> data_parallel;  // with several ranks
 };
 

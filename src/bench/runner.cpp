@@ -2,6 +2,8 @@
 // that `train` runs, warm-up untimed, then `repeats` x `steps` timed steps.
 #include "bench/runner.h"
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -61,7 +63,11 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   std::vector<Batch> micro;
   torch::Tensor loss_sum;
   auto one_step = [&] {
-    batches->next(micro);  // endless: always a whole step
+    RECORD_USER_SCOPE("gputrain::step");  // regions of a profile (--explain)
+    {
+      RECORD_USER_SCOPE("gputrain::data_wait");
+      batches->next(micro);  // endless: always a whole step
+    }
     if (s.stage == "data") return;
     auto loss = trainer.step(micro).loss;
     loss_sum = loss_sum.defined() ? loss_sum + loss : loss;
@@ -133,6 +139,18 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
     r.pipeline = pr;
   }
   r.loss = loss_sum.defined() ? loss_sum.item<double>() / static_cast<double>(s.steps) : std::nan("");
+  if (s.profile_steps > 0) {  // after the timing, which the profiler would slow
+    StepProfiler profiler({0, s.profile_steps}, "", recipe.cuda);
+    for (int64_t i = 1; i <= s.profile_steps && !stopped(); ++i) {
+      profiler.before_step(i);
+      one_step();
+      if (recipe.cuda) cuda_synchronize(dev);  // the step's kernels inside its time
+      profiler.after_step(i);
+    }
+    profiler.finish(s.profile_steps);
+    r.profile = profiler.ops();
+    r.profile_us = profiler.wall_us();
+  }
   return r;
 }
 

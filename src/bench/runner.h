@@ -10,6 +10,7 @@
 #include "bench/bench_settings.h"
 #include "bench/time_to_target.h"
 #include "bench/variants.h"
+#include "monitor/profiler.h"
 
 namespace gputrain {
 
@@ -40,6 +41,10 @@ struct VariantResult {
   double comm_ms = 0;             // data parallel: per step, the wait for the gradients' all-reduce
   std::optional<PipelineResult> pipeline;
   std::optional<TargetResult> target;  // --until: the runs to the target, one per seed
+  // BenchSettings::profile_steps: the profiled steps' operators and regions by self time, and
+  // those steps' wall time.
+  std::vector<ProfiledOp> profile;
+  double profile_us = 0;
 };
 
 // Called with (step, total steps) while a variant runs, for the progress line.

@@ -26,6 +26,8 @@ void print_help() {
       "  --steps N          timed steps per repeat [30]\n"
       "  --repeats N        timed repeats per variant [1]\n"
       "  --stage S          full (loader + compute), data (loader alone), compute (no loader) [full]\n"
+      "  --explain          profile 5 more steps of the full recipe: the step's forward, backward,\n"
+      "                     optimizer and data-wait shares, and the operators with the most self time\n"
       "  --json FILE, --csv FILE, --markdown FILE   also write the results there\n\n"
       "time to a target (instead of timed steps):\n"
       "  --until M=V        train each variant with the real loop (its learning-rate schedule, an\n"
@@ -62,7 +64,8 @@ int cmd_benchmark(const std::vector<std::string>& words) {
                                   {"until", true},
                                   {"seeds", true},
                                   {"eval_every", true},
-                                  {"save_recipe", true}},
+                                  {"save_recipe", true},
+                                  {"explain", false}},
                                  true);
   if (args.take_switch("help")) {
     print_help();
@@ -109,6 +112,9 @@ int cmd_benchmark(const std::vector<std::string>& words) {
     for (const auto& name : given)
       if (name == "seeds" || name == "eval_every") problems.push_back("flag --" + name + " applies to a --until run");
   }
+  q.settings.explain = args.take_switch("explain");
+  if (q.settings.explain && q.settings.until)
+    problems.push_back("--explain profiles timed steps; a --until run trains by --epochs (drop one of them)");
   q.save_recipe = args.take_value("save_recipe");
   if (q.save_recipe && q.settings.stage != "full")
     problems.push_back("--save_recipe ranks whole steps: drop --stage " + q.settings.stage);

@@ -165,11 +165,13 @@ void StepProfiler::stop() {
   recording_ = false;
   done_ = true;
   try {
-    std::filesystem::create_directories(dir_);
-    // Written beside and renamed: a trace is whole or absent.
     const std::string trace = dir_ + "/trace.json";
-    result->save(trace + ".tmp");
-    std::filesystem::rename(trace + ".tmp", trace);
+    if (!dir_.empty()) {
+      std::filesystem::create_directories(dir_);
+      // Written beside and renamed: a trace is whole or absent.
+      result->save(trace + ".tmp");
+      std::filesystem::rename(trace + ".tmp", trace);
+    }
     std::vector<ProfiledEvent> events;
     for (const auto& e : result->events()) {
       const bool device = on_device(e.activityType());
@@ -177,11 +179,13 @@ void StepProfiler::stop() {
       events.push_back({e.name(), device ? static_cast<uint64_t>(e.deviceResourceId()) : e.startThreadId(), e.startNs(),
                         e.endNs(), is_region(e.name()), device});
     }
-    const auto ops = self_times(std::move(events));
+    ops_ = self_times(std::move(events));
+    const auto& ops = ops_;
     // Shares are of the recorded steps' own wall time (their gputrain::step regions), which
     // leaves out the profiler's start and stop.
     for (const auto& op : ops)
       if (op.name == "gputrain::step" && op.total_us > 0) wall_us_ = op.total_us;
+    if (dir_.empty()) return;
     write_file_atomically(dir_ + "/ops.csv", ops_csv(ops, wall_us_));
     // The log's table: the regions, then the operators that took the most of the host's time.
     std::string table;

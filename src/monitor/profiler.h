@@ -29,7 +29,8 @@ struct ProfiledOp {
 
 class StepProfiler {
  public:
-  // `dir` is created when recording starts; `cuda` adds the device's kernels.
+  // `dir` is created when the recording is written ("" writes no file: ops() only); `cuda` adds
+  // the device's kernels.
   StepProfiler(ProfileRange range, std::string dir, bool cuda);
   ~StepProfiler();
   // Around each training step (`step` counted from 1): recording starts before step start+1
@@ -40,6 +41,9 @@ class StepProfiler {
   // log: what was written, or why nothing was.
   std::string finish(int64_t last_step);
   bool recording() const { return recording_; }
+  // After the recording: every operator and region by self time, and the recorded steps' wall time.
+  const std::vector<ProfiledOp>& ops() const { return ops_; }
+  double wall_us() const { return wall_us_; }
 
  private:
   void start();
@@ -51,6 +55,7 @@ class StepProfiler {
   std::chrono::steady_clock::time_point began_;
   double wall_us_ = 0;
   std::string said_;  // finish()'s line, once the files are written (or failed)
+  std::vector<ProfiledOp> ops_;
 };
 
 // Self times per name from events nested on each thread (exposed for tests).
