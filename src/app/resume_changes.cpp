@@ -27,9 +27,10 @@ nlohmann::json ResumeChanges::entry(const CheckpointMeta& at) const {
 
 void compare_flags(const nlohmann::json& was, const nlohmann::json& now, ResumeChanges& out, const std::string& skip) {
   if (!was.is_object() || !now.is_object()) return;
-  // Not settings of the run: where it is written, and switches of this command alone.
+  // Not settings of the run: where it is written, and switches of this command alone (a
+  // --profile range is this process's to record).
   static const char* const kNotSettings[] = {"output_dir", "resume", "allow_data_change", "trust_program",
-                                             "device_preset_why"};
+                                             "device_preset_why", "profile"};
   for (const auto& [name, value] : now.items()) {
     if (name == skip || std::find(std::begin(kNotSettings), std::end(kNotSettings), name) != std::end(kNotSettings))
       continue;

@@ -60,7 +60,13 @@ std::string explain(const std::vector<Variant>& variants, std::shared_ptr<const 
   BenchSettings ps = s;
   ps.repeats = 1;
   ps.profile_steps = 5;
-  const auto r = run_variant(*best, data, ps, [](int64_t, int64_t) {});
+  VariantResult r;
+  try {
+    r = run_variant(*best, data, ps, [](int64_t, int64_t) {});
+  } catch (const std::exception& e) {  // the table is measured already: it is kept
+    const std::string what = e.what();
+    return "explain: not measured (" + what.substr(0, what.find('\n')) + ")";
+  }
   if (r.interrupted || r.profile_us <= 0) return "explain: not measured (stopped, or the profiler did not start)";
   const double step_ms = r.profile_us / 1000 / static_cast<double>(ps.profile_steps);
   std::vector<std::string> regions, top, device;

@@ -63,9 +63,8 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   std::vector<Batch> micro;
   torch::Tensor loss_sum;
   auto one_step = [&] {
-    RECORD_USER_SCOPE("gputrain::step");  // regions of a profile (--explain)
     {
-      RECORD_USER_SCOPE("gputrain::data_wait");
+      RECORD_USER_SCOPE("gputrain::data_wait");  // a region of a profile (--explain)
       batches->next(micro);  // endless: always a whole step
     }
     if (s.stage == "data") return;
@@ -143,8 +142,11 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
     StepProfiler profiler({0, s.profile_steps}, "", recipe.cuda);
     for (int64_t i = 1; i <= s.profile_steps && !stopped(); ++i) {
       profiler.before_step(i);
-      one_step();
-      if (recipe.cuda) cuda_synchronize(dev);  // the step's kernels inside its time
+      {
+        RECORD_USER_SCOPE("gputrain::step");
+        one_step();
+        if (recipe.cuda) cuda_synchronize(dev);  // the step's kernels end inside its region
+      }
       profiler.after_step(i);
     }
     profiler.finish(s.profile_steps);

@@ -203,8 +203,10 @@ Config resolve_config(const std::vector<FlagArg>& flags, const GpuProbe& probe, 
 Config resolve_resumed_config(const nlohmann::json& saved, const std::vector<FlagArg>& flags) {
   std::vector<std::string> problems;
   Config c;
-  // trust_program: this command's to give, not the record's (finish()).
-  apply_json(c, saved, "the checkpoint's configuration", problems, {"preset", "config", "device_preset", "trust_program"});
+  // trust_program: this command's to give, not the record's (finish()). profile: a range of
+  // steps the stopped process recorded, not one to record again on every resume.
+  apply_json(c, saved, "the checkpoint's configuration", problems,
+             {"preset", "config", "device_preset", "trust_program", "profile"});
   c.preset = saved.value("preset", c.preset);
   c.config = saved.value("config", c.config);
   // A run from before device presets: its recipe is in its values, none to apply.

@@ -7,7 +7,6 @@
 #include "data/loader.h"
 
 #include <ATen/record_function.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
 #include <chrono>
@@ -179,7 +178,10 @@ Loader::Ready Loader::make_batch(const std::vector<int64_t>& order, int64_t b, i
   Ready r;
   int64_t begin = b * opt_.batch_size;
   r.count = std::min(opt_.batch_size, static_cast<int64_t>(order.size()) - begin);
-  RECORD_USER_SCOPE("gputrain::load_batch");  // a region of --profile's trace, on whichever thread loads
+  // A region of --profile's trace when the main thread loads (--num_workers 0). Loader threads
+  // are not recorded: joining Kineto from a child thread shares the main thread's callback
+  // handle, which then outlives the recording.
+  RECORD_USER_SCOPE("gputrain::load_batch");
   try {
     r.slot = pool_->acquire();
     if (!schema_.fields.empty()) {
@@ -356,25 +358,15 @@ void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
 
 void Loader::worker_loop() {
   const int64_t window = opt_.num_workers * opt_.prefetch_factor;
-  bool profiled = false;  // --profile: this thread records while the main thread does
   std::unique_lock<std::mutex> lk(m_);
   while (true) {
     work_cv_.wait(lk, [&] { return stop_ || (next_issue_ < n_batches_ && next_issue_ < next_consume_ + window); });
-    if (stop_) break;
+    if (stop_) return;
     int64_t b = next_issue_++;
     uint64_t gen = generation_;
     int64_t epoch = epoch_;
     auto order = order_;
     lk.unlock();
-    if (torch::autograd::profiler::isProfilerEnabledInMainThread() != profiled) {
-      profiled = !profiled;
-      try {
-        if (profiled) torch::autograd::profiler::enableProfilerInChildThread();
-        else torch::autograd::profiler::disableProfilerInChildThread();
-      } catch (const c10::Error&) {  // the main thread stopped meanwhile: this batch goes unrecorded
-        profiled = false;
-      }
-    }
     Ready r = make_batch(*order, b, epoch);
     lk.lock();
     if (gen == generation_) {
@@ -382,13 +374,6 @@ void Loader::worker_loop() {
       ready_cv_.notify_all();
     } else if (r.slot >= 0) {
       pool_->release(r.slot);
-    }
-  }
-  lk.unlock();
-  if (profiled) {
-    try {
-      torch::autograd::profiler::disableProfilerInChildThread();
-    } catch (const c10::Error&) {
     }
   }
 }

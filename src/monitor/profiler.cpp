@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
 
 #include "core/atomic_file.h"
 #include "core/text.h"
@@ -25,12 +27,15 @@ namespace tap = torch::autograd::profiler;
 namespace tpi = torch::profiler::impl;
 
 // Kineto writes lines of its own to stderr when it starts and stops (tracing markers, and
-// "gpuGetDeviceCount failed" on a machine without CUDA): they go to /dev/null meanwhile.
+// "gpuGetDeviceCount failed" on a machine without CUDA): they go to /dev/null meanwhile. The
+// descriptor is the process's: another thread's line in that moment is lost too, which is why
+// the window is kept to the start and the stop.
 struct QuietStderr {
   int saved = -1;
   QuietStderr() {
     std::fflush(stderr);
-    saved = dup(2);
+    saved = fcntl(2, F_DUPFD_CLOEXEC, 0);
+    if (saved < 0) return;  // without a copy to restore, stderr stays as it is
     const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (null >= 0) {
       dup2(null, 2);
@@ -50,11 +55,23 @@ bool is_region(const std::string& name) { return name.rfind("gputrain::", 0) == 
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// Kineto's activity types of work on a GPU: kernels, copies and fills.
-bool on_device(uint8_t activity) {
+// Kineto's activity types: calls on a host thread (operators, gputrain's regions, CUDA runtime
+// and driver calls), which nest; work on the GPU (kernels, copies, fills), which runs beside
+// them; and the rest (the regions' copies on the GPU timeline, instant events, CUPTI's own
+// overhead), which is left out of the sums.
+enum class Activity { kHost, kDevice, kOther };
+Activity activity_of(uint8_t activity) {
   using A = libkineto::ActivityType;
-  const auto a = static_cast<A>(activity);
-  return a == A::GPU_MEMCPY || a == A::GPU_MEMSET || a == A::CONCURRENT_KERNEL;
+  switch (static_cast<A>(activity)) {
+    case A::CPU_OP:
+    case A::USER_ANNOTATION:
+    case A::CUDA_RUNTIME:
+    case A::CUDA_DRIVER: return Activity::kHost;
+    case A::GPU_MEMCPY:
+    case A::GPU_MEMSET:
+    case A::CONCURRENT_KERNEL: return Activity::kDevice;
+    default: return Activity::kOther;
+  }
 }
 
 std::string ops_csv(const std::vector<ProfiledOp>& ops, double wall_us) {
@@ -110,15 +127,16 @@ std::vector<ProfiledOp> self_times(std::vector<ProfiledEvent> events) {
   return out;
 }
 
-StepProfiler::StepProfiler(ProfileRange range, std::string dir, bool cuda)
-    : range_(range), dir_(std::move(dir)), cuda_(cuda) {}
+StepProfiler::StepProfiler(ProfileRange range, std::string dir, bool cuda, int64_t resumed_at)
+    : range_(range), dir_(std::move(dir)), cuda_(cuda), resumed_at_(resumed_at) {}
 
 StepProfiler::~StepProfiler() {
   if (recording_) {  // an exception unwound the run: the profiler must not stay on
+    recording_ = false;
     QuietStderr quiet;
     try {
       tap::disableProfiler();
-    } catch (...) {
+    } catch (...) {  // a destructor's best effort: the exception on its way out is the news
     }
   }
 }
@@ -136,7 +154,6 @@ void StepProfiler::after_step(int64_t step) {
 }
 
 void StepProfiler::start() {
-  setenv("KINETO_LOG_LEVEL", "5", 0);  // Kineto's own warnings, which name no gputrain setting
   tpi::ProfilerConfig config(tpi::ProfilerState::KINETO, /*report_input_shapes=*/false, /*profile_memory=*/false,
                              /*with_stack=*/false, /*with_flops=*/false, /*with_modules=*/false);
   std::set<tpi::ActivityType> activities{tpi::ActivityType::CPU};
@@ -156,26 +173,42 @@ void StepProfiler::start() {
 }
 
 void StepProfiler::stop() {
-  wall_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began_).count();
-  std::unique_ptr<tap::ProfilerResult> result;
-  {
-    QuietStderr quiet;
-    result = tap::disableProfiler();
-  }
-  recording_ = false;
+  recording_ = false;  // whatever happens below, the profiler is not stopped twice
   done_ = true;
+  std::string file = dir_ + "/trace.json";
   try {
-    const std::string trace = dir_ + "/trace.json";
+    if (cuda_) torch::cuda::synchronize();  // the recorded steps' kernels end inside the recording
+    wall_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began_).count();
+    std::unique_ptr<tap::ProfilerResult> result;
+    {
+      QuietStderr quiet;
+      result = tap::disableProfiler();
+    }
     if (!dir_.empty()) {
       std::filesystem::create_directories(dir_);
-      // Written beside and renamed: a trace is whole or absent.
-      result->save(trace + ".tmp");
-      std::filesystem::rename(trace + ".tmp", trace);
+      // Written beside and renamed: a trace is whole or absent. Kineto reports a failed write
+      // in its log rather than by throwing, so the file is checked to end its JSON.
+      const std::string tmp = file + ".tmp";
+      result->save(tmp);
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(tmp, ec);
+      char last = 0;
+      if (FILE* f = ec ? nullptr : std::fopen(tmp.c_str(), "rb")) {
+        for (int c; (c = std::fgetc(f)) != EOF;)
+          if (!std::isspace(c)) last = static_cast<char>(c);
+        std::fclose(f);
+      }
+      if (ec || size == 0 || last != '}') {
+        std::filesystem::remove(tmp, ec);
+        throw std::runtime_error("the profiler's trace came out empty or cut short (a full disk?)");
+      }
+      std::filesystem::rename(tmp, file);
     }
     std::vector<ProfiledEvent> events;
     for (const auto& e : result->events()) {
-      const bool device = on_device(e.activityType());
-      if (e.endNs() < e.startNs()) continue;
+      const Activity kind = activity_of(e.activityType());
+      if (kind == Activity::kOther || e.endNs() < e.startNs()) continue;
+      const bool device = kind == Activity::kDevice;
       events.push_back({e.name(), device ? static_cast<uint64_t>(e.deviceResourceId()) : e.startThreadId(), e.startNs(),
                         e.endNs(), is_region(e.name()), device});
     }
@@ -184,9 +217,10 @@ void StepProfiler::stop() {
     // Shares are of the recorded steps' own wall time (their gputrain::step regions), which
     // leaves out the profiler's start and stop.
     for (const auto& op : ops)
-      if (op.name == "gputrain::step" && op.total_us > 0) wall_us_ = op.total_us;
+      if (op.name == "gputrain::step" && !op.device && op.total_us > 0) wall_us_ = op.total_us;
     if (dir_.empty()) return;
-    write_file_atomically(dir_ + "/ops.csv", ops_csv(ops, wall_us_));
+    file = dir_ + "/ops.csv";
+    write_file_atomically(file, ops_csv(ops, wall_us_));
     // The log's table: the regions, then the operators that took the most of the host's time.
     std::string table;
     int shown = 0;
@@ -203,14 +237,17 @@ void StepProfiler::stop() {
         "self time  share  calls  operator{}",
         first_, last_, wall_us_ / 1000, dir_, join(regions, ", "), table);
   } catch (const std::exception& e) {
-    said_ = fmt::format("--profile {}: the trace of steps {}-{} could not be written to {} ({})", range_.text(), first_,
-                        last_, dir_, first_line(e.what()));
+    said_ = fmt::format("--profile {}: the profile of steps {}-{} could not be written to {} ({})", range_.text(), first_,
+                        last_, file, first_line(e.what()));
   }
 }
 
 std::string StepProfiler::finish(int64_t last_step) {
   if (recording_) stop();
-  if (!said_.empty()) return said_;
+  if (!said_.empty() || done_) return said_;
+  if (resumed_at_ >= range_.stop)
+    return fmt::format("--profile {}: this run resumed at step {}, after the range: nothing was recorded", range_.text(),
+                       resumed_at_);
   return fmt::format("--profile {}: the run ended at step {}, before step {}: nothing was recorded", range_.text(),
                      last_step, range_.start + 1);
 }

@@ -31,7 +31,8 @@ class StepProfiler {
  public:
   // `dir` is created when the recording is written ("" writes no file: ops() only); `cuda` adds
   // the device's kernels.
-  StepProfiler(ProfileRange range, std::string dir, bool cuda);
+  // `resumed_at`: the step this process starts from (a resume past the range records nothing).
+  StepProfiler(ProfileRange range, std::string dir, bool cuda, int64_t resumed_at = 0);
   ~StepProfiler();
   // Around each training step (`step` counted from 1): recording starts before step start+1
   // and ends after step stop, when the files are written.
@@ -51,6 +52,7 @@ class StepProfiler {
   ProfileRange range_;
   std::string dir_;
   bool cuda_, recording_ = false, done_ = false;
+  int64_t resumed_at_ = 0;
   int64_t first_ = 0, last_ = 0;  // the steps recorded
   std::chrono::steady_clock::time_point began_;
   double wall_us_ = 0;

@@ -92,7 +92,7 @@ class Fit {
     // The process that owns the run folder profiles (other ranks run the same steps).
     if (!c().profile.empty() && folder_)
       profiler_ = std::make_unique<StepProfiler>(*ProfileRange::parse(c().profile), folder_->path() + "/profile",
-                                                 s.recipe().cuda);
+                                                 s.recipe().cuda, start.step);
   }
 
   FitResult run() {
@@ -393,7 +393,8 @@ class Fit {
   // One step, its log and the checks after it, inside the profiler's step region. Returns false
   // when the epoch's loop ends here.
   bool one_step(int64_t epoch, std::vector<Batch>& micro) {
-    if (profiler_) profiler_->before_step(r_.step + 1);
+    // (Not at the epoch's tail, which runs no step: the recording would span the evaluation.)
+    if (profiler_ && !batches_.epoch_done()) profiler_->before_step(r_.step + 1);
     bool more;
     {
       RECORD_USER_SCOPE("gputrain::step");
