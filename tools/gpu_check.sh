@@ -9,11 +9,14 @@
 #
 # Usage:
 #   tools/gpu_check.sh --fetch-debs      here: download .gpudeps/*.deb (and keep it out of git)
-#   tools/gpu_check.sh [--out FILE] [--skip-build] [--quick] [--tests-only]
+#   tools/gpu_check.sh [--out FILE] [--skip-build] [--quick] [--tests-only | --compare]
 #       --out FILE     the report (default gpu_check.md; also copied into $OUT when that is set)
 #       --skip-build   use the existing build/ (no setup.sh)
 #       --quick        tiny step counts and shapes: a smoke run of the script itself (CPU too)
 #       --tests-only   build and run the [cuda] tests, no benchmarks (a fix's second look)
+#       --compare      build, then only ResNet-50 against PyTorch (eager and torch.compile, bf16
+#                      then fp16, more rounds) and `benchmark --explain` of its recipe: the
+#                      figure a short device budget is for, without the [cuda] tests
 #   Environment: GPUTRAIN_TORCH_PYTHON (the Python with torch, default python3),
 #   GPUTRAIN_BUILD_DIR (default build), GPU_CHECK_DEBS (default .gpudeps),
 #   GPU_CHECK_PREFIX (where the .debs are unpacked, default /tmp/gpudeps), GPU_CHECK_VARIANTS
@@ -75,6 +78,7 @@ out=gpu_check.md
 skip_build=0
 quick=0
 tests_only=0
+compare_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --fetch-debs) fetch_debs; exit 0 ;;
@@ -83,6 +87,7 @@ while [ $# -gt 0 ]; do
     --skip-build) skip_build=1 ;;
     --quick) quick=1 ;;
     --tests-only) tests_only=1 ;;
+    --compare) compare_only=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -117,6 +122,8 @@ else
   compare=(--precisions "fp32,bf16,fp16" --rounds 3 --steps 300 --warmup 30)
   # bf16 (the precision people train ResNet-50 in on Hopper), torch.compile included.
   compare_resnet=(--precisions bf16 --rounds 2 --steps 30 --warmup 10)
+  # --compare: the whole budget for it, so both AMP dtypes and a third round.
+  [ "$compare_only" = 1 ] && compare_resnet=(--precisions bf16,fp16 --rounds 3 --steps 30 --warmup 10)
   # The preset as it is (224, width 64, batch 128), its loader threads measured at start.
   imagenet=(--num_workers auto --steps 20 --warmup_steps 5)
   imagenet_count=800
@@ -304,6 +311,7 @@ opts=""
 [ "$skip_build" = 1 ] && opts+="--skip-build"
 [ "$quick" = 1 ] && opts+="${opts:+ }--quick"
 [ "$tests_only" = 1 ] && opts+="${opts:+ }--tests-only"
+[ "$compare_only" = 1 ] && opts+="${opts:+ }--compare"
 echo "gpu_check: report -> $out, budget ${budget}s, GPU: $([ "$has_gpu" = 1 ] && echo yes || echo no)"
 
 section environment 30 bash -c 'show_env "$@"' _ "$py"
@@ -341,8 +349,21 @@ section link 30 bash -c 'link_report "$@"' _ "$build_dir"
 
 # --- tests and info --------------------------------------------------------------------------
 # The tests' Python side (fixtures, references) runs on this machine's Python with torch.
-section cuda_tests 300 env GPUTRAIN_TORCH_PYTHON="$(command -v "$py")" bash -c 'cuda_tests_each "$@"' _ "$build_dir/gputrain_tests"
+if [ "$compare_only" = 0 ]; then
+  section cuda_tests 300 env GPUTRAIN_TORCH_PYTHON="$(command -v "$py")" bash -c 'cuda_tests_each "$@"' _ "$build_dir/gputrain_tests"
+fi
 section info 30 "$gt" info
+if [ "$compare_only" = 1 ]; then
+  section compare_resnet50 400 env PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" tools/compare_pytorch.py --workloads resnet50 "${compare_resnet[@]}" --gputrain "$gt" \
+    --markdown "$work/compare_resnet50.table.md"
+  # Where gputrain's ResNet-50 step goes: its forward, backward and optimizer shares and the
+  # kernels with the most time (5 profiled steps after the timed ones).
+  section explain_resnet50 120 "$gt" benchmark --dataset synthetic --model resnet50 "${resnet[@]}" --variants all \
+    --explain --markdown "$work/explain_resnet50.table.md"
+  finish
+  exit
+fi
 if [ "$tests_only" = 1 ]; then
   finish
   exit
