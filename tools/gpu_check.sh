@@ -123,7 +123,7 @@ else
   # bf16 (the precision people train ResNet-50 in on Hopper), torch.compile included.
   compare_resnet=(--precisions bf16 --rounds 2 --steps 30 --warmup 10)
   # --compare: the whole budget for it, so both AMP dtypes and a third round.
-  [ "$compare_only" = 1 ] && compare_resnet=(--precisions bf16,fp16 --rounds 3 --steps 30 --warmup 10)
+  [ "$compare_only" = 1 ] && compare_resnet=(--precisions "bf16,fp16" --rounds 3 --steps 30 --warmup 10)
   # The preset as it is (224, width 64, batch 128), its loader threads measured at start.
   imagenet=(--num_workers auto --steps 20 --warmup_steps 5)
   imagenet_count=800
