@@ -79,6 +79,10 @@ TEST_CASE("profile: --profile 3:6 writes a trace with gputrain's regions and ate
   }
   CHECK(covered >= 0.8);
   CHECK(covered <= 1.05);
+  // report.html shows it: the regions, the operators' bars, the link to the trace.
+  const std::string html = read(run + "/report.html");
+  CHECK_THAT(html, Catch::Contains("<h2>Profile</h2>") && Catch::Contains("<a href=\"profile/trace.json\">") &&
+                       Catch::Contains("backward ") && Catch::Contains("<td>aten::convolution_backward</td>"));
 }
 
 TEST_CASE("profile: a backward range is exit 2, and a range past the run's end, a stop inside it and an unwritable "

@@ -208,6 +208,75 @@ std::string pipeline_section(const nlohmann::json& plan, const std::vector<nlohm
   return o.str();
 }
 
+// One line of ops.csv (monitor/profiler.cpp writes it): fields split at commas outside quotes.
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (ch == '"' && quoted && i + 1 < line.size() && line[i + 1] == '"') out.back() += line[++i];
+    else if (ch == '"') quoted = !quoted;
+    else if (ch == ',' && !quoted) out.emplace_back();
+    else out.back() += ch;
+  }
+  return out;
+}
+
+// --profile's section: the step's regions, the operators with the most self time as bars, and
+// the trace to open in Perfetto. Empty when the run recorded no profile.
+std::string profile_section(const fs::path& dir) {
+  std::ifstream in(dir / "profile" / "ops.csv");
+  std::string line;
+  if (!in || !std::getline(in, line) || line != "name,kind,calls,self_us,total_us,self_share") return "";
+  struct Row {
+    std::string name, kind;
+    double self_us = 0, total_us = 0, share = 0;
+    std::string calls;
+  };
+  std::vector<Row> ops;
+  double step_us = 0;
+  std::map<std::string, double> regions;
+  while (std::getline(in, line)) {
+    const auto f = csv_fields(line);
+    if (f.size() != 6) continue;
+    Row r{f[0], f[1]};
+    try {
+      r.self_us = std::stod(f[3]), r.total_us = std::stod(f[4]), r.share = std::stod(f[5]);
+    } catch (const std::exception&) {
+      continue;  // a damaged line is left out, not the page
+    }
+    r.calls = f[2];
+    if (r.kind == "region") {
+      if (r.name == "gputrain::step") step_us = r.total_us;
+      else regions[r.name.substr(r.name.find("::") + 2)] = r.total_us;
+    } else if (r.kind == "operator" && ops.size() < 12) {
+      ops.push_back(r);
+    }
+  }
+  std::ostringstream o;
+  o << "<h2>Profile</h2><p>" << (fs::exists(dir / "profile" / "trace.json")
+                                     ? "<a href=\"profile/trace.json\">profile/trace.json</a>: open it in "
+                                       "<a href=\"https://ui.perfetto.dev\">Perfetto</a> or chrome://tracing. "
+                                     : "")
+    << fmt::format("The recorded steps took {} ms", num(step_us / 1000));
+  if (step_us > 0 && !regions.empty()) {
+    std::vector<std::string> parts;
+    for (const char* name : {"data_wait", "forward", "backward", "optimizer"})
+      if (regions.count(name)) parts.push_back(fmt::format("{} {}%", name, num(100 * regions[name] / step_us)));
+    o << ": " << join(parts, ", ");
+  }
+  o << ".</p><table><tr><th>operator</th><th>self time</th><th>share of the steps</th><th>calls</th></tr>";
+  double top = 0;
+  for (const auto& r : ops) top = std::max(top, r.share);
+  for (const auto& r : ops)
+    o << fmt::format("<tr><td>{}</td><td>{} ms</td><td><svg width=\"204\" height=\"12\"><rect width=\"{:.1f}\" "
+                     "height=\"12\" fill=\"#1f77b4\"/></svg> {}%</td><td>{}</td></tr>",
+                     escape(r.name), num(r.self_us / 1000), top > 0 ? 200 * r.share / top : 0.0, num(100 * r.share),
+                     escape(r.calls));
+  o << "</table>";
+  return o.str();
+}
+
 }  // namespace
 
 std::string write_html_report(const std::string& run_dir) {
@@ -260,7 +329,7 @@ std::string write_html_report(const std::string& run_dir) {
     << chart(acc.name == "test mae" ? "Test MAE" : "Test accuracy", "epoch", {acc})
     << chart("Test loss", "epoch", {test_loss}) << chart("Learning rate", "step", {lr})
     << chart("Throughput (samples/s)", "step", {sps});
-  o << epoch_table(epochs) << pipeline_section(pipeline, steps);
+  o << epoch_table(epochs) << pipeline_section(pipeline, steps) << profile_section(dir);
   if (!events.empty()) {
     o << "<h2>Events</h2><ul>";
     for (const auto& e : events) {
