@@ -70,19 +70,63 @@ TEST_CASE("profile: --profile 3:6 writes a trace with gputrain's regions and ate
   std::ifstream csv(run + "/profile/ops.csv");
   std::string line;
   std::getline(csv, line);
-  CHECK(line == "name,kind,calls,self_us,total_us,self_share");
+  CHECK(line == "name,kind,calls,self_us,total_us,self_share,input_shapes");
   double covered = 0;
   while (std::getline(csv, line)) {
+    REQUIRE(line.back() == ',');  // no shapes without ":shapes"
+    line.pop_back();
     const auto last = line.rfind(',');
     if (line.find(",operator,") != std::string::npos || line.rfind("gputrain::data_wait,", 0) == 0)
       covered += std::stod(line.substr(last + 1));
   }
   CHECK(covered >= 0.8);
   CHECK(covered <= 1.05);
+  // The memory at each recorded step's start and end.
+  std::ifstream memory(run + "/profile/memory.csv");
+  std::getline(memory, line);
+  CHECK(line == "step,phase,ms,rss_bytes,cuda_allocated_bytes");
+  std::vector<std::string> rows;
+  std::string last_row;
+  while (std::getline(memory, line)) {
+    rows.push_back(line.substr(0, line.find(',', line.find(',') + 1)));
+    last_row = line;
+  }
+  CHECK(rows == std::vector<std::string>{"4,start", "4,end", "5,start", "5,end", "6,start", "6,end"});
+  last_row.pop_back();  // the empty cuda_allocated_bytes: its comma
+  CHECK(std::stod(last_row.substr(last_row.rfind(',') + 1)) > 1e6);  // RSS, bytes
+  // The profiled steps are left out of the throughput, and the summary says so.
+  CHECK_THAT(read(run + "/metrics.jsonl"), Catch::Contains("\"profiled_steps\":3,\"samples_per_sec\""));
   // report.html shows it: the regions, the operators' bars, the link to the trace.
   const std::string html = read(run + "/report.html");
   CHECK_THAT(html, Catch::Contains("<h2>Profile</h2>") && Catch::Contains("<a href=\"profile/trace.json\">") &&
                        Catch::Contains("backward ") && Catch::Contains("<td>aten::convolution_backward</td>"));
+}
+
+TEST_CASE("profile: :shapes splits operators by input shapes, and GPUTRAIN_PROFILE records a whole command",
+          "[monitor][cli]") {
+  test::TempDir dir;
+  auto r = test::run_gputrain(kTrain + "--num_workers 0 --max_steps 3 --profile 1:2:shapes --output_dir " + (dir / "run"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // The first convolution of the CNN: a batch of 16 one-channel 12x12 images, 8 filters of 3x3.
+  CHECK_THAT(read(dir / "run/profile/ops.csv"),
+             Catch::Contains("aten::convolution,operator,1,") && Catch::Contains("\"[[16, 1, 12, 12], [8, 1, 3, 3]"));
+
+  // eval writes no run folder: --profile is refused there, and the variable records the command.
+  const std::string eval = "eval --checkpoint " + (dir / "run/checkpoints/last.pt");
+  auto refused = test::run_gputrain(eval + " --profile 1:2");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("flag --profile is train's (its run folder): eval writes none; "
+                                          "GPUTRAIN_PROFILE=DIR records any command"));
+  auto whole = test::run_gputrain(eval, "GPUTRAIN_PROFILE=" + (dir / "eval-profile"));
+  INFO(whole.out << whole.err);
+  CHECK(whole.exit_code == 0);
+  CHECK_THAT(whole.err, Catch::StartsWith("profile: the command (") && Catch::Contains("eval-profile/trace.json"));
+  CHECK_THAT(read(dir / "eval-profile/ops.csv"), Catch::Contains("aten::convolution,operator,"));
+  const auto trace = nlohmann::json::parse(read(dir / "eval-profile/trace.json"));  // kept: the loop reads inside it
+  std::set<std::string> names;
+  for (const auto& e : trace.at("traceEvents")) names.insert(e.value("name", ""));
+  CHECK(names.count("gputrain::command"));
 }
 
 TEST_CASE("profile: a backward range is exit 2, and a range past the run's end, a stop inside it and an unwritable "
@@ -91,7 +135,7 @@ TEST_CASE("profile: a backward range is exit 2, and a range past the run's end, 
   test::TempDir dir;
   auto bad = test::run_gputrain(kTrain + "--profile 5:3 --output_dir " + (dir / "bad"));
   CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.err, Catch::Contains("profile '5:3' (expected START:STOP with 0 <= START < STOP"));
+  CHECK_THAT(bad.err, Catch::Contains("profile '5:3' (expected START:STOP[:shapes] with 0 <= START < STOP"));
   CHECK(!std::filesystem::exists(dir / "bad"));
 
   auto past = test::run_gputrain(kTrain + "--max_steps 4 --profile 10:15 --output_dir " + (dir / "past"));
@@ -124,7 +168,7 @@ TEST_CASE("profile: a backward range is exit 2, and a range past the run's end, 
   CHECK(read(dir / "run/profile") == "in the way");
 }
 
-TEST_CASE("profile: benchmark --explain names the step's shares and its convolutions, and refuses --until",
+TEST_CASE("profile: benchmark --explain names the step's shares and its convolutions, and refuses --until and --profile",
           "[monitor][bench][cli]") {
   const std::string bench =
       "benchmark --dataset synthetic --input_shape 1x12x12 --num_classes 4 --synthetic_train_size 256 "
@@ -139,4 +183,10 @@ TEST_CASE("profile: benchmark --explain names the step's shares and its convolut
   auto refused = test::run_gputrain(bench + "--explain --until test_accuracy=0.5");
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.err, Catch::Contains("--explain profiles timed steps"));
+  // A benchmark writes no run folder: train's --profile and --tensorboard would be ignored.
+  auto profile = test::run_gputrain(bench + "--profile 2:4 --tensorboard");
+  CHECK(profile.exit_code == 2);
+  CHECK_THAT(profile.err, Catch::Contains("flag --profile is train's (its run folder): benchmark writes none") &&
+                              Catch::Contains("(--explain profiles the full recipe)") &&
+                              Catch::Contains("flag --tensorboard is train's"));
 }

@@ -10,7 +10,8 @@ namespace gputrain {
 
 nlohmann::json summary_record(const RunTotals& t, const std::string& monitored, double best_value,
                               const EvalResult& last_eval, const EvalResult& last_ema_eval) {
-  const double sps = samples_per_second(static_cast<double>(t.steps_this_session * t.samples_per_step), t.train_seconds);
+  const double sps = unprofiled_samples_per_second(t.steps_this_session, t.train_seconds, t.samples_per_step,
+                                                   t.profiled_steps, t.profiled_seconds);
   nlohmann::json summary = {{"event", "summary"},
                             {"step", t.step},
                             {"epoch", t.epoch},
@@ -20,6 +21,7 @@ nlohmann::json summary_record(const RunTotals& t, const std::string& monitored, 
                             {"data_wait_fraction", t.train_seconds > 0 ? t.wait_seconds / t.train_seconds : 0.0},
                             {"skipped_steps", t.skipped_steps},
                             {"bad_samples", t.bad_samples}};
+  if (t.profiled_steps > 0) summary["profiled_steps"] = t.profiled_steps;
   summary["best_test_" + monitored] = best_value;
   if (last_eval.samples > 0) last_eval.add_to(summary, "final_test_");  // none when this session evaluated nothing
   if (last_ema_eval.samples > 0) last_ema_eval.add_to(summary, "final_test_ema_");

@@ -21,6 +21,9 @@ struct RunTotals {
   double wall_seconds = 0;
   double train_seconds = 0;  // in the training loop (no set-up, no evaluation)
   double wait_seconds = 0;   // of those, waiting for the loader
+  // Of those, the steps --profile recorded and their time: left out of samples_per_sec.
+  int64_t profiled_steps = 0;
+  double profiled_seconds = 0;
 };
 
 // The "summary" record: totals, throughput, the best and final test metrics.

@@ -338,7 +338,9 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
                    .bad_samples = s.data().bad_samples(),
                    .wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count(),
                    .train_seconds = r.train_seconds,
-                   .wait_seconds = r.wait_seconds};
+                   .wait_seconds = r.wait_seconds,
+                   .profiled_steps = r.profiled_steps,
+                   .profiled_seconds = r.profiled_seconds};
   const double best = EvalResult::higher_is_better(monitored) ? r.best_score : -r.best_score;
   nlohmann::json summary = summary_record(totals, monitored, best, r.last_eval, r.last_ema_eval);
   // Why the run ended before its epochs: in the summary, status.json and the closing line.

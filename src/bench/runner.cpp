@@ -139,7 +139,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   }
   r.loss = loss_sum.defined() ? loss_sum.item<double>() / static_cast<double>(s.steps) : std::nan("");
   if (s.profile_steps > 0) {  // after the timing, which the profiler would slow
-    StepProfiler profiler({0, s.profile_steps}, "", recipe.cuda);
+    StepProfiler profiler({0, s.profile_steps}, "", dev);
     for (int64_t i = 1; i <= s.profile_steps && !stopped(); ++i) {
       profiler.before_step(i);
       {

@@ -112,6 +112,8 @@ int cmd_benchmark(const std::vector<std::string>& words) {
     for (const auto& name : given)
       if (name == "seeds" || name == "eval_every") problems.push_back("flag --" + name + " applies to a --until run");
   }
+  for (auto& problem : run_folder_flags_given(args.flags, "benchmark"))
+    problems.push_back(problem + (problem.find("--profile") != std::string::npos ? " (--explain profiles the full recipe)" : ""));
   q.settings.explain = args.take_switch("explain");
   if (q.settings.explain && q.settings.until)
     problems.push_back("--explain profiles timed steps; a --until run trains by --epochs (drop one of them)");

@@ -26,6 +26,8 @@ int cmd_eval(const std::vector<std::string>& words) {
                       "e.g. gputrain eval --checkpoint runs/<name>/checkpoints/best.pt");
   if (q.json_path && q.json_path->empty()) throw usage_error("flag --json needs a file name");
   if (!args.positionals.empty()) throw usage_error("unexpected argument '" + args.positionals[0] + "' to eval");
+  if (auto problems = run_folder_flags_given(args.flags, "eval"); !problems.empty())
+    throw Error(problems, "gputrain eval --help lists its flags", kExitUsage);
   q.flags = args.flags;
   return run_eval(q);
 }

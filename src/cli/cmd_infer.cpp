@@ -48,6 +48,8 @@ int cmd_infer(const std::vector<std::string>& words) {
     if (q.batch_sizes.empty())
       throw usage_error("--batch_sizes '" + *sweep_text + "' (expected positive integers like 1,8,64,256)");
   }
+  if (auto problems = run_folder_flags_given(args.flags, "infer"); !problems.empty())
+    throw Error(problems, "gputrain infer --help lists its flags", kExitUsage);
   q.flags = args.flags;
   return run_infer(q);
 }

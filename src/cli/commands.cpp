@@ -13,6 +13,7 @@
 #include "core/text.h"
 #include "core/torch_errors.h"
 #include "models/family.h"
+#include "monitor/command_profile.h"
 
 namespace gputrain {
 
@@ -79,7 +80,8 @@ int run_cli(int argc, char** argv) {
       return 0;
     }
     for (const auto& c : commands()) {
-      if (words[0] == c.name) return run_with_torch_errors([&] { return c.run({words.begin() + 1, words.end()}); });
+      if (words[0] == c.name) return run_with_torch_errors(
+            [&] { return run_profiled_if_asked([&] { return c.run({words.begin() + 1, words.end()}); }); });
     }
     throw usage_error("unknown command '" + words[0] + "'" + did_you_mean(words[0], command_names()),
                       "commands: " + join(command_names(), ", ") + " (gputrain --help)");

@@ -256,8 +256,9 @@ std::vector<Field> make_fields() {
       {"keep_checkpoints", &C::keep_checkpoints, "output", "epoch checkpoints kept (last and best always)", {}, 1, 1e6},
       {"time_limit", &C::time_limit, "output", "stop cleanly with a checkpoint before this much time, e.g. 8h45m"},
       {"profile", &C::profile, "output",
-       "START:STOP: record steps START+1 to STOP with the Kineto profiler into the run's profile/ folder (trace.json "
-       "for Perfetto, ops.csv by self time), e.g. 10:15"},
+       "START:STOP[:shapes]: record steps START+1 to STOP with the Kineto profiler into the run's profile/ folder "
+       "(trace.json for Perfetto, ops.csv by self time, memory.csv; memory.pickle on a GPU), e.g. 10:15; :shapes "
+       "splits ops.csv by input shapes"},
       {"max_bad_steps",
        &C::max_bad_steps,
        "output",

@@ -19,4 +19,16 @@ inline bool has_flag(const std::vector<FlagArg>& flags, const std::string& name)
   return std::any_of(flags.begin(), flags.end(), [&](const FlagArg& f) { return f.name == name; });
 }
 
+// The run folder's flags, which train alone reads: benchmark, eval and infer write no run folder,
+// so for them these would be parsed and ignored. One problem per such flag on the line.
+inline std::vector<std::string> run_folder_flags_given(const std::vector<FlagArg>& flags, const std::string& command) {
+  std::vector<std::string> problems;
+  for (const char* name : {"output_dir", "save_checkpoints", "tensorboard", "export", "resume", "allow_data_change",
+                           "keep_checkpoints", "time_limit", "profile"})
+    if (has_flag(flags, name))
+      problems.push_back("flag --" + std::string(name) + " is train's (its run folder): " + command + " writes none" +
+                         (std::string(name) == "profile" ? "; GPUTRAIN_PROFILE=DIR records any command" : ""));
+  return problems;
+}
+
 }  // namespace gputrain

@@ -140,7 +140,7 @@ std::vector<std::string> config_problems(const Config& c) {
   if (c.lr >= 0 && c.min_lr > c.lr)
     problems.push_back("min_lr '" + format_number(c.min_lr) + "' (expected <= lr " + format_number(c.lr) + ")");
   if (!c.profile.empty() && !ProfileRange::parse(c.profile))
-    problems.push_back("profile '" + c.profile + "' (expected START:STOP with 0 <= START < STOP, e.g. 10:15: steps 11 to 15)");
+    problems.push_back("profile '" + c.profile + "' (expected START:STOP[:shapes] with 0 <= START < STOP, e.g. 10:15: steps 11 to 15)");
   if (!c.time_limit.empty() && parse_duration(c.time_limit) <= 0)
     problems.push_back("time_limit '" + c.time_limit + "' (expected a duration like 8h45m, 90m or 3600)");
   if (!c.until.empty()) {

@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
+#include <torch/csrc/cuda/memory_snapshot.h>
 #include <torch/csrc/cuda/nccl.h>
 #include <torch/cuda.h>
 
@@ -118,6 +119,21 @@ int64_t cuda_peak_reserved(int device) {
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
   return stats.reserved_bytes[0].peak;
 }
+
+int64_t cuda_allocated(int device) {
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return stats.allocated_bytes[0].current;
+}
+
+void cuda_record_memory_history(bool on) {
+  // enabled "all": allocations and frees with their times; context none: no stack traces.
+  if (on)
+    torch::cuda::_record_memory_history(std::optional<std::string>("all"), std::nullopt, "python", 100000);
+  else
+    torch::cuda::_record_memory_history(std::optional<std::string>(), std::nullopt, "python", 0);
+}
+
+std::string cuda_memory_snapshot() { return torch::cuda::_memory_snapshot_pickled(); }
 
 int64_t cuda_free_bytes(int device) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));

@@ -34,6 +34,12 @@ void set_cuda_rng_state(int device, const at::Tensor& state);
 int64_t cuda_peak_allocated(int device);
 int64_t cuda_peak_reserved(int device);  // held by the cache, allocated or not
 void cuda_reset_peak(int device);
+int64_t cuda_allocated(int device);
+// The caching allocator's record of every allocation and free, kept while on: its snapshot is the
+// pickle that PyTorch's memory viewer (pytorch.org/memory_viz) draws as a timeline. No stack
+// traces (the C++ unwinder's cost would land on the steps being measured).
+void cuda_record_memory_history(bool on);
+std::string cuda_memory_snapshot();
 // Bytes the driver has free on a GPU (outside every process's caches).
 int64_t cuda_free_bytes(int device);
 void cuda_synchronize(int device);

@@ -32,6 +32,13 @@ bool cpu_has_bf16() {
   return flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
 }
 
+int64_t rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
 int64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
   std::string line;

@@ -13,6 +13,8 @@ std::string cpu_model();
 // beats fp32 (measured 1.48x on the quickstart CNN on a 2-core EPYC with AVX512-BF16).
 bool cpu_has_bf16();
 
+// Resident set size of this process now, in bytes (from /proc/self/statm).
+int64_t rss_bytes();
 // Peak resident set size of this process in bytes (from /proc/self/status).
 int64_t peak_rss_bytes();
 // Resets that peak to the current RSS (Linux: "5" into /proc/self/clear_refs).

@@ -13,11 +13,14 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
 #include "core/atomic_file.h"
+#include "core/device_cuda.h"
+#include "core/host_info.h"
 #include "core/text.h"
 
 namespace gputrain {
@@ -74,19 +77,28 @@ Activity activity_of(uint8_t activity) {
   }
 }
 
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch == '\n' ? ' ' : ch);
+  return quoted + "\"";
+}
+
 std::string ops_csv(const std::vector<ProfiledOp>& ops, double wall_us) {
-  std::string csv = "name,kind,calls,self_us,total_us,self_share\n";
-  for (const auto& op : ops) {
-    std::string name = op.name;
-    if (name.find_first_of(",\"\n") != std::string::npos) {  // CSV quoting
-      std::string quoted = "\"";
-      for (char ch : name) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch == '\n' ? ' ' : ch);
-      name = quoted + "\"";
-    }
-    csv += fmt::format("{},{},{},{:.1f},{:.1f},{:.4f}\n", name, op.device ? "device" : op.region ? "region" : "operator",
-                       op.calls, op.self_us, op.total_us, wall_us > 0 ? op.self_us / wall_us : 0.0);
-  }
+  std::string csv = "name,kind,calls,self_us,total_us,self_share,input_shapes\n";
+  for (const auto& op : ops)
+    csv += fmt::format("{},{},{},{:.1f},{:.1f},{:.4f},{}\n", csv_field(op.name),
+                       op.device ? "device" : op.region ? "region" : "operator", op.calls, op.self_us, op.total_us,
+                       wall_us > 0 ? op.self_us / wall_us : 0.0, csv_field(op.shapes));
   return csv;
+}
+
+// [[8, 3], [3]]: an operator's input shapes as Kineto reports them ([] for a scalar or a
+// non-tensor argument).
+std::string shapes_text(c10::ArrayRef<std::vector<int64_t>> shapes) {
+  std::string out = "[";
+  for (size_t i = 0; i < shapes.size(); ++i) out += fmt::format("{}[{}]", i ? ", " : "", fmt::join(shapes[i], ", "));
+  return out + "]";
 }
 
 }  // namespace
@@ -112,8 +124,9 @@ std::vector<ProfiledOp> self_times(std::vector<ProfiledEvent> events) {
   std::map<std::string, ProfiledOp> by_name;
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
-    auto& op = by_name[(e.device ? "device:" : "") + e.name];
+    auto& op = by_name[(e.device ? "device:" : "") + e.name + "\n" + e.shapes];
     op.name = e.name;
+    op.shapes = e.shapes;
     op.region = e.region;
     op.device = e.device;
     ++op.calls;
@@ -127,14 +140,23 @@ std::vector<ProfiledOp> self_times(std::vector<ProfiledEvent> events) {
   return out;
 }
 
-StepProfiler::StepProfiler(ProfileRange range, std::string dir, bool cuda, int64_t resumed_at)
-    : range_(range), dir_(std::move(dir)), cuda_(cuda), resumed_at_(resumed_at) {}
+StepProfiler::StepProfiler(ProfileRange range, std::string dir, int cuda_device, int64_t resumed_at, std::string base)
+    : range_(range), dir_(std::move(dir)), cuda_device_(cuda_device), base_(std::move(base)), resumed_at_(resumed_at) {}
+
+std::string StepProfiler::who() const {
+  return base_ == "gputrain::step" ? "--profile " + range_.text() : "GPUTRAIN_PROFILE";
+}
+
+std::string StepProfiler::steps_text() const {
+  return base_ == "gputrain::step" ? fmt::format("steps {}-{}", first_, last_) : "the command";
+}
 
 StepProfiler::~StepProfiler() {
   if (recording_) {  // an exception unwound the run: the profiler must not stay on
     recording_ = false;
     QuietStderr quiet;
     try {
+      if (memory_history_) cuda_record_memory_history(false);
       tap::disableProfiler();
     } catch (...) {  // a destructor's best effort: the exception on its way out is the news
     }
@@ -144,32 +166,72 @@ StepProfiler::~StepProfiler() {
 void StepProfiler::before_step(int64_t step) {
   if (!recording_ && !done_ && step > range_.start && step <= range_.stop) {
     first_ = step;
+    began_ = std::chrono::steady_clock::now();
     start();
   }
+  if (recording_) note_memory(step, "start");
 }
 
 void StepProfiler::after_step(int64_t step) {
   last_ = std::max(last_, step);
-  if (recording_ && step >= range_.stop) stop();
+  if (!recording_) return;
+  ++steps_;
+  note_memory(step, "end");
+  if (step >= range_.stop) stop();
+}
+
+double StepProfiler::profiled_seconds() const {
+  return recording_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count() : cost_seconds_;
+}
+
+void StepProfiler::note_memory(int64_t step, const char* phase) {
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began_).count();
+  memory_rows_ += fmt::format("{},{},{:.3f},{},{}\n", step, phase, ms, rss_bytes(),
+                              cuda_device_ >= 0 ? std::to_string(cuda_allocated(cuda_device_)) : "");
 }
 
 void StepProfiler::start() {
-  tpi::ProfilerConfig config(tpi::ProfilerState::KINETO, /*report_input_shapes=*/false, /*profile_memory=*/false,
-                             /*with_stack=*/false, /*with_flops=*/false, /*with_modules=*/false);
+  // No profile_memory: the CPU allocator then warns on stderr for each block freed that was
+  // allocated before the recording; memory.csv and memory.pickle hold the memory instead.
+  tpi::ProfilerConfig config(tpi::ProfilerState::KINETO, /*report_input_shapes=*/range_.shapes,
+                             /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/false,
+                             /*with_modules=*/false);
   std::set<tpi::ActivityType> activities{tpi::ActivityType::CPU};
-  if (cuda_) activities.insert(tpi::ActivityType::CUDA);
+  if (cuda_device_ >= 0) activities.insert(tpi::ActivityType::CUDA);
   try {
     QuietStderr quiet;
     tap::prepareProfiler(config, activities);
     tap::enableProfiler(config, activities);
   } catch (const std::exception& e) {
     done_ = true;
-    said_ = fmt::format("--profile {}: the profiler did not start ({}); the run goes on unprofiled", range_.text(),
+    said_ = fmt::format("{}: the profiler did not start ({}); the run goes on unprofiled", who(),
                         first_line(e.what()));
     return;
   }
   recording_ = true;
-  began_ = std::chrono::steady_clock::now();
+  if (cuda_device_ >= 0 && !dir_.empty()) {
+    try {
+      cuda_record_memory_history(true);
+      memory_history_ = true;
+    } catch (const std::exception&) {  // the trace goes on; save_memory() says there is no pickle
+    }
+  }
+}
+
+std::string StepProfiler::save_memory() {
+  write_file_atomically(dir_ + "/memory.csv", "step,phase,ms,rss_bytes,cuda_allocated_bytes\n" + memory_rows_);
+  if (cuda_device_ < 0) return "memory.csv";
+  if (!memory_history_) return "memory.csv (the GPU allocator's history could not be recorded)";
+  std::string pickle;
+  try {
+    pickle = cuda_memory_snapshot();
+    cuda_record_memory_history(false);
+  } catch (const std::exception& e) {
+    return "memory.csv (no memory.pickle: " + first_line(e.what()) + ")";
+  }
+  memory_history_ = false;
+  write_file_atomically(dir_ + "/memory.pickle", pickle);
+  return "memory.csv, memory.pickle";
 }
 
 void StepProfiler::stop() {
@@ -177,7 +239,7 @@ void StepProfiler::stop() {
   done_ = true;
   std::string file = dir_ + "/trace.json";
   try {
-    if (cuda_) torch::cuda::synchronize();  // the recorded steps' kernels end inside the recording
+    if (cuda_device_ >= 0) torch::cuda::synchronize();  // the recorded steps' kernels end inside the recording
     wall_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began_).count();
     std::unique_ptr<tap::ProfilerResult> result;
     {
@@ -210,17 +272,23 @@ void StepProfiler::stop() {
       if (kind == Activity::kOther || e.endNs() < e.startNs()) continue;
       const bool device = kind == Activity::kDevice;
       events.push_back({e.name(), device ? static_cast<uint64_t>(e.deviceResourceId()) : e.startThreadId(), e.startNs(),
-                        e.endNs(), is_region(e.name()), device});
+                        e.endNs(), is_region(e.name()), device,
+                        range_.shapes && e.hasShapes() ? shapes_text(e.shapes()) : std::string()});
     }
     ops_ = self_times(std::move(events));
     const auto& ops = ops_;
     // Shares are of the recorded steps' own wall time (their gputrain::step regions), which
     // leaves out the profiler's start and stop.
     for (const auto& op : ops)
-      if (op.name == "gputrain::step" && !op.device && op.total_us > 0) wall_us_ = op.total_us;
-    if (dir_.empty()) return;
+      if (op.name == base_ && !op.device && op.total_us > 0) wall_us_ = op.total_us;
+    if (dir_.empty()) {
+      cost_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+      return;
+    }
     file = dir_ + "/ops.csv";
     write_file_atomically(file, ops_csv(ops, wall_us_));
+    file = dir_ + "/memory.csv";
+    const std::string memory = save_memory();
     // The log's table: the regions, then the operators that took the most of the host's time.
     std::string table;
     int shown = 0;
@@ -228,18 +296,28 @@ void StepProfiler::stop() {
       if (!op.device && !op.region && shown++ < 8)
         table += fmt::format("\n  {:>10.2f} ms {:>6.1f}% {:>6}  {}", op.self_us / 1000, 100 * op.self_us / wall_us_,
                              op.calls, op.name);
+    const bool command = base_ != "gputrain::step";
     std::vector<std::string> regions;
     for (const char* name : {"gputrain::data_wait", "gputrain::forward", "gputrain::backward", "gputrain::optimizer"})
       for (const auto& op : ops)
         if (op.name == name) regions.push_back(fmt::format("{} {:.1f}%", op.name.substr(10), 100 * op.total_us / wall_us_));
     said_ = fmt::format(
-        "profile: steps {}-{} ({:.1f} ms, slowed by the profiler) -> {}/trace.json, ops.csv\n  steps: {}\n  "
+        "profile: {} ({:.1f} ms, slowed by the profiler{}) -> {}/trace.json, ops.csv, {}{}\n  "
         "self time  share  calls  operator{}",
-        first_, last_, wall_us_ / 1000, dir_, join(regions, ", "), table);
+        steps_text(), wall_us_ / 1000, command ? "" : ": left out of the throughput figures", dir_, memory,
+        regions.empty() ? "" : "\n  steps: " + join(regions, ", "), table);
   } catch (const std::exception& e) {
-    said_ = fmt::format("--profile {}: the profile of steps {}-{} could not be written to {} ({})", range_.text(), first_,
-                        last_, file, first_line(e.what()));
+    said_ = fmt::format("{}: the profile of {} could not be written to {} ({})", who(), steps_text(), file,
+                        first_line(e.what()));
   }
+  if (memory_history_) {  // a failure above left the allocator recording
+    memory_history_ = false;
+    try {
+      cuda_record_memory_history(false);
+    } catch (const std::exception&) {  // the failure above is the news
+    }
+  }
+  cost_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
 }
 
 std::string StepProfiler::finish(int64_t last_step) {

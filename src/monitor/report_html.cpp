@@ -227,9 +227,9 @@ std::vector<std::string> csv_fields(const std::string& line) {
 std::string profile_section(const fs::path& dir) {
   std::ifstream in(dir / "profile" / "ops.csv");
   std::string line;
-  if (!in || !std::getline(in, line) || line != "name,kind,calls,self_us,total_us,self_share") return "";
+  if (!in || !std::getline(in, line) || line != "name,kind,calls,self_us,total_us,self_share,input_shapes") return "";
   struct Row {
-    std::string name, kind;
+    std::string name, kind, shapes;
     double self_us = 0, total_us = 0, share = 0;
     std::string calls;
   };
@@ -238,8 +238,8 @@ std::string profile_section(const fs::path& dir) {
   std::map<std::string, double> regions;
   while (std::getline(in, line)) {
     const auto f = csv_fields(line);
-    if (f.size() != 6) continue;
-    Row r{f[0], f[1]};
+    if (f.size() != 7) continue;
+    Row r{f[0], f[1], f[6]};
     try {
       r.self_us = std::stod(f[3]), r.total_us = std::stod(f[4]), r.share = std::stod(f[5]);
     } catch (const std::exception&) {
@@ -271,7 +271,7 @@ std::string profile_section(const fs::path& dir) {
   for (const auto& r : ops)
     o << fmt::format("<tr><td>{}</td><td>{} ms</td><td><svg width=\"204\" height=\"12\"><rect width=\"{:.1f}\" "
                      "height=\"12\" fill=\"#1f77b4\"/></svg> {}%</td><td>{}</td></tr>",
-                     escape(r.name), num(r.self_us / 1000), top > 0 ? 200 * r.share / top : 0.0, num(100 * r.share),
+                     escape(r.shapes.empty() ? r.name : r.name + " " + r.shapes), num(r.self_us / 1000), top > 0 ? 200 * r.share / top : 0.0, num(100 * r.share),
                      escape(r.calls));
   o << "</table>";
   return o.str();

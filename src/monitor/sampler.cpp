@@ -16,6 +16,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/host_info.h"
+
 namespace gputrain {
 namespace {
 
@@ -43,13 +45,6 @@ double process_cpu_s() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-int64_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  in >> pages >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
 }
 
 }  // namespace

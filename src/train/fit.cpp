@@ -92,7 +92,7 @@ class Fit {
     // The process that owns the run folder profiles (other ranks run the same steps).
     if (!c().profile.empty() && folder_)
       profiler_ = std::make_unique<StepProfiler>(*ProfileRange::parse(c().profile), folder_->path() + "/profile",
-                                                 s.recipe().cuda, start.step);
+                                                 s.recipe().cuda ? s.recipe().device.index() : -1, start.step);
   }
 
   FitResult run() {
@@ -112,7 +112,11 @@ class Fit {
     }
     r_.skipped_steps = log_.skipped_steps();
     r_.eval_seconds = evals_.total_seconds();
-    if (profiler_) progress_.line(profiler_->finish(r_.step));
+    if (profiler_) {
+      progress_.line(profiler_->finish(r_.step));
+      r_.profiled_steps = profiler_->profiled_steps();
+      r_.profiled_seconds = profiler_->profiled_seconds();
+    }
     if (r_.stop && folder_) report_stopped();
     return r_;
   }
@@ -132,6 +136,15 @@ class Fit {
   std::map<std::string, double> last_eval_;  // the last epoch evaluation's judged metrics, in checkpoints
   FitResult r_;
   std::unique_ptr<StepProfiler> profiler_;  // --profile on the process that owns the run folder
+  // The profiled steps and seconds so far: throughput figures leave out those in their span.
+  struct Profiled {
+    int64_t steps = 0;
+    double seconds = 0;
+  };
+  Profiled profiled() const {
+    return profiler_ ? Profiled{profiler_->profiled_steps(), profiler_->profiled_seconds()} : Profiled{};
+  }
+  Profiled window_profiled_;  // at the log window's start
   // With several ranks: the model's buffers and this process's generators before the step in
   // flight. A collective that fails inside it (the gradient sum) leaves the weights as they
   // were, but its forward has moved BatchNorm's statistics and drawn random numbers: they are
@@ -308,6 +321,7 @@ class Fit {
     unfreeze_if_due(epoch);
     batches_.start_epoch(epoch, epoch == start_.epoch ? first_batch() : 0);
     log_.start_window();
+    const Profiled profiled_before = window_profiled_ = profiled();
     reset_memory_peaks(s_.recipe());
     const int64_t first_step = r_.step;
     const double evals_before = evals_.total_seconds();
@@ -315,7 +329,11 @@ class Fit {
     r_.wait_seconds += batches_.take_wait_seconds();
     const double train_seconds = seconds_since(epoch_start) - (evals_.total_seconds() - evals_before);
     r_.train_seconds += train_seconds;
-    const nlohmann::json stats = epoch_stats(r_.step - first_step, train_seconds);
+    const Profiled profiled_after = profiled();
+    const nlohmann::json stats =
+        epoch_stats(unprofiled_samples_per_second(r_.step - first_step, train_seconds, s_.samples_per_step(),
+                                                  profiled_after.steps - profiled_before.steps,
+                                                  profiled_after.seconds - profiled_before.seconds));
     check_bad_steps();
     if (r_.target_reached) return false;  // by an evaluation inside the epoch: nothing more to run
     // Stopped inside an epoch: save the position in it. At its very end, finish it normally
@@ -331,8 +349,7 @@ class Fit {
   }
 
   // The epoch's training (not its evaluation): throughput, MFU, memory peaks.
-  nlohmann::json epoch_stats(int64_t steps, double seconds) const {
-    const double sps = samples_per_second(static_cast<double>(steps * s_.samples_per_step()), seconds);
+  nlohmann::json epoch_stats(double sps) const {
     nlohmann::json stats = memory_peaks(s_.recipe());
     stats["train_samples_per_sec"] = sps;
     const PeakFlops peak = device_peak_flops(s_.recipe(), s_.machine());
@@ -441,7 +458,14 @@ class Fit {
   void log_window(int64_t epoch, double lr, const StepResult& sr) {
     nlohmann::json rec = {{"event", "step"}, {"step", r_.step}, {"epoch", epoch}};
     const StepLog::Window w = log_.close(s_.parallel(), c().batch_size, rec);
-    const double sps = samples_per_second(static_cast<double>(w.steps * s_.samples_per_step()), w.seconds);
+    // Steps the profiler slowed are left out, unless the window holds nothing else.
+    const Profiled now = profiled();
+    const int64_t profiled_steps = now.steps - window_profiled_.steps;
+    const double profiled_seconds = now.seconds - window_profiled_.seconds;
+    window_profiled_ = now;
+    if (profiled_steps > 0) rec["profiled_steps"] = profiled_steps;
+    const double sps =
+        unprofiled_samples_per_second(w.steps, w.seconds, s_.samples_per_step(), profiled_steps, profiled_seconds);
     const double wait = batches_.take_wait_seconds();
     r_.wait_seconds += wait;
     progress_.update(r_.step, epoch, w.loss, lr, sps, w.step_ms, w.tail);

@@ -28,6 +28,9 @@ struct FitResult {
   int64_t step = 0, first_step = 0, last_epoch = 0;
   int64_t skipped_steps = 0;  // overflow steps the grad scaler skipped
   double train_seconds = 0, wait_seconds = 0;
+  // Steps recorded by --profile and their time, start and stop included: not throughput.
+  int64_t profiled_steps = 0;
+  double profiled_seconds = 0;
   double best_score = 0;  // the monitored metric's best, signed so that higher is better
   EvalResult last_eval, last_ema_eval;
   // With a target: whether it was reached, at which step, after how much training time
