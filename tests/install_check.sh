@@ -31,7 +31,7 @@ mv "$work/prefix" "$work/moved"  # relocatable: nothing may point into the first
 # What the installed binary must not need, hidden below.
 hide=("$src")
 if [[ "$build/" != "$src/"* ]]; then hide+=("$build"); fi
-for link in .venv .pydeps; do
+for link in .venv .pydeps .pydeps-text; do
   target="$(readlink -f "$src/$link" || true)"
   # Inside the source tree it is hidden with it (a second mount there would find no folder).
   if [[ -e "$src/$link" && "$target/" != "$src/"* ]]; then hide+=("$target"); fi

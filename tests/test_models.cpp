@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <torch/torch.h>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "core/peak_flops.h"
 #include "core/text.h"
+#include "data/schema.h"
 #include "models/registry.h"
 #include "test_errors.h"
 #include "test_util.h"
@@ -59,6 +61,16 @@ std::vector<std::string> state_names(const torch::nn::Module& m) {
 }
 
 int64_t count(const std::string& name, const ModelSpec& s) { return parameter_count(*make_model(name, s)); }
+
+// Token data as --dataset tokens gives it: input_ids and labels of `t` tokens, a vocabulary of `vocab`.
+ModelSpec token_spec(int64_t t, int64_t vocab, int64_t width, int64_t depth = 2) {
+  ModelSpec s = spec_of({}, vocab, width, depth);
+  auto schema = std::make_shared<SampleSchema>();
+  schema->fields = {{"input_ids", DType::kI64, {t}}, {"labels", DType::kI64, {t}}};
+  schema->target = "labels";
+  s.fields = schema;
+  return s;
+}
 
 }  // namespace
 
@@ -300,6 +312,7 @@ TEST_CASE("models: each family states the sample rank it takes, with a hint", "[
   auto fits = [](size_t rank) {
     std::vector<std::string> names, any;
     for (const Family* f : families()) {
+      if (f->named_inputs) continue;  // no x/y sample suits them
       if (f->ranks.empty()) any.push_back(f->name);
       else if (std::find(f->ranks.begin(), f->ranks.end(), rank) != f->ranks.end()) names.push_back(f->name);
     }
@@ -431,7 +444,7 @@ TEST_CASE("models: every family's spec holds every field, and each matches the m
     CHECK_FALSE(f->layers.empty());
     CHECK_FALSE(f->head.empty());
     CHECK_FALSE(f->twin.empty());
-    for (const auto& o : f->options) CHECK((o == "depth" || o == "heads" || o == "dropout"));
+    for (const auto& o : f->options) CHECK((o == "depth" || o == "heads" || o == "dropout" || o == "positions"));
     // One model per sample rank the family takes (an image where it takes any rank).
     std::vector<std::vector<int64_t>> shapes;
     for (size_t rank : f->ranks.empty() ? std::vector<size_t>{3} : f->ranks)
@@ -440,7 +453,8 @@ TEST_CASE("models: every family's spec holds every field, and each matches the m
     std::set<std::string> used_layers;
     for (const auto& shape : shapes) {
       INFO(shape_text(shape));
-      auto spec = spec_of(shape, 3, 8);
+      // A family reading named fields gets token data of that many positions.
+      auto spec = f->named_inputs ? token_spec(shape.at(0), 3, 8) : spec_of(shape, 3, 8);
       spec.grad_checkpointing = f->blocks;
       if (std::find(f->options.begin(), f->options.end(), "heads") != f->options.end()) spec.heads = 2;
       auto net = make_model(f->name, spec);
@@ -469,4 +483,42 @@ TEST_CASE("models: every family's spec holds every field, and each matches the m
       for (const auto& l : layer_prefixes(entry)) CHECK(used_layers.count(l.prefix));
     }
   }
+}
+
+TEST_CASE("models: gpt is causal, ties its head to the token embedding and pads its rows to 128", "[models]") {
+  torch::manual_seed(0);
+  auto spec = token_spec(12, 300, 32);
+  spec.heads = 4;
+  auto net = make_model("gpt", spec);
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& p : net->named_parameters()) params[p.key()] = p.value();
+  // No lm_head of its own: the token embedding is the only [vocab, width] tensor, 300 -> 384 rows.
+  CHECK(params.count("lm_head.weight") == 0);
+  CHECK(params.at("transformer.wte.weight").sizes() == torch::IntArrayRef({384, 32}));
+  CHECK(params.at("transformer.wpe.weight").sizes() == torch::IntArrayRef({12, 32}));
+  CHECK(params.at("transformer.h.1.attn.c_attn.weight").sizes() == torch::IntArrayRef({96, 32}));
+  // GPT-2's initialisation: residual projections 0.02 / sqrt(2 x layers).
+  CHECK(params.at("transformer.h.0.mlp.c_proj.weight").std().item<double>() == Approx(0.02 / 2).epsilon(0.1));
+  CHECK(params.at("transformer.h.0.mlp.c_fc.weight").std().item<double>() == Approx(0.02).epsilon(0.1));
+  net->eval();
+  torch::NoGradGuard no_grad;
+  auto ids = torch::randint(0, 300, {2, 12}, torch::kLong);
+  auto logits = net->forward(ids);
+  CHECK(logits.sizes() == torch::IntArrayRef({2, 12, 300}));  // the real vocabulary, not the padded rows
+  // Causal: changing the last token changes no earlier position's logits.
+  auto other = ids.clone();
+  other.index_put_({torch::indexing::Slice(), 11}, (ids.index({torch::indexing::Slice(), 11}) + 1) % 300);
+  auto changed = net->forward(other);
+  CHECK(torch::allclose(changed.narrow(1, 0, 11), logits.narrow(1, 0, 11)));
+  CHECK_FALSE(torch::allclose(changed.narrow(1, 11, 1), logits.narrow(1, 11, 1)));
+  // The head is wte: a change to its row 5 moves every position's logit 5, and no other.
+  params.at("transformer.wte.weight")[5].zero_();
+  auto headless = net->forward(torch::full({1, 12}, 7, torch::kLong));
+  CHECK(headless.select(2, 5).abs().max().item<double>() == 0);
+  // Token data only, and a sequence within its positions.
+  CHECK_THAT(test::error_of([] { make_model("gpt", spec_of({12}, 300, 32)); }),
+             Catch::Contains("model 'gpt' reads token ids") && Catch::Contains("the data gives one tensor x"));
+  auto longer = token_spec(16, 300, 32);
+  longer.positions = 8;
+  CHECK_THAT(test::error_of([&] { make_model("gpt", longer); }), Catch::Contains("--seq_len 16 is above the model's 8 positions"));
 }

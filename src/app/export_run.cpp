@@ -1,18 +1,52 @@
 // `gputrain export`: a checkpoint's weights as safetensors, read in one pass on the CPU.
 #include "app/export_run.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "config/resolved.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "weights/hf_gpt2.h"
 #include "weights/safetensors.h"
 
 namespace gputrain {
 
+namespace {
+
+// --format hf: a gpt checkpoint as the folder GPT2LMHeadModel.from_pretrained loads, its shape
+// from the run's resolved config and the tokenizer the run read copied beside it.
+int export_hf(const ExportRequest& q, const NamedTensors& weights, const CheckpointMeta& meta, bool ema) {
+  const auto record = nlohmann::json::parse(meta.config_json, nullptr, false);
+  const nlohmann::json resolved = record.is_object() ? read_config_record(record).resolved : nlohmann::json();
+  if (!resolved.is_object() || resolved.value("model", "") != "gpt")
+    throw usage_error(fmt::format("--format hf writes GPT-2 folders; checkpoint '{}' is of model '{}'", q.checkpoint,
+                                  resolved.is_object() ? resolved.value("model", "") : ""),
+                      "export other models as safetensors (the default --format)");
+  GptShape g;
+  g.vocab = resolved.value("num_classes", int64_t{0});
+  g.width = resolved.value("width", int64_t{0});
+  g.depth = resolved.value("depth", int64_t{0});
+  g.heads = resolved.value("heads", int64_t{0});
+  for (const auto& [name, t] : weights)
+    if (name == "transformer.wpe.weight") g.positions = t.size(0);
+  const std::string tokenizer = resolved.value("tokenizer", "");
+  const bool has_tokenizer = !tokenizer.empty() && std::filesystem::exists(tokenizer);
+  write_hf_gpt2(q.out, weights, g, has_tokenizer ? tokenizer : "");
+  fmt::print("wrote {}/{{config.json, model.safetensors{}}} (GPT-2, {} layers, width {}, vocabulary {}; {} from {}, "
+             "step {}){}\n",
+             q.out, has_tokenizer ? ", tokenizer.json" : "", g.depth, g.width, g.vocab, ema ? "the EMA average" : "raw weights",
+             q.checkpoint, meta.step,
+             has_tokenizer ? "" : "\n  no tokenizer.json: the run read its vocabulary from --vocab_size");
+  return 0;
+}
+
+}  // namespace
+
 int run_export(const ExportRequest& q) {
   CheckpointWeights stored = read_checkpoint_weights(q.checkpoint);
-  check_writable(q.out, "export file");
+  if (q.format != "hf") check_writable(q.out, "export file");
   if (q.weights == "ema" && stored.ema.empty())
     throw usage_error("checkpoint '" + q.checkpoint + "' holds no EMA of the weights",
                       "the run had no --ema_decay; export its weights with --weights raw");
@@ -38,6 +72,7 @@ int run_export(const ExportRequest& q) {
     if (resolved.is_object() && resolved.contains("model") && resolved["model"].is_string())
       info["gputrain_model"] = resolved["model"].get<std::string>();
   }
+  if (q.format == "hf") return export_hf(q, weights, meta, ema);
   save_safetensors(q.out, weights, info);
   fmt::print("wrote {} ({} tensors from {}, step {}, {})\n", q.out, weights.size(), q.checkpoint, meta.step,
              ema ? "the EMA average" : "raw weights");

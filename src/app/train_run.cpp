@@ -212,7 +212,10 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (root) print_session(s);
   const Config& c = s.config();
   FitOptions fit_options;
-  if (!c.until.empty()) fit_options.target = parse_target(c.until);  // the Session checked it applies
+  if (!c.until.empty()) {
+    fit_options.target = parse_target(c.until);  // the Session checked it applies
+    fit_options.target->eval_every = c.eval_every;
+  }
   check_steps_fit(s);
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};

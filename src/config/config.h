@@ -31,6 +31,10 @@ struct Config {
   int64_t window = 0;                     // csv: rows per sliding window over a time series; 0 = tabular
   int64_t stride = 1;                     // csv: rows between window starts
   int64_t horizon = 1;                    // csv: predict the target this many rows after a window
+  int64_t seq_len = 0;                    // tokens: tokens per sample (the model's context); 0 = unset
+  int64_t vocab_size = 0;                 // tokens: the vocabulary; 0 = from the tokenizer
+  std::string tokenizer;                  // tokens: its tokenizer.json; empty = one beside the train shards
+  int64_t eval_tokens = 0;                // tokens: evaluate on the first this many val tokens; 0 = all
   std::string image_size;                 // HxW or N: image_folder decode size, or a resize of image data
   double crop_pct = 0;                    // eval images: short side to image_size / crop_pct, center crop; 0 = off
   int64_t image_channels = 3;             // image_folder: 3 (RGB) or 1 (grayscale)
@@ -82,6 +86,7 @@ struct Config {
   int64_t depth = 0;                // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = default
   std::string stem = "auto";        // resnets: auto (small for <= 64 pixels) | small | imagenet
   int64_t heads = 0;                // transformer attention heads; 0 = default (4)
+  int64_t positions = 0;            // gpt: learned positions; 0 = --seq_len
   double dropout = 0.0;             // transformer layers, between lstm/gru layers
   bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
   bool trust_program = false;       // load a TorchScript --model net.pt, whose code runs on load (command line only)
@@ -118,6 +123,7 @@ struct Config {
   double huber_delta = 1.0;
   std::string monitor_metric = "auto";  // what "best" and early stopping watch; auto: accuracy or loss
   int64_t early_stopping = 0;           // stop after this many evaluations without improvement; 0 = off
+  int64_t eval_every = 0;               // also evaluate every N steps inside an epoch (0 = at epoch ends only)
   std::string until;                    // "test_accuracy=0.92": stop when an evaluation reaches it ("" = off)
   double ema_decay = 0;                 // > 0: also evaluate and checkpoint an average of the weights
   double skip_spikes = 0;               // > 1: skip a step whose loss exceeds this x the running mean; 0 = off

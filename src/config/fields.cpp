@@ -17,7 +17,8 @@ using C = Config;
 // Choices shared with other modules (the dataset factory tests that they agree with this list).
 // The models are the families' own (models/family.h): checked where a model is built.
 const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10",    "cifar100",  "image_folder",
-                                            "webdataset",    "csv",   "npy",        "jsonl",     "synthetic"};
+                                            "webdataset",    "csv",   "npy",        "jsonl",     "tokens",
+                                            "synthetic"};
 
 std::vector<Field> make_fields() {
   // Hyperparameters meet float32 weights in the update: a larger value cannot be converted
@@ -48,6 +49,13 @@ std::vector<Field> make_fields() {
       {"window", &C::window, "data", "csv: rows per sliding window over a time series (0 = tabular rows)", {}, 0, 1e6},
       {"stride", &C::stride, "data", "csv: rows between window starts", {}, 1, 1e9},
       {"horizon", &C::horizon, "data", "csv: predict the target this many rows after a window", {}, 0, 1e9},
+      {"seq_len", &C::seq_len, "data",
+       "tokens: tokens per sample window, the model's context (inputs; the labels are the next tokens)", {}, 0, 1 << 20},
+      {"vocab_size", &C::vocab_size, "data", "tokens: the vocabulary size (default: from the tokenizer)", {}, 0, 1 << 30},
+      {"tokenizer", &C::tokenizer, "data",
+       "tokens: the shards' tokenizer.json (default: tokenizer.json beside the training shards)"},
+      {"eval_tokens", &C::eval_tokens, "data", "tokens: evaluate on the first this many val tokens (0 = all)", {}, 0,
+       1e15},
       {"image_size", &C::image_size, "data", "image size HxW or N (image_folder/webdataset decode size; resizes others)"},
       {"crop_pct", &C::crop_pct, "data",
        "image_folder/webdataset evaluation images (val/ folder, --test_file or a held-out part): resize the short "
@@ -138,7 +146,8 @@ std::vector<Field> make_fields() {
        "model",
        "resnet stem: small (3x3, no max-pool), imagenet (7x7/2 + max-pool); auto: small up to 64 px",
        {"auto", "small", "imagenet"}},
-      {"heads", &C::heads, "model", "transformer attention heads (0 = 4; must divide --width)", {}, 0, 1024},
+      {"heads", &C::heads, "model", "transformer and gpt attention heads (0 = 4, gpt 12; must divide --width)", {}, 0, 1024},
+      {"positions", &C::positions, "model", "gpt: learned positions, the longest context (0 = --seq_len)", {}, 0, 1 << 20},
       {"dropout", &C::dropout, "model", "dropout in transformer layers and between lstm/gru layers", {}, 0, 0.95},
       {"grad_checkpointing", &C::grad_checkpointing, "model",
        "recompute resnet blocks / transformer layers in backward: less activation memory, more compute"},
@@ -217,6 +226,8 @@ std::vector<Field> make_fields() {
        {},
        0,
        1e9},
+      {"eval_every", &C::eval_every, "optim",
+       "also evaluate every N steps inside an epoch (no checkpoint; 0 = at epoch ends only)", {}, 0, 1e12},
       {"until", &C::until, "optim",
        "stop when an evaluation reaches METRIC=VALUE, e.g. test_accuracy=0.92 or test_loss=0.3"},
 

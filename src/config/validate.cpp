@@ -81,10 +81,16 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back(fmt::format("skip_spikes '{}' (expected 0 for off, or a factor above 1, e.g. 3)", c.skip_spikes));
   if (c.image_channels != 1 && c.image_channels != 3)
     problems.push_back(fmt::format("image_channels '{}' (expected 1 or 3)", c.image_channels));
-  const bool file_based = file_based_task(c.dataset);
+  const bool file_based = file_based_task(c.dataset) || c.dataset == "tokens";
   if (file_based && c.train_file.empty())
-    problems.push_back("dataset '" + c.dataset + "' needs --train_file (the training ." +
-                       (c.dataset == "npy" ? std::string("npy or .npz") : c.dataset) + " file)");
+    problems.push_back("dataset '" + c.dataset + "' needs --train_file (" +
+                       (c.dataset == "tokens" ? std::string("the training token shards, e.g. 'data/train_*.bin'")
+                                              : "the training ." +
+                                                    (c.dataset == "npy" ? std::string("npy or .npz") : c.dataset) +
+                                                    " file") +
+                       ")");
+  if (c.dataset == "tokens" && c.seq_len == 0)
+    problems.push_back("dataset 'tokens' needs --seq_len (tokens per sample, e.g. 256; GPT-2 used 1024)");
   if (c.dataset == "csv" && c.target.empty())
     problems.push_back("dataset 'csv' needs --target (the label column, or columns for regression)");
   if (!c.test_file.empty() && c.val_split > 0)
@@ -100,9 +106,11 @@ std::vector<std::string> config_problems(const Config& c) {
   only_for(!c.features.empty() || c.window > 0, c.dataset == "csv", "--features and --window are", "for --dataset csv");
   only_for(c.stride != defaults.stride || c.horizon != defaults.horizon, c.dataset == "csv" && c.window > 0,
            "--stride and --horizon are", "for --dataset csv with --window");
-  only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv, npy or jsonl");
+  only_for(c.seq_len > 0 || c.vocab_size > 0 || !c.tokenizer.empty() || c.eval_tokens > 0, c.dataset == "tokens",
+           "--seq_len, --vocab_size, --tokenizer and --eval_tokens are", "for --dataset tokens");
+  only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv, npy, jsonl or tokens");
   only_for(!c.test_file.empty(), file_based || c.dataset == "webdataset", "--test_file is",
-           "for --dataset csv, npy, jsonl or webdataset (its evaluation shards)");
+           "for --dataset csv, npy, jsonl, tokens or webdataset (their evaluation files)");
   if (c.dataset == "webdataset" && c.data_dir.empty())
     problems.push_back("dataset 'webdataset' needs --data_dir: its training shards, e.g. 'shards/train-{000000..000127}.tar'");
   only_for(c.shuffle_buffer != defaults.shuffle_buffer, c.dataset == "webdataset", "--shuffle_buffer is",

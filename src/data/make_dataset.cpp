@@ -22,6 +22,7 @@
 #include "data/shard_pattern.h"
 #include "data/subset.h"
 #include "data/synthetic.h"
+#include "data/token_dataset.h"
 #include "data/transforms.h"
 #include "data/webdataset.h"
 
@@ -268,18 +269,24 @@ Pipelines assemble(const Config& c, const Raw& raw) {
   return p;
 }
 
-// Named fields from JSON lines: no image transforms, normalization, cache or resizing (the
-// samples are ids and masks, held in memory already).
-DataSplits make_jsonl(const Config& c) {
+// Named fields (ids, masks, labels) take no image transform, normalization, cache or resizing:
+// those flags are refused, `why` saying what the samples are.
+void refuse_sample_transforms(const Config& c, const std::string& why) {
   require_images(c, {});
   std::vector<std::string> refused;
   if (c.cache) refused.push_back("--cache");
   if (c.log1p) refused.push_back("--log1p");
   if (!c.image_size.empty()) refused.push_back("--image_size");
   if (!c.normalize_mean.empty()) refused.push_back("--normalize_mean");
+  if (c.dataset == "tokens" && c.task == "regression") refused.push_back("--task regression");
   if (!refused.empty())
-    throw usage_error(join(refused, ", ") + " would change no sample of --dataset jsonl (named fields, held in memory)",
+    throw usage_error(join(refused, ", ") + " would change no sample of --dataset " + c.dataset + " (" + why + ")",
                       "drop them");
+}
+
+// Named fields from JSON lines, held in memory.
+DataSplits make_jsonl(const Config& c) {
+  refuse_sample_transforms(c, "named fields, held in memory");
   DataSplits s;
   auto train = load_jsonl_dataset(c.train_file, c.target, c.num_classes);
   if (c.task != "auto" && (c.task == "regression") != train->is_regression())
@@ -304,7 +311,56 @@ DataSplits make_jsonl(const Config& c) {
   return s;
 }
 
+// Token shards: windows of --seq_len, the vocabulary from the tokenizer (never from the data, whose
+// largest id may be below it), the val shards in order up to --eval_tokens.
+DataSplits make_tokens(const Config& c) {
+  refuse_sample_transforms(c, "ids, memory-mapped");
+  const auto train_files = expand_shards(c.train_file);
+  int64_t vocab = c.vocab_size;
+  std::string vocab_from = "--vocab_size";
+  if (vocab == 0) {
+    const std::string tokenizer = tokenizer_of(c);
+    if (c.tokenizer.empty() && !fs::exists(tokenizer))
+      throw usage_error("--dataset tokens: no vocabulary size (no tokenizer.json beside " + train_files.front() + ")",
+                        "give --tokenizer FILE (the shards' tokenizer.json) or --vocab_size N");
+    vocab = tokenizer_vocab_size(tokenizer);
+    vocab_from = tokenizer;
+  }
+  if (c.num_classes > 0 && c.num_classes != vocab)
+    throw usage_error(fmt::format("--num_classes {} with --dataset tokens, whose vocabulary is {} ({})", c.num_classes,
+                                  vocab, vocab_from),
+                      "drop --num_classes: a language model's classes are its vocabulary");
+  if (c.eval_tokens > 0 && c.test_file.empty())
+    throw usage_error("--eval_tokens caps the val shards, and there are none (no --test_file)",
+                      "give --test_file 'data/val_*.bin', or drop --eval_tokens");
+  DataSplits s;
+  auto train = std::make_shared<TokenDataset>(train_files, c.seq_len, vocab);
+  s.train = train;
+  std::string eval_name = "val";
+  const int64_t eval_windows = c.eval_tokens > 0 ? (c.eval_tokens + c.seq_len - 1) / c.seq_len : 0;
+  if (!c.test_file.empty()) {
+    s.test = std::make_shared<TokenDataset>(expand_shards(c.test_file), c.seq_len, vocab, eval_windows);
+  } else {
+    const double fraction = c.val_split > 0 ? c.val_split : 0.1;
+    std::tie(s.train, s.test) = split_validation(s.train, fraction, static_cast<uint64_t>(c.seed));
+    s.test_held_out = true;
+    eval_name = fmt::format("validation windows ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
+                            c.val_split > 0 ? "" : ": no --test_file, --val_split 0.1 by default");
+  }
+  s.description = fmt::format("tokens {} ({} file{}, {}, {} tokens{}): vocabulary {} ({}), windows of {}: {} train, {} {}",
+                              c.train_file, train_files.size(), train_files.size() == 1 ? "" : "s",
+                              train->shards().front().format, train->tokens(),
+                              c.test_file.empty() ? "" : " + " + c.test_file, vocab, vocab_from, c.seq_len,
+                              s.train->size(), s.test->size(), eval_name);
+  return s;
+}
+
 }  // namespace
+
+std::string tokenizer_of(const Config& c) {
+  if (!c.tokenizer.empty() || c.vocab_size > 0) return c.tokenizer;
+  return (fs::path(expand_shards(c.train_file).front()).parent_path() / "tokenizer.json").string();
+}
 
 std::string dataset_dir(const Config& c) {
   if (!c.data_dir.empty()) return c.data_dir;
@@ -319,6 +375,7 @@ DataSplits make_datasets(const Config& c) {
     throw usage_error("aa '" + c.aa + "' is not a policy",
                       "use rand-mM-nN (RandAugment, M 0..30, N 1..10, e.g. rand-m9-n2) or trivialaugmentwide");
   if (c.dataset == "jsonl") return make_jsonl(c);
+  if (c.dataset == "tokens") return make_tokens(c);
   Raw raw = load_raw(c);
   require_images(c, raw.train->sample_shape());
   DataSplits s;

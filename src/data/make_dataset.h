@@ -29,4 +29,8 @@ DataSplits make_datasets(const Config& c);
 // install's own copy (share/gputrain/datasets/<name>) when the system has none.
 std::string dataset_dir(const Config& c);
 
+// --dataset tokens: the tokenizer file that gives the vocabulary, --tokenizer or the
+// tokenizer.json beside the first training shard ("" with --vocab_size).
+std::string tokenizer_of(const Config& c);
+
 }  // namespace gputrain

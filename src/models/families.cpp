@@ -25,6 +25,7 @@ namespace gputrain {
   X(gru)                     \
   X(transformer)             \
   X(cnn3d)                   \
+  X(gpt)                     \
   /* the end of the list */
 
 #define GPUTRAIN_DECLARE(name) const Family& name##_family();
@@ -78,6 +79,7 @@ std::vector<std::string> model_option_problems(const Config& c) {
   if (c.depth > 0 && !reads("depth")) problems.push_back("--depth is for " + option("depth") + got);
   if (c.heads > 0 && !reads("heads")) problems.push_back("--heads is for " + option("heads") + got);
   if (c.dropout > 0 && !reads("dropout")) problems.push_back("--dropout is for " + option("dropout") + got);
+  if (c.positions > 0 && !reads("positions")) problems.push_back("--positions is for " + option("positions") + got);
   if (c.stem != "auto" && !f.stem)
     problems.push_back("--stem is for " + readers([](const Family& g) { return g.stem; }) + got);
   if (c.grad_checkpointing && !f.blocks)

@@ -31,6 +31,7 @@ struct ModelSpec {
   // the target its output is trained against. Null for x/y data.
   std::shared_ptr<const SampleSchema> fields;
   std::string output_name;  // a program with several outputs: the one trained ("" = the first)
+  int64_t positions = 0;    // gpt: learned positions (--positions); 0 = the data's sequence length
 };
 
 struct Family {
@@ -38,7 +39,7 @@ struct Family {
   std::function<NetPtr(const ModelSpec&)> make;
   std::vector<size_t> ranks;                // sample ranks it takes; empty = any
   std::string input;                        // how such a sample reads: "C x H x W"
-  // The model flags it reads beyond --width: depth, heads, dropout. (--stem and
+  // The model flags it reads beyond --width: depth, heads, dropout, positions. (--stem and
   // --grad_checkpointing follow from `stem` and `blocks`.)
   std::vector<std::string> options;
   bool stem = false;    // a stem to choose (--stem: small up to 64 px, else imagenet)

@@ -22,7 +22,9 @@ bool takes_rank(const Family& e, size_t rank) {
 // "use --model lstm, gru, transformer or mlp for samples of shape 64x8": the models that take
 // this rank, the specialised ones first (mlp takes anything, so it comes last).
 std::string rank_hint(const std::vector<int64_t>& shape) {
-  auto fits = model_names_where([&](const Family& f) { return !f.ranks.empty() && takes_rank(f, shape.size()); });
+  // (Not those that read named fields: no x/y sample suits them.)
+  auto fits = model_names_where(
+      [&](const Family& f) { return !f.ranks.empty() && !f.named_inputs && takes_rank(f, shape.size()); });
   const auto any = model_names_where([](const Family& f) { return f.ranks.empty(); });
   fits.insert(fits.end(), any.begin(), any.end());
   return "use --model " + join_words(fits, " or ") + " for samples of shape " + shape_text(shape) +
@@ -166,6 +168,7 @@ ModelSpec model_spec(const Config& c, std::vector<int64_t> input_shape, int64_t 
   s.dropout = c.dropout;
   s.grad_checkpointing = c.grad_checkpointing;
   s.output_name = c.output_name;
+  s.positions = c.positions;
   return s;
 }
 

@@ -37,7 +37,7 @@ std::vector<std::pair<std::string, bool>> forward_arguments(torch::jit::Module& 
 class ScriptedNet : public Net {
  public:
   ScriptedNet(torch::jit::Module module, const std::string& path, const ModelSpec& spec)
-      : module_(std::move(module)), output_(spec.output_name) {
+      : output_(spec.output_name), module_(std::move(module)) {
     for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
       auto [owner, leaf] = owner_of(*this, p.name);
       owner->register_parameter(leaf, p.value, /*requires_grad=*/true);

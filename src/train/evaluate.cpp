@@ -68,6 +68,10 @@ void EvalResult::add_to(nlohmann::json& record, const std::string& prefix) const
   } else {
     record[prefix + "accuracy"] = accuracy;
     if (top5 >= 0) record[prefix + "top5"] = top5;
+    if (tokens > 0) {
+      record[prefix + "tokens"] = tokens;
+      record[prefix + "perplexity"] = std::exp(loss);  // of the mean loss per token, as language models report it
+    }
   }
 }
 
@@ -80,6 +84,9 @@ std::string EvalResult::summary_line() const {
     }
     return s;
   }
+  if (tokens > 0)
+    return fmt::format("loss {:.4f} | perplexity {:.2f} | token accuracy {:.4f} ({} tokens)", loss, std::exp(loss), accuracy,
+                       tokens);
   if (top5 >= 0) return fmt::format("loss {:.4f} | accuracy {:.4f} | top-5 {:.4f}", loss, accuracy, top5);
   return fmt::format("loss {:.4f} | accuracy {:.4f}", loss, accuracy);
 }

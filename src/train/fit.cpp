@@ -303,12 +303,13 @@ class Fit {
     if (trainer().ema()) averaged.require_finite(what + " test (EMA)", finite_hint());
   }
 
-  // --eval_every: an evaluation inside the epoch, for the target alone (no checkpoint, no "best").
-  // Returns whether the loop must leave the epoch (the target reached, or a stop).
-  bool evaluate_for_target(int64_t epoch) {
+  // --eval_every: an evaluation inside the epoch, for the log and the target (no checkpoint, no
+  // "best"). Returns whether the loop must leave the epoch (the target reached, or a stop).
+  bool evaluate_inside_epoch(int64_t epoch) {
     check_bad_steps();  // a sync: the steps still queued on the device are training time
     EvalResult raw, averaged;
     if (!evaluate_both(raw, averaged)) return true;
+    progress_.line(fmt::format("step {} | test {}", r_.step, raw.summary_line()));
     record_eval(raw, averaged, epoch, fmt::format("step {}", r_.step));
     check_target(trainer().ema() ? averaged : raw);
     return r_.target_reached;
@@ -447,9 +448,9 @@ class Fit {
     if (log_step) log_window(epoch, lr, sr);
     r_.stop = stop_.after_step(r_.step, seconds_since(step_start), log_step, s_.parallel());
     if (r_.stop) return false;
-    if (target_ && target_->eval_every > 0 && r_.step % target_->eval_every == 0 && r_.step < schedule_.total_steps &&
-        !batches_.epoch_done())
-      return !evaluate_for_target(epoch);
+    const int64_t every = target_ && target_->eval_every > 0 ? target_->eval_every : c().eval_every;
+    if (every > 0 && r_.step % every == 0 && r_.step < schedule_.total_steps && !batches_.epoch_done())
+      return !evaluate_inside_epoch(epoch);
     return true;
   }
 

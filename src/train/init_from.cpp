@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/text.h"
+#include "models/gpt.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
 #include "weights/safetensors.h"
@@ -41,6 +42,18 @@ bool ends_with(const std::string& s, const std::string& end) {
 InitWeights read_init_weights(const std::string& path, const Family& f, bool ema) {
   InitWeights w;
   w.path = path;
+  if (is_hf_folder(path)) {
+    if (f.name != "gpt")
+      throw usage_error("--init_from '" + path + "' is a Hugging Face folder, which model gpt reads (got --model " +
+                            f.name + ")",
+                        "pass --model gpt");
+    if (ema) throw usage_error("--init_ema: '" + path + "' is a Hugging Face folder, which holds one set of weights",
+                               "drop --init_ema");
+    w.gpt = read_hf_gpt2_config(path);
+    w.format = "Hugging Face GPT-2";
+    w.tensors = read_hf_gpt2_weights(path, w.gpt, gpt_padded_vocab(w.gpt.vocab));
+    return w;
+  }
   const MappedFile m = map_file(path);
   auto no_ema = [&](const char* what) {
     return usage_error(fmt::format("--init_ema: '{}' is {}, which holds one set of weights", path, what),

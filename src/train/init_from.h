@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include "models/family.h"
+#include "weights/hf_gpt2.h"
 
 namespace gputrain {
 
@@ -20,6 +21,8 @@ struct InitWeights {
   std::string wrapper;                // "state_dict" when the weights sat under that key
   std::vector<std::string> stripped;  // prefixes removed from every name ("module.")
   std::vector<std::pair<std::string, torch::Tensor>> tensors;  // on the CPU, in gputrain's names
+  // A Hugging Face GPT-2 folder: the model's shape from its config.json (vocab 0: none).
+  GptShape gpt;
 };
 
 // Reads `path` whatever its format (detected from its bytes, not its name), strips the

@@ -64,6 +64,11 @@ void Session::build_trainer() {
   const int64_t outputs = train.is_regression() ? train.target_numel() : train.num_classes();
   ModelSpec spec = model_spec(c, train.sample_shape(), outputs);
   if (train.named_fields()) spec.fields = std::make_shared<const SampleSchema>(schema_of(train));
+  // A Hugging Face GPT-2's ids mean its own tokenizer's tokens: the data must use that vocabulary.
+  if (init_weights_ && init_weights_->gpt.vocab > 0 && outputs != init_weights_->gpt.vocab)
+    throw usage_error(fmt::format("the data's vocabulary of {} differs from the {} of --init_from '{}'", outputs,
+                                  init_weights_->gpt.vocab, c.init_from),
+                      "tokenize the data with the model's own tokenizer (its tokenizer.json)");
   NetPtr model = make_model(c.model, spec);
   if (init_weights_) init_report_ = load_init_weights(*model, f, *init_weights_, c.init_strict);
   init_weights_.reset();  // the file's copy is not needed any more
@@ -98,6 +103,7 @@ Session::Session(const Config& requested, SessionOptions options)
 
   if (options_.init_weights && !rc_.resolved.init_from.empty())  // a bad file is refused before the data is read
     init_weights_ = read_init_weights(rc_.resolved.init_from, family(rc_.resolved.model), rc_.resolved.init_ema);
+  if (init_weights_ && init_weights_->gpt.vocab > 0) shape_from_weights(init_weights_->gpt);
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
   resolve_from_data();
 
@@ -109,6 +115,16 @@ Session::Session(const Config& requested, SessionOptions options)
   search_batch_size();
   choose_num_workers();
   settle_unused();
+}
+
+void Session::shape_from_weights(const GptShape& g) {
+  // The weights decide: a preset's --width (quickstart's 16) must not refuse them. The config
+  // table shows any value they replaced as requested -> resolved, with this reason.
+  const std::string why = "the weights' shape, from " + rc_.resolved.init_from + "/config.json";
+  rc_.decide("width", g.width, why);
+  rc_.decide("depth", g.depth, why);
+  rc_.decide("heads", g.heads, why);
+  rc_.decide("positions", g.positions, why);
 }
 
 void Session::settle_unused() {
@@ -183,6 +199,14 @@ void Session::pin(const nlohmann::json& pinned) {
   // The model's stem, as its weights have it (decided from the data, or from --init_from's file).
   if (c.stem == "auto" && pinned.value("stem", "auto") != "auto" && family(c.model).stem)
     rc_.decide("stem", pinned["stem"], "as the run's weights have it");
+  // The shape of weights from a Hugging Face folder: decided from its config.json at the run's
+  // start (shape_from_weights), which eval, infer and a resume do not read again.
+  if (c.model == "gpt" && !c.init_from.empty()) {
+    const nlohmann::json requested = to_json(c);
+    for (const char* name : {"width", "depth", "heads", "positions"})
+      if (pinned.contains(name) && pinned[name].is_number_integer() && pinned[name] != requested[name])
+        rc_.decide(name, pinned[name], "as the run's weights have it (from " + c.init_from + "/config.json)");
+  }
   // The model's outputs: a resume keeps them, and the data must still fit them.
   if (c.num_classes == 0 && pinned.value("num_classes", 0) > 0)
     rc_.decide("num_classes", pinned["num_classes"], "classes in the training data at the run's start");
@@ -217,7 +241,12 @@ void Session::resolve_from_data() {
       if (what == "CUDA graphs") state = "off: " + why;
   }
   if (!train.is_regression() && c.num_classes != train.num_classes())
-    rc_.decide("num_classes", train.num_classes(), c.dataset == "synthetic" ? "synthetic default" : "classes in the training data");
+    rc_.decide("num_classes", train.num_classes(),
+               c.dataset == "synthetic" ? "synthetic default"
+               : c.dataset == "tokens"  ? "the tokenizer's vocabulary"
+                                        : "classes in the training data");
+  if (c.dataset == "tokens" && c.tokenizer.empty() && c.vocab_size == 0)  // make_datasets read it: export copies it
+    rc_.decide("tokenizer", tokenizer_of(c), "beside the training shards");
   const std::string metric = check_task_options(c, train);
   // The default preset smooths Fashion-MNIST's labels; a regression loss has none to smooth, and
   // the config table says so rather than the run refusing the preset it did not choose.

@@ -118,6 +118,8 @@ class Session {
   std::shared_ptr<const DataSplits> data_;
   std::unique_ptr<Trainer> trainer_;
   nlohmann::json batch_search_;
+  // --init_from a Hugging Face folder: width, depth and heads decided by its config.json.
+  void shape_from_weights(const GptShape& g);
   std::optional<InitWeights> init_weights_;  // read before the stem is decided, loaded into the model
   InitReport init_report_;
   std::vector<std::string> frozen_;

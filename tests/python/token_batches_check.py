@@ -22,7 +22,6 @@ Prints one line; exit code 0 = pass, 1 = a check failed, 2 = a command failed.
 import json
 import os
 import random
-import subprocess
 import sys
 
 import torch
@@ -30,6 +29,7 @@ from torch import nn
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from commands import run  # noqa: E402
 from test_export import load_weights  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,14 +92,6 @@ def samples(n, rng):
 def export(module, example, path, dynamic):
     program = torch.export.export(module.train(), example, dynamic_shapes=dynamic)
     torch.export.save(program, path)
-
-
-def run(cmd, expect=0):
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode != expect:
-        print(f"FAIL (command): `{' '.join(cmd)}` exited {done.returncode}, expected {expect}\n{done.stdout}{done.stderr}")
-        sys.exit(2)
-    return done.stdout + done.stderr
 
 
 def reference(start, data, per_micro_mean=False):

@@ -1,0 +1,173 @@
+// gpt: GPT-2, a decoder-only language model. Token and learned position embeddings, pre-norm
+// blocks (LayerNorm -> causal self-attention -> residual, LayerNorm -> MLP with tanh GELU ->
+// residual), a final LayerNorm, and a head that is the token embedding itself (tied: one tensor,
+// updated once). Parameter names are nanoGPT's (nn.Linear, [out, in]); Hugging Face's GPT-2
+// uses the same names with Conv1D weights stored [in, out] (weights/hf_gpt2.cpp maps them).
+#include <cmath>
+
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <fmt/format.h>
+#include <torch/nn.h>
+
+#include "core/error.h"
+#include "data/schema.h"
+#include "models/checkpoint_block.h"
+#include "models/family.h"
+#include "models/gpt.h"
+#include "models/registry.h"
+
+namespace gputrain {
+namespace {
+
+namespace nn = torch::nn;
+
+// GPT-2's initialisation: every weight N(0, 0.02), biases zero, LayerNorm ones and zeros; the
+// projections into the residual stream N(0, 0.02 / sqrt(2 x layers)), since each layer adds two
+// of them to it (GPT-2 paper, section 2.3; nanoGPT and llm.c do the same).
+constexpr double kInitStd = 0.02;
+
+class Block : public nn::Module {
+ public:
+  Block(int64_t d, int64_t heads, double dropout, int64_t layers) : heads_(heads), dropout_(dropout) {
+    ln_1 = register_module("ln_1", nn::LayerNorm(nn::LayerNormOptions({d})));
+    auto attn = register_module("attn", std::make_shared<nn::Module>());
+    c_attn = attn->register_module("c_attn", nn::Linear(d, 3 * d));
+    attn_proj = attn->register_module("c_proj", nn::Linear(d, d));
+    ln_2 = register_module("ln_2", nn::LayerNorm(nn::LayerNormOptions({d})));
+    auto mlp = register_module("mlp", std::make_shared<nn::Module>());
+    c_fc = mlp->register_module("c_fc", nn::Linear(d, 4 * d));
+    mlp_proj = mlp->register_module("c_proj", nn::Linear(4 * d, d));
+    torch::NoGradGuard no_grad;
+    const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(layers));
+    for (auto* l : {&c_attn, &attn_proj, &c_fc, &mlp_proj}) {
+      const bool residual = l == &attn_proj || l == &mlp_proj;
+      (*l)->weight.normal_(0, residual ? residual_std : kInitStd);
+      (*l)->bias.zero_();
+    }
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = x + dropout(attn_proj(attention(ln_1(x))));
+    return h + dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh")));
+  }
+
+  nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  nn::Linear c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
+
+ private:
+  torch::Tensor dropout(const torch::Tensor& x) { return torch::dropout(x, dropout_, is_training()); }
+
+  // Causal self-attention through ATen's fused kernel (flash or memory-efficient on GPUs, the
+  // flash kernel on CPUs): the T x T scores are never held whole.
+  torch::Tensor attention(const torch::Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+    auto qkv = c_attn(x).view({B, T, 3, heads_, d / heads_}).permute({2, 0, 3, 1, 4});  // 3, B, H, T, d/H
+    auto y = at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*attn_mask=*/{},
+                                              is_training() ? dropout_ : 0.0, /*is_causal=*/true);
+    return y.transpose(1, 2).reshape({B, T, d});
+  }
+
+  int64_t heads_;
+  double dropout_;
+};
+
+// The shape from the flags, with GPT-2 small's as the defaults.
+struct Shape {
+  int64_t vocab, padded_vocab, positions, d, heads, layers;
+};
+
+// (gpt_padded_vocab) llm.c pads the embedding's rows to a multiple of 128 (50257 -> 50304), a layout for whole-tile
+// kernels. The extra rows are never a token and never a logit: the head reads the first `vocab`
+// rows, so the softmax runs over the real vocabulary (as llm.c's classifier does, and as
+// Hugging Face's GPT-2 computes it: imported weights give its logits).
+Shape shape_of(const ModelSpec& s) {
+  const TensorField* ids = s.fields ? s.fields->find("input_ids") : nullptr;
+  if (!ids || ids->dtype != DType::kI64 || ids->shape.size() != 1)
+    throw usage_error("model 'gpt' reads token ids (an i64 field input_ids of one row per sample); the data gives " +
+                          (s.fields ? "fields " + s.fields->text() : std::string("one tensor x")),
+                      "train it on --dataset tokens (token shards, --seq_len)");
+  Shape g;
+  g.vocab = s.num_classes;
+  g.padded_vocab = gpt_padded_vocab(g.vocab);
+  const int64_t length = ids->varies() ? ids->longest : ids->shape[0];
+  g.positions = s.positions > 0 ? s.positions : length;
+  if (length > g.positions)
+    throw usage_error(fmt::format("--seq_len {} is above the model's {} positions", length, g.positions),
+                      fmt::format("a --seq_len up to {} (the weights' n_positions)", g.positions));
+  if (g.vocab > g.padded_vocab) throw std::logic_error("padded vocabulary below the vocabulary");
+  g.d = s.width > 0 ? s.width : 768;
+  g.heads = s.heads > 0 ? s.heads : 12;
+  g.layers = s.depth > 0 ? s.depth : 12;
+  if (g.d % g.heads != 0)
+    throw usage_error(fmt::format("gpt width {} is not a multiple of heads {}", g.d, g.heads),
+                      "pick --width and --heads so that heads divides width (GPT-2 small: 768 and 12)");
+  return g;
+}
+
+class Gpt : public Net {
+ public:
+  explicit Gpt(const ModelSpec& s) : g_(shape_of(s)), dropout_(s.dropout), checkpointing_(s.grad_checkpointing) {
+    auto transformer = register_module("transformer", std::make_shared<nn::Module>());
+    wte_ = transformer->register_module("wte", nn::Embedding(g_.padded_vocab, g_.d));
+    wpe_ = transformer->register_module("wpe", nn::Embedding(g_.positions, g_.d));
+    auto h = transformer->register_module("h", nn::ModuleList());
+    for (int64_t i = 0; i < g_.layers; ++i) {
+      blocks_.push_back(std::make_shared<Block>(g_.d, g_.heads, s.dropout, g_.layers));
+      h->push_back(blocks_.back());
+    }
+    ln_f_ = transformer->register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({g_.d})));
+    torch::NoGradGuard no_grad;
+    wte_->weight.normal_(0, kInitStd);
+    wpe_->weight.normal_(0, kInitStd);
+  }
+
+  torch::Tensor forward(torch::Tensor ids) override {
+    const int64_t T = ids.size(1);
+    if (T > g_.positions)
+      throw std::invalid_argument(fmt::format("{} tokens in a sample, above the model's {} positions", T, g_.positions));
+    auto x = wte_(ids) + wpe_(torch::arange(T, ids.options()));
+    x = torch::dropout(x, dropout_, is_training());
+    for (auto& block : blocks_) {
+      if (checkpointing_ && checkpointing_active(*this))
+        x = checkpoint_block(block, [b = block.get()](const torch::Tensor& t) { return b->forward(t); }, x);
+      else
+        x = block->forward(x);
+    }
+    // The head is the token embedding (tied), its real rows: logits over the vocabulary.
+    return torch::nn::functional::linear(ln_f_(x), wte_->weight.narrow(0, 0, g_.vocab));
+  }
+
+  torch::Tensor forward_batch(const Batch& b) override { return forward(b.at("input_ids")); }
+
+ private:
+  Shape g_;
+  double dropout_;
+  bool checkpointing_;
+  nn::Embedding wte_{nullptr}, wpe_{nullptr};
+  std::vector<std::shared_ptr<Block>> blocks_;
+  nn::LayerNorm ln_f_{nullptr};
+};
+
+}  // namespace
+
+int64_t gpt_padded_vocab(int64_t vocab) { return (vocab + 127) / 128 * 128; }
+
+const Family& gpt_family() {
+  static const Family f{
+      .name = "gpt",
+      .make = [](const ModelSpec& s) -> NetPtr { return std::make_shared<Gpt>(s); },
+      .ranks = {1},
+      .input = "T token ids (--dataset tokens)",
+      .options = {"depth", "heads", "dropout", "positions"},
+      .blocks = true,
+      .named_inputs = true,
+      // The embeddings, each block, the final norm (the head is the token embedding: tied).
+      .layers = {"transformer.wte+transformer.wpe", "transformer.h.*", "transformer.ln_f"},
+      .head = {"transformer.ln_f"},
+      .twin = "GPT-2 as nanoGPT writes it (transformers' GPT2LMHeadModel with nn.Linear in place of Conv1D): "
+              "transformer.wte/wpe, transformer.h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}, "
+              "transformer.ln_f, lm_head tied to wte; the vocabulary padded to a multiple of 128"};
+  return f;
+}
+
+}  // namespace gputrain

@@ -1,0 +1,159 @@
+// Language models: token shards as windows (--dataset tokens), their bad inputs, and gpt against
+// Hugging Face's GPT-2 (tests/python/gpt_check.py).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/token_dataset.h"
+#include "test_errors.h"
+#include "test_python.h"
+#include "test_util.h"
+
+using namespace gputrain;
+
+namespace {
+
+// llm.c's layout: 256 int32 of header (magic, version, count), then the tokens; `count` may lie.
+void write_llmc(const std::string& path, const std::vector<int64_t>& tokens, int32_t magic = 20240520,
+                int32_t version = 1, int64_t count = -1) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = version;
+  header[2] = static_cast<int32_t>(count >= 0 ? count : static_cast<int64_t>(tokens.size()));
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  for (int64_t t : tokens) {
+    if (magic == 20240801) {
+      const auto v = static_cast<uint32_t>(t);
+      out.write(reinterpret_cast<const char*>(&v), 4);
+    } else {
+      const auto v = static_cast<uint16_t>(t);
+      out.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+}
+
+std::vector<int64_t> range(int64_t first, int64_t n) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(first + i);
+  return v;
+}
+
+struct Fields : FieldWriter {
+  std::vector<int64_t> ids, labels;
+  void* field(size_t f, int64_t) override { return f == 0 ? ids.data() : labels.data(); }
+};
+
+std::pair<std::vector<int64_t>, std::vector<int64_t>> window(const TokenDataset& d, int64_t i) {
+  Fields w;
+  w.ids.resize(static_cast<size_t>(d.seq_len()));
+  w.labels.resize(static_cast<size_t>(d.seq_len()));
+  d.get_fields(i, w, 0);
+  return {w.ids, w.labels};
+}
+
+}  // namespace
+
+TEST_CASE("tokens: windows of seq_len + 1 in each shard, labels one token on, in every file format", "[data]") {
+  test::TempDir dir;
+  write_llmc(dir / "a.bin", range(0, 41));     // 5 windows of 8 (+1)
+  write_llmc(dir / "b.bin", range(100, 21), 20240801, 7);  // uint32: 2 windows
+  TokenDataset d({dir / "a.bin", dir / "b.bin"}, 8, 200);
+  REQUIRE(d.size() == 7);
+  CHECK(d.tokens() == 62);
+  CHECK(d.num_classes() == 200);
+  CHECK(d.shards()[1].format == "llm.c uint32");
+  CHECK(window(d, 0) == std::pair{range(0, 8), range(1, 8)});
+  CHECK(window(d, 4) == std::pair{range(32, 8), range(33, 8)});  // its last label is the shard's last token
+  CHECK(window(d, 5) == std::pair{range(100, 8), range(101, 8)});  // no window crosses a file's end
+  CHECK(window(d, 6) == std::pair{range(108, 8), range(109, 8)});
+  CHECK(TokenDataset({dir / "a.bin"}, 8, 200, 2).size() == 2);  // --eval_tokens: the first windows
+
+  // nanoGPT's headerless uint16 and an int32 .npy read the same tokens.
+  {
+    std::ofstream raw(dir / "nano.bin", std::ios::binary);
+    for (int64_t t : range(0, 41)) {
+      const auto v = static_cast<uint16_t>(t);
+      raw.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+  TokenDataset nano({dir / "nano.bin"}, 8, 200);
+  CHECK(nano.shards()[0].format == "uint16 (no header)");
+  CHECK(window(nano, 3) == window(d, 3));
+  // An .npy of int32, as np.save writes it: magic, version 1.0, a header padded to 64 bytes.
+  {
+    std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (41,), }";
+    header.append(64 - (10 + header.size() + 1) % 64, ' ');
+    header += '\n';
+    std::ofstream npy(dir / "t.npy", std::ios::binary);
+    npy.write("\x93NUMPY\x01\x00", 8);
+    const auto length = static_cast<uint16_t>(header.size());
+    npy.write(reinterpret_cast<const char*>(&length), 2);
+    npy << header;
+    for (int64_t t : range(0, 41)) {
+      const auto v = static_cast<int32_t>(t);
+      npy.write(reinterpret_cast<const char*>(&v), 4);
+    }
+  }
+  TokenDataset npy({dir / "t.npy"}, 8, 200);
+  CHECK(npy.shards()[0].format == "npy int32");
+  CHECK(window(npy, 3) == window(d, 3));
+}
+
+TEST_CASE("tokens: a bad shard, an id outside the vocabulary or too few tokens exit 2 naming the file", "[data][cli]") {
+  test::TempDir dir;
+  const std::string base = "train --dataset tokens --model gpt --width 16 --heads 2 --depth 1 --seq_len 8 --max_steps 1 ";
+  auto refused = [&](const std::string& flags, const std::string& expected) {
+    const std::string out = dir / "run";
+    auto r = test::run_gputrain(base + flags + " --output_dir " + out);
+    INFO(flags << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(expected));
+    CHECK(!std::filesystem::exists(out));
+  };
+  write_llmc(dir / "magic.bin", range(0, 41), 12345);
+  refused("--vocab_size 100 --train_file " + (dir / "magic.bin"),
+          "magic.bin: a token shard header with magic 12345 (expected 20240520 or 20240801)");
+  write_llmc(dir / "cut.bin", range(0, 41), 20240520, 1, 100);
+  refused("--vocab_size 100 --train_file " + (dir / "cut.bin"),
+          "cut.bin: its header says 100 tokens (1224 bytes with the header), the file has 1106 bytes");
+  write_llmc(dir / "version.bin", range(0, 41), 20240520, 7);
+  refused("--vocab_size 100 --train_file " + (dir / "version.bin"), "version.bin: llm.c magic 20240520 with version 7 (expected 1)");
+  { std::ofstream(dir / "odd.bin") << "abc"; }
+  refused("--vocab_size 100 --train_file " + (dir / "odd.bin"), "odd.bin: 3 bytes: neither an llm.c shard nor uint16 tokens");
+  write_llmc(dir / "ok.bin", range(0, 41));
+  refused("--vocab_size 40 --train_file " + (dir / "ok.bin"), "ok.bin: token 40 at position 40 is outside the vocabulary of 40");
+  refused("--vocab_size 100 --seq_len 64 --train_file " + (dir / "ok.bin"),
+          "ok.bin: 41 tokens in all, fewer than one window of --seq_len 64 + 1");
+  refused("--train_file " + (dir / "ok.bin"), "no vocabulary size (no tokenizer.json beside");
+  refused("--vocab_size 100 --eval_tokens 64 --train_file " + (dir / "ok.bin"), "--eval_tokens caps the val shards");
+  refused("--vocab_size 100 --positions 4 --train_file " + (dir / "ok.bin"), "--seq_len 8 is above the model's 4 positions");
+  refused("--vocab_size 100 --train_file '" + (dir / "none-*.bin") + "'", "none-*.bin");
+  // A tokenizer.json beside the shards gives the vocabulary: its largest id + 1.
+  std::filesystem::create_directories(dir / "tok");
+  write_llmc(dir / "tok/train.bin", range(0, 41));
+  { std::ofstream(dir / "tok/tokenizer.json") << R"({"model": {"vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 63, "content": "<|endoftext|>"}]})"; }
+  auto r = test::run_gputrain(base + "--batch_size 2 --train_file " + (dir / "tok/train.bin") + " --output_dir " + (dir / "tokrun"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("vocabulary 64 (" + (dir / "tok/tokenizer.json") + ")"));
+}
+
+TEST_CASE("gpt: logits, 3 AdamW steps on 1 and 2 ranks, and the exported folder equal Hugging Face's GPT-2",
+          "[models][python][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("gpt_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  if (code == 77) {
+    WARN("transformers is not installed (.pydeps-text): gpt not compared with Hugging Face's GPT-2");
+    return;
+  }
+  CHECK(code == 0);
+}
