@@ -157,3 +157,13 @@ TEST_CASE("gpt: logits, 3 AdamW steps on 1 and 2 ranks, and the exported folder 
   }
   CHECK(code == 0);
 }
+
+TEST_CASE("prepare_text: the standard library's json package as shards trains the CPU GPT and exports its tokenizer",
+          "[data][python][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("prepare_text_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  CHECK(code == 0);
+}

@@ -341,7 +341,15 @@ TEST_CASE("session: config.json of a run on every model family holds no auto: ea
   // One short run per family on synthetic samples of a rank it takes, then the variations that
   // leave parts out (no AMP) or add some (pipeline stages).
   std::vector<std::pair<std::string, std::string>> runs;
+  std::vector<uint16_t> tokens(200);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i % 50);
+  test::write_token_shard(dir / "tokens.bin", tokens);
   for (const auto& name : model_names()) {
+    if (family(name).named_inputs) {  // token data, with its own preset (smoke's is synthetic)
+      runs.emplace_back(name, "--preset gpt_cpu --eval_tokens 0 --eval_every 0 --train_file " + (dir / "tokens.bin") +
+                                  " --vocab_size 50 --seq_len 8 --heads 2");
+      continue;
+    }
     const auto ranks = family(name).ranks;
     const size_t rank = ranks.empty() ? 1 : ranks.front();
     const std::string shape = rank == 1 ? "12" : rank == 2 ? "6x3" : rank == 3 ? "1x16x16" : "1x4x8x8";
@@ -353,8 +361,11 @@ TEST_CASE("session: config.json of a run on every model family holds no auto: ea
   for (const auto& [tag, flags] : runs) {
     INFO(tag);
     const std::string out = dir / tag;
-    auto r = test::run_gputrain("train --preset smoke --width 4 --epochs 1 --max_steps 1 --synthetic_train_size 64 "
-                                "--synthetic_test_size 16 --num_workers 0 " + flags + " --output_dir " + out);
+    const std::string base = flags.find("--preset") == std::string::npos
+                                 ? "--preset smoke --synthetic_train_size 64 --synthetic_test_size 16 "
+                                 : "";
+    auto r = test::run_gputrain("train --width 4 --epochs 1 --max_steps 1 --num_workers 0 " + base + flags +
+                                " --output_dir " + out);
     REQUIRE(r.exit_code == 0);
     const auto record = nlohmann::json::parse(test::read_file(out + "/config.json"));
     for (const auto& [field, value] : record["resolved"].items()) {

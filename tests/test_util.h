@@ -1,5 +1,6 @@
 // Helpers shared by the tests: temporary folders, files, and running the built binary.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,6 +46,18 @@ struct TempDir {
 
 inline void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
+}
+
+// An llm.c token shard (a 256 x int32 header: magic 20240520, version 1, the count; then uint16
+// tokens) of `tokens`, for --dataset tokens.
+inline void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = static_cast<int32_t>(tokens.size());
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(2 * tokens.size()));
 }
 
 inline std::string read_file(const std::string& path) {
