@@ -347,7 +347,7 @@ DataSplits make_tokens(const Config& c) {
     eval_name = fmt::format("validation windows ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
                             c.val_split > 0 ? "" : ": no --test_file, --val_split 0.1 by default");
   }
-  s.description = fmt::format("tokens {} ({} file{}, {}, {} tokens{}): vocabulary {} ({}), windows of {}: {} train, {} {}",
+  s.description = fmt::format("tokens {} ({} file{}, {}, {} tokens){}: vocabulary {} ({}), windows of {}: {} train, {} {}",
                               c.train_file, train_files.size(), train_files.size() == 1 ? "" : "s",
                               train->shards().front().format, train->tokens(),
                               c.test_file.empty() ? "" : " + " + c.test_file, vocab, vocab_from, c.seq_len,

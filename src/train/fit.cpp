@@ -20,6 +20,7 @@
 #include "core/progress.h"
 #include "core/stats.h"
 #include "core/text.h"
+#include "data/schema.h"
 #include "monitor/profiler.h"
 #include "step/fine_tune.h"
 #include "step/lr_schedule.h"
@@ -89,6 +90,12 @@ class Fit {
     last_eval_ = start.last_eval;
     if (target_ && last_eval_.count(target_->metric)) r_.target_reached = target_->reached(last_eval_.at(target_->metric));
     s.trainer().resume_at(start.step);
+    // A language model's figures are per token: the target's tokens in one sample (fixed-size
+    // token windows; padded ones vary from batch to batch and are left at samples/s).
+    const SampleSchema schema = schema_of(*s.data().train);
+    if (const TensorField* t = schema.find(schema.target); t && t->dtype == DType::kI64 && !t->shape.empty() && !t->varies())
+      tokens_per_sample_ = Dataset::numel(t->shape);
+    peak_ = device_peak_flops(s.recipe(), s.machine());
     // The process that owns the run folder profiles (other ranks run the same steps).
     if (!c().profile.empty() && folder_)
       profiler_ = std::make_unique<StepProfiler>(*ProfileRange::parse(c().profile), folder_->path() + "/profile",
@@ -145,6 +152,8 @@ class Fit {
     return profiler_ ? Profiled{profiler_->profiled_steps(), profiler_->profiled_seconds()} : Profiled{};
   }
   Profiled window_profiled_;  // at the log window's start
+  int64_t tokens_per_sample_ = 0;  // > 0: a language model's token windows (tokens/s, per-token MFU)
+  PeakFlops peak_;
   // With several ranks: the model's buffers and this process's generators before the step in
   // flight. A collective that fails inside it (the gradient sum) leaves the weights as they
   // were, but its forward has moved BatchNorm's statistics and drawn random numbers: they are
@@ -353,8 +362,7 @@ class Fit {
   nlohmann::json epoch_stats(double sps) const {
     nlohmann::json stats = memory_peaks(s_.recipe());
     stats["train_samples_per_sec"] = sps;
-    const PeakFlops peak = device_peak_flops(s_.recipe(), s_.machine());
-    if (const double mfu = training_mfu(s_.trainer().model().flops_per_sample, sps, peak); mfu > 0) stats["mfu"] = mfu;
+    if (const double mfu = training_mfu(s_.trainer().model().flops_per_sample, sps, peak_); mfu > 0) stats["mfu"] = mfu;
     return stats;
   }
 
@@ -469,7 +477,17 @@ class Fit {
         unprofiled_samples_per_second(w.steps, w.seconds, s_.samples_per_step(), profiled_steps, profiled_seconds);
     const double wait = batches_.take_wait_seconds();
     r_.wait_seconds += wait;
-    progress_.update(r_.step, epoch, w.loss, lr, sps, w.step_ms, w.tail);
+    std::string extra;
+    if (tokens_per_sample_ > 0) {
+      const double tokens = sps * static_cast<double>(tokens_per_sample_);
+      rec["tokens_per_sec"] = tokens;
+      extra = fmt::format(" | {:.0f} tokens/s", tokens);
+      if (const double mfu = training_mfu(trainer().model().flops_per_sample, sps, peak_); mfu > 0) {
+        rec["mfu"] = mfu;
+        extra += fmt::format(" | MFU {:.1f}%", 100 * mfu);
+      }
+    }
+    progress_.update(r_.step, epoch, w.loss, lr, sps, w.step_ms, extra + w.tail);
     if (folder_)
       folder_->status().update(
           {{"step", r_.step},
