@@ -2,6 +2,8 @@
 #include "app/export_run.h"
 
 #include <filesystem>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -24,13 +26,22 @@ int export_hf(const ExportRequest& q, const NamedTensors& weights, const Checkpo
     throw usage_error(fmt::format("--format hf writes GPT-2 folders; checkpoint '{}' is of model '{}'", q.checkpoint,
                                   resolved.is_object() ? resolved.value("model", "") : ""),
                       "export other models as safetensors (the default --format)");
+  // The shape from the weights themselves; heads from the record (runs before it was recorded
+  // used gpt's default of 12).
   GptShape g;
   g.vocab = resolved.value("num_classes", int64_t{0});
-  g.width = resolved.value("width", int64_t{0});
-  g.depth = resolved.value("depth", int64_t{0});
-  g.heads = resolved.value("heads", int64_t{0});
-  for (const auto& [name, t] : weights)
-    if (name == "transformer.wpe.weight") g.positions = t.size(0);
+  g.heads = resolved.value("heads", int64_t{0}) > 0 ? resolved.value("heads", int64_t{0}) : 12;
+  for (const auto& [name, t] : weights) {
+    if (name == "transformer.wpe.weight") std::tie(g.positions, g.width) = std::pair{t.size(0), t.size(1)};
+    if (name.rfind("transformer.h.", 0) == 0 && name.ends_with(".ln_1.weight")) ++g.depth;
+  }
+  if (g.vocab <= 0 || g.width <= 0 || g.depth <= 0 || g.width % g.heads != 0)
+    throw usage_error(fmt::format("checkpoint '{}' does not describe a GPT-2 (vocabulary {}, width {}, {} layers, {} heads)",
+                                  q.checkpoint, g.vocab, g.width, g.depth, g.heads),
+                      "export it as safetensors (the default --format)");
+  if (std::error_code ec; std::filesystem::exists(q.out, ec) && !std::filesystem::is_empty(q.out, ec))
+    throw usage_error("--out '" + q.out + "' exists and is not empty: a model folder's files would mix with its own",
+                      "give a new folder (it is created)");
   const std::string tokenizer = resolved.value("tokenizer", "");
   const bool has_tokenizer = !tokenizer.empty() && std::filesystem::exists(tokenizer);
   write_hf_gpt2(q.out, weights, g, has_tokenizer ? tokenizer : "");

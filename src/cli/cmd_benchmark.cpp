@@ -113,7 +113,9 @@ int cmd_benchmark(const std::vector<std::string>& words) {
       if (name == "seeds" || name == "eval_every") problems.push_back("flag --" + name + " applies to a --until run");
   }
   for (auto& problem : run_folder_flags_given(args.flags, "benchmark"))
-    problems.push_back(problem + (problem.find("--profile") != std::string::npos ? " (--explain profiles the full recipe)" : ""));
+    if (!(has_flag(args.flags, "until") && problem.find("--time_limit ") != std::string::npos))  // caps a --until run
+      problems.push_back(problem +
+                         (problem.find("--profile") != std::string::npos ? " (--explain profiles the full recipe)" : ""));
   q.settings.explain = args.take_switch("explain");
   if (q.settings.explain && q.settings.until)
     problems.push_back("--explain profiles timed steps; a --until run trains by --epochs (drop one of them)");

@@ -358,8 +358,10 @@ DataSplits make_tokens(const Config& c) {
 }  // namespace
 
 std::string tokenizer_of(const Config& c) {
-  if (!c.tokenizer.empty() || c.vocab_size > 0) return c.tokenizer;
-  return (fs::path(expand_shards(c.train_file).front()).parent_path() / "tokenizer.json").string();
+  if (c.vocab_size > 0) return c.tokenizer;
+  // Absolute: the run's record keeps it for export, which may run from another folder.
+  if (!c.tokenizer.empty()) return fs::absolute(c.tokenizer).string();
+  return fs::absolute(fs::path(expand_shards(c.train_file).front()).parent_path() / "tokenizer.json").string();
 }
 
 std::string dataset_dir(const Config& c) {

@@ -169,12 +169,16 @@ void StepProfiler::before_step(int64_t step) {
     began_ = std::chrono::steady_clock::now();
     start();
   }
-  if (recording_) note_memory(step, "start");
+  if (recording_) {
+    in_step_ = true;
+    note_memory(step, "start");
+  }
 }
 
 void StepProfiler::after_step(int64_t step) {
+  if (!recording_ || !in_step_) return;  // (an epoch's tail ran no step)
+  in_step_ = false;
   last_ = std::max(last_, step);
-  if (!recording_) return;
   ++steps_;
   note_memory(step, "end");
   if (step >= range_.stop) stop();
@@ -186,8 +190,19 @@ double StepProfiler::profiled_seconds() const {
 
 void StepProfiler::note_memory(int64_t step, const char* phase) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began_).count();
-  memory_rows_ += fmt::format("{},{},{:.3f},{},{}\n", step, phase, ms, rss_bytes(),
-                              cuda_device_ >= 0 ? std::to_string(cuda_allocated(cuda_device_)) : "");
+  std::string allocated;
+  if (cuda_device_ >= 0) {
+    try {
+      allocated = std::to_string(cuda_allocated(cuda_device_));
+    } catch (const std::exception&) {  // the allocator not started yet (a whole command's first row)
+      allocated = "0";
+    }
+  }
+  memory_rows_ += fmt::format("{},{},{:.3f},{},{}\n", step, phase, ms, rss_bytes(), allocated);
+}
+
+void StepProfiler::end_now() {
+  if (recording_) stop();
 }
 
 void StepProfiler::start() {

@@ -49,10 +49,12 @@ class StepProfiler {
   // The run ended at `last_step`: a recording still open is written. Returns one line for the
   // log: what was written, or why nothing was.
   std::string finish(int64_t last_step);
+  // An epoch ends inside the range: the recording stops here, so that it holds no evaluation.
+  void end_now();
   bool recording() const { return recording_; }
   // The steps recorded so far, and the seconds from the profiler's start to the end of its
   // stop (the files written): what throughput figures leave out.
-  int64_t profiled_steps() const { return steps_; }
+  int64_t profiled_steps() const { return steps_ + (in_step_ ? 1 : 0); }  // the one running included
   double profiled_seconds() const;
   // After the recording: every operator and region by self time, and the recorded steps' wall time.
   const std::vector<ProfiledOp>& ops() const { return ops_; }
@@ -75,6 +77,7 @@ class StepProfiler {
   std::chrono::steady_clock::time_point began_;
   double wall_us_ = 0, cost_seconds_ = 0;
   int64_t steps_ = 0;
+  bool in_step_ = false;  // between before_step and after_step of a recorded step
   std::string memory_rows_;  // memory.csv's rows
   std::string said_;  // finish()'s line, once the files are written (or failed)
   std::vector<ProfiledOp> ops_;

@@ -320,6 +320,11 @@ class Fit {
     if (!evaluate_both(raw, averaged)) return true;
     progress_.line(fmt::format("step {} | test {}", r_.step, raw.summary_line()));
     record_eval(raw, averaged, epoch, fmt::format("step {}", r_.step));
+    // The next log window's speed leaves the evaluation out (when one just closed here).
+    if (r_.step % c().log_every == 0) {
+      log_.start_window();
+      window_profiled_ = profiled();
+    }
     check_target(trainer().ema() ? averaged : raw);
     return r_.target_reached;
   }
@@ -336,6 +341,7 @@ class Fit {
     const int64_t first_step = r_.step;
     const double evals_before = evals_.total_seconds();
     train_steps(epoch);
+    if (profiler_) profiler_->end_now();  // the evaluation after the epoch is not a training step
     r_.wait_seconds += batches_.take_wait_seconds();
     const double train_seconds = seconds_since(epoch_start) - (evals_.total_seconds() - evals_before);
     r_.train_seconds += train_seconds;
@@ -456,7 +462,8 @@ class Fit {
     if (log_step) log_window(epoch, lr, sr);
     r_.stop = stop_.after_step(r_.step, seconds_since(step_start), log_step, s_.parallel());
     if (r_.stop) return false;
-    const int64_t every = target_ && target_->eval_every > 0 ? target_->eval_every : c().eval_every;
+    // (train --until sets the target's from --eval_every; a benchmark's own flag sets it there.)
+    const int64_t every = target_ ? target_->eval_every : c().eval_every;
     if (every > 0 && r_.step % every == 0 && r_.step < schedule_.total_steps && !batches_.epoch_done())
       return !evaluate_inside_epoch(epoch);
     return true;

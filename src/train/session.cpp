@@ -104,6 +104,7 @@ Session::Session(const Config& requested, SessionOptions options)
   if (options_.init_weights && !rc_.resolved.init_from.empty())  // a bad file is refused before the data is read
     init_weights_ = read_init_weights(rc_.resolved.init_from, family(rc_.resolved.model), rc_.resolved.init_ema);
   if (init_weights_ && init_weights_->gpt.vocab > 0) shape_from_weights(init_weights_->gpt);
+  if (rc_.resolved.model == "gpt") decide_gpt_shape();
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
   resolve_from_data();
 
@@ -125,6 +126,16 @@ void Session::shape_from_weights(const GptShape& g) {
   rc_.decide("depth", g.depth, why);
   rc_.decide("heads", g.heads, why);
   rc_.decide("positions", g.positions, why);
+}
+
+void Session::decide_gpt_shape() {
+  // Written into the record, so that eval, infer, a resume and export --format hf build and
+  // describe the same model (a later --seq_len within the positions reads the same weights).
+  const Config& c = rc_.resolved;
+  if (c.width == 0) rc_.decide("width", 768, "gpt's default (GPT-2 small)");
+  if (c.depth == 0) rc_.decide("depth", 12, "gpt's default (GPT-2 small)");
+  if (c.heads == 0) rc_.decide("heads", 12, "gpt's default (GPT-2 small)");
+  if (c.positions == 0 && c.seq_len > 0) rc_.decide("positions", c.seq_len, "the data's windows (--seq_len)");
 }
 
 void Session::settle_unused() {
@@ -199,9 +210,9 @@ void Session::pin(const nlohmann::json& pinned) {
   // The model's stem, as its weights have it (decided from the data, or from --init_from's file).
   if (c.stem == "auto" && pinned.value("stem", "auto") != "auto" && family(c.model).stem)
     rc_.decide("stem", pinned["stem"], "as the run's weights have it");
-  // The shape of weights from a Hugging Face folder: decided from its config.json at the run's
-  // start (shape_from_weights), which eval, infer and a resume do not read again.
-  if (c.model == "gpt" && !c.init_from.empty()) {
+  // A gpt's shape as the run decided it (decide_gpt_shape, or from a Hugging Face folder's
+  // config.json): eval, infer and a resume build the model the weights fit.
+  if (c.model == "gpt") {
     const nlohmann::json requested = to_json(c);
     for (const char* name : {"width", "depth", "heads", "positions"})
       if (pinned.contains(name) && pinned[name].is_number_integer() && pinned[name] != requested[name])
@@ -245,8 +256,8 @@ void Session::resolve_from_data() {
                c.dataset == "synthetic" ? "synthetic default"
                : c.dataset == "tokens"  ? "the tokenizer's vocabulary"
                                         : "classes in the training data");
-  if (c.dataset == "tokens" && c.tokenizer.empty() && c.vocab_size == 0)  // make_datasets read it: export copies it
-    rc_.decide("tokenizer", tokenizer_of(c), "beside the training shards");
+  if (c.dataset == "tokens" && c.vocab_size == 0 && tokenizer_of(c) != c.tokenizer)  // export copies the one read
+    rc_.decide("tokenizer", tokenizer_of(c), c.tokenizer.empty() ? "beside the training shards" : "--tokenizer, absolute");
   const std::string metric = check_task_options(c, train);
   // The default preset smooths Fashion-MNIST's labels; a regression loss has none to smooth, and
   // the config table says so rather than the run refusing the preset it did not choose.

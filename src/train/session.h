@@ -120,6 +120,8 @@ class Session {
   nlohmann::json batch_search_;
   // --init_from a Hugging Face folder: width, depth and heads decided by its config.json.
   void shape_from_weights(const GptShape& g);
+  // --model gpt: width, depth, heads and positions decided (GPT-2 small's, --seq_len's).
+  void decide_gpt_shape();
   std::optional<InitWeights> init_weights_;  // read before the stem is decided, loaded into the model
   InitReport init_report_;
   std::vector<std::string> frozen_;
