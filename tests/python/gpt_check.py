@@ -14,7 +14,8 @@ In WORKDIR: a tiny random GPT2LMHeadModel saved with save_pretrained (hf/), llm.
      missing or unexpected key, holding those weights;
   3. infer's per-token predictions and probabilities equal that model's softmax (1e-5): the
      logits of gputrain's forward against transformers';
-  4. bad input: a config.json whose n_embd disagrees with its weights exits 2 naming the file.
+  4. bad input: a config.json whose n_embd disagrees with its weights exits 2 naming the file, and
+     an export into a folder that holds files exits 2 and leaves it as it was.
 Needs transformers (tools/setup.sh puts it in .pydeps-text): without it, prints
 "transformers absent" and exits 77. Otherwise one line; 0 = pass, 1 = a check failed, 2 = a
 command failed.
@@ -108,6 +109,7 @@ def main():
     config = GPT2Config(n_layer=2, n_embd=DIM, n_head=4, vocab_size=VOCAB, n_positions=32, bos_token_id=0, eos_token_id=0,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     GPT2LMHeadModel(config).save_pretrained(d("hf"))
+    hf_files = os.listdir(d("hf"))
     start = {k: v.clone() for k, v in GPT2LMHeadModel.from_pretrained(d("hf")).state_dict().items()}
     rng = np.random.default_rng(3)
     train = rng.integers(0, VOCAB, BATCH * T + 1).tolist()  # one step's windows: every step sees them all
@@ -171,6 +173,12 @@ def main():
     if len(rows) != vx.numel() or wrong or worst > 1e-5:
         problems.append(f"infer: {len(rows)} rows for {vx.numel()} tokens, {wrong} other predictions, "
                         f"probabilities off by {worst:.3g}")
+
+    # export into a folder that holds files: refused, the folder as it was.
+    said = run([gputrain, "export", "--checkpoint", os.path.join(d("one"), "checkpoints", "last.pt"), "--format", "hf",
+                "--out", d("hf")], expect=2)
+    if "exists and is not empty" not in said or sorted(os.listdir(d("hf"))) != sorted(hf_files):
+        problems.append(f"export into a full folder: {said.strip()!r}, the folder now {sorted(os.listdir(d('hf')))}")
 
     # A config.json that disagrees with its weights: one line naming it, exit 2, no run folder.
     os.makedirs(d("bad"), exist_ok=True)
