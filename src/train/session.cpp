@@ -216,7 +216,7 @@ void Session::pin(const nlohmann::json& pinned) {
     const nlohmann::json requested = to_json(c);
     for (const char* name : {"width", "depth", "heads", "positions"})
       if (pinned.contains(name) && pinned[name].is_number_integer() && pinned[name] != requested[name])
-        rc_.decide(name, pinned[name], "as the run's weights have it (from " + c.init_from + "/config.json)");
+        rc_.decide(name, pinned[name], "as the run's weights have it");
   }
   // The model's outputs: a resume keeps them, and the data must still fit them.
   if (c.num_classes == 0 && pinned.value("num_classes", 0) > 0)
