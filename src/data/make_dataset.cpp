@@ -269,6 +269,16 @@ Pipelines assemble(const Config& c, const Raw& raw) {
   return p;
 }
 
+// No test file: a part of the training data held out for evaluation (--val_split, else 0.1).
+// Returns the evaluation's name for the data line: `what` and the share, or `missing` why.
+std::string hold_out(const Config& c, DataSplits& s, const std::string& what, const std::string& missing) {
+  const double fraction = c.val_split > 0 ? c.val_split : 0.1;
+  std::tie(s.train, s.test) = split_validation(s.train, fraction, static_cast<uint64_t>(c.seed));
+  s.test_held_out = true;
+  return fmt::format("{} ({}% held out{})", what, static_cast<int>(fraction * 100 + 0.5),
+                     c.val_split > 0 ? "" : ": " + missing + ", --val_split 0.1 by default");
+}
+
 // Named fields (ids, masks, labels) take no image transform, normalization, cache or resizing:
 // those flags are refused, `why` saying what the samples are.
 void refuse_sample_transforms(const Config& c, const std::string& why) {
@@ -298,11 +308,7 @@ DataSplits make_jsonl(const Config& c) {
   if (!c.test_file.empty()) {
     s.test = load_jsonl_dataset(c.test_file, c.target, 0, train.get());
   } else {
-    const double fraction = c.val_split > 0 ? c.val_split : 0.1;
-    std::tie(s.train, s.test) = split_validation(s.train, fraction, static_cast<uint64_t>(c.seed));
-    s.test_held_out = true;
-    eval_name = fmt::format("validation ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
-                            c.val_split > 0 ? "" : ": no test split, --val_split 0.1 by default");
+    eval_name = hold_out(c, s, "validation", "no test split");
   }
   const std::string task = train->is_regression() ? fmt::format("regression, {} target(s)", train->target_numel())
                                                   : fmt::format("{} classes", train->num_classes());
@@ -341,11 +347,7 @@ DataSplits make_tokens(const Config& c) {
   if (!c.test_file.empty()) {
     s.test = std::make_shared<TokenDataset>(expand_shards(c.test_file), c.seq_len, vocab, eval_windows);
   } else {
-    const double fraction = c.val_split > 0 ? c.val_split : 0.1;
-    std::tie(s.train, s.test) = split_validation(s.train, fraction, static_cast<uint64_t>(c.seed));
-    s.test_held_out = true;
-    eval_name = fmt::format("validation windows ({}% held out{})", static_cast<int>(fraction * 100 + 0.5),
-                            c.val_split > 0 ? "" : ": no --test_file, --val_split 0.1 by default");
+    eval_name = hold_out(c, s, "validation windows", "no --test_file");
   }
   s.description = fmt::format("tokens {} ({} file{}, {}, {} tokens){}: vocabulary {} ({}), windows of {}: {} train, {} {}",
                               c.train_file, train_files.size(), train_files.size() == 1 ? "" : "s",
