@@ -73,7 +73,7 @@ TEST_CASE("bench: GPU capabilities decide AMP dtype and TF32", "[bench]") {
   auto hv = expand_variants(w, {}, test::gpu_machine({test::h100()}));
   CHECK(find(hv, "all").resolved.amp_dtype == "bf16");
   CHECK(find(hv, "all").resolved.tf32);
-  for (const auto& v : hv) CHECK((v.skipped.empty() || v.name == "grad_checkpointing"));
+  for (const auto& v : hv) CHECK((v.skipped.empty() || v.name == "grad_checkpointing" || v.name == "fused_head_loss"));
   CHECK(find(hv, "cuda_graphs").resolved.cuda_graphs);
   CHECK(find(hv, "cuda_graphs").resolved.fused_optimizer == "on");
   CHECK_FALSE(find(hv, "all").resolved.cuda_graphs);  // not a default until GPU runs have proven it
@@ -82,6 +82,14 @@ TEST_CASE("bench: GPU capabilities decide AMP dtype and TF32", "[bench]") {
   CHECK(graphs.channels_last == find(hv, "all").resolved.channels_last);
   CHECK(graphs.amp_dtype == "bf16");
   CHECK(find(hv, "grad_checkpointing").skipped == "n/a for cnn (no residual blocks or encoder layers)");
+  CHECK(find(hv, "fused_head_loss").skipped == "n/a for cnn (no language-model head)");
+  CHECK_FALSE(find(hv, "all").resolved.fused_head_loss);  // decided off: nothing to fuse
+
+  w.model = "gpt";  // a language model: the variant runs, and "all" (train's recipe) has it
+  auto gv = expand_variants(w, {"fused_head_loss", "all"}, test::gpu_machine({test::h100()}));
+  CHECK(find(gv, "fused_head_loss").skipped.empty());
+  CHECK_FALSE(find(gv, "baseline").resolved.fused_head_loss);
+  CHECK(find(gv, "all").resolved.fused_head_loss);
 }
 
 TEST_CASE("bench: channels_last is skipped for models without 2-D convolutions", "[bench]") {
@@ -114,14 +122,14 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("Optimization") && Catch::Contains("Speedup") &&
                         Catch::Contains("skipped: n/a on cpu") && Catch::Contains("bottleneck (all): "));
-  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/14 baseline"));
+  CHECK_THAT(r.err, Catch::Contains("benchmark: variant 1/15 baseline"));
 
   auto j = nlohmann::json::parse(test::read_file(dir / "b.json"));
   for (const char* key : {"device", "workload", "settings", "variants", "memory_kind", "verdict"})
     CHECK(j.contains(key));
   CHECK(j["workload"]["preset"] == "smoke");
   CHECK(j["settings"]["steps"] == 3);
-  REQUIRE(j["variants"].size() == 14);
+  REQUIRE(j["variants"].size() == 15);
   CHECK(j["variants"][0]["name"] == "baseline");
   CHECK(j["variants"][0]["speedup"].get<double>() == 1.0);
   int ran = 0;

@@ -167,3 +167,93 @@ TEST_CASE("prepare_text: the standard library's json package as shards trains th
   INFO(log);
   CHECK(code == 0);
 }
+
+TEST_CASE("gpt: the CPU preset against the nanoGPT-style PyTorch loop from the same weights, and its samples",
+          "[models][python][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("gpt_quality_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  CHECK(code == 0);
+}
+
+TEST_CASE("gpt: --tokens_per_step decides the accumulation; the head fused with the loss changes no number",
+          "[models][cli]") {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "tok");
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 2000; ++i) ids.push_back((i * 7 + i / 13) % 60);
+  write_llmc(dir / "tok/train.bin", ids);
+  { std::ofstream(dir / "tok/tokenizer.json") << R"({"model": {"vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 63, "content": "<|endoftext|>"}]})"; }
+  const std::string base = "train --dataset tokens --model gpt --width 16 --heads 2 --depth 1 --seq_len 8 --batch_size 4 "
+                           "--no-use_amp --log_every 1 --train_file " + (dir / "tok/train.bin") + " ";
+
+  // 4 x 8 tokens a micro-step: 96 tokens a step are 3 of them.
+  auto r = test::run_gputrain(base + "--max_steps 2 --tokens_per_step 96 --output_dir " + (dir / "acc"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto config = nlohmann::json::parse(test::read_file(dir / "acc/config.json"));
+  CHECK(config["resolved"]["accumulation_steps"] == 3);
+  CHECK_THAT(r.out, Catch::Contains("--tokens_per_step 96 / (4 sample(s) x 8 tokens a micro-step, all ranks)"));
+
+  auto refused = [&](const std::string& flags, const std::string& expected) {
+    const std::string out = dir / "refused";
+    auto bad = test::run_gputrain(base + flags + " --output_dir " + out);
+    INFO(flags << "\n" << bad.out << bad.err);
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains(expected));
+    CHECK(!std::filesystem::exists(out));
+  };
+  refused("--tokens_per_step 100", "--tokens_per_step 100 is not a multiple of the tokens of one micro-step: 32");
+  refused("--tokens_per_step 96 --accumulation_steps 2", "--tokens_per_step decides --accumulation_steps: give one of them");
+  refused("--sample_every 1 --vocab_size 64", "--sample_every writes text, and this run has no tokenizer");
+  refused("--sample_every 1 --model mlp", "--sample_every is for gpt");
+
+  // The same 3 steps with the head in the model's forward and fused with the loss.
+  std::vector<double> losses[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    const std::string out = dir / ("fused" + std::to_string(fused));
+    auto run = test::run_gputrain(base + "--max_steps 3 --label_smoothing 0.1 " + (fused ? "" : "--no-fused_head_loss ") +
+                                  "--output_dir " + out);
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Catch::Contains(fused ? "fused head loss       on" : "fused head loss       off"));
+    std::ifstream in(out + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (auto j = nlohmann::json::parse(line); j["event"] == "step") losses[fused].push_back(j["loss"]);
+  }
+  REQUIRE(losses[0].size() == 3);
+  REQUIRE(losses[1].size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(losses[1][i] == Approx(losses[0][i]).epsilon(1e-5));
+}
+
+TEST_CASE("gpt: benchmark reports tokens/s and the fused head's variant, and races to a val_loss", "[bench][cli]") {
+  test::TempDir dir;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 3000; ++i) ids.push_back(i % 5 == 0 ? 1 : i % 17);
+  write_llmc(dir / "train.bin", ids);
+  write_llmc(dir / "val.bin", std::vector<int64_t>(ids.begin(), ids.begin() + 400));
+  const std::string base = "benchmark --dataset tokens --model gpt --width 16 --heads 2 --depth 1 --seq_len 8 "
+                           "--batch_size 4 --vocab_size 20 --train_file " + (dir / "train.bin") + " --test_file " +
+                           (dir / "val.bin") + " ";
+  auto r = test::run_gputrain(base + "--variants fused_head_loss --steps 3 --warmup_steps 1 --json " + (dir / "b.json"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("| tokens/s |"));
+  const auto bench = nlohmann::json::parse(test::read_file(dir / "b.json"));
+  bool saw = false;
+  for (const auto& v : bench["variants"]) {
+    if (v["name"] != "fused_head_loss") continue;
+    saw = true;
+    CHECK(v["status"] == "ok");
+    CHECK(v["tokens_per_sec"].get<double>() == Approx(v["samples_per_sec"].get<double>() * 8));
+    CHECK(v["switches"]["fused_head_loss"] == true);
+  }
+  CHECK(saw);
+
+  auto until = test::run_gputrain(base + "--variants all --until val_loss=100 --eval_every 2 --seeds 1");
+  INFO(until.out << until.err);
+  CHECK(until.exit_code == 0);
+  CHECK_THAT(until.out, Catch::Contains("test_loss=100"));
+}

@@ -44,6 +44,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # name: (gputrain flags, timed steps). The MLP is small on purpose: per-operator overhead is
@@ -55,6 +57,9 @@ WORKLOADS = {
     # torchvision's ResNet-50 (gputrain's resnet50 has its names and shapes) at ImageNet's 224x224,
     # batch 128 (a common per-GPU batch for it in mixed precision). 2048 samples keep the
     # in-memory copy at 1.2 GiB; gputrain measures its loader threads at start.
+    # The small GPT of the README's language-model walk (preset gpt_cpu: 4 layers, width 128, 16 x
+    # 256 tokens a step) on its shards (--token_data); the PyTorch side is tools/gpt_pytorch.py.
+    "gpt": (["--preset", "gpt_cpu"], 60),
     "resnet50": (["--dataset", "synthetic", "--input_shape", "3x224x224", "--synthetic_train_size", "2048",
                   "--model", "resnet50", "--width", "64", "--batch_size", "128", "--num_workers", "auto"], 40),
 }
@@ -197,6 +202,29 @@ class PyTorchLoop:
         return self.batch * steps / (time.perf_counter() - t0)
 
 
+class GptLoop:
+    """tools/gpt_pytorch.py's nanoGPT loop on the workload's shards, timed as PyTorchLoop is."""
+
+    def __init__(self, wl, sw, compiled):
+        import gpt_pytorch
+        if wl["device"] not in ("auto", "cpu"):
+            sys.exit("compare_pytorch: the gpt workload is compared on the CPU (tools/gpt_pytorch.py runs there)")
+        cfg = {k: wl[k] for k in ("seq_len", "width", "heads", "depth", "weight_decay", "lr", "min_lr", "beta1", "beta2",
+                                  "warmup_steps", "max_steps", "clip_max_norm", "seed")}
+        precision = sw["amp_dtype"] if sw["use_amp"] else "fp32"
+        vocab = gpt_pytorch.vocab_size(wl["train_file"], wl["vocab_size"])
+        self.loop = gpt_pytorch.Loop(cfg, vocab, precision, compiled)
+        self.batches = gpt_pytorch.train_batches(gpt_pytorch.Windows(wl["train_file"], wl["seq_len"]),
+                                                 sw["batch_size"], wl["seed"])
+        self.batch, self.loss_sum = sw["batch_size"], self.loop.loss_sum
+
+    def step(self):
+        self.loop.step(*next(self.batches))
+
+    def time(self, warmup, steps):
+        return self.loop.time(self.batches, warmup, steps)  # tokens/s: the unit language models are timed in
+
+
 def gputrain_run(binary, flags, precision, warmup, steps, profile=None):
     """One `gputrain benchmark --variants all` run: (its JSON report, the 'all' row)."""
     amp = ["--no-use_amp"] if precision == "fp32" else ["--use_amp", "--amp_dtype", precision]
@@ -253,6 +281,8 @@ def main():
     ap.add_argument("--profile", action="store_true", help="print a per-operator profile of the PyTorch step")
     ap.add_argument("--gputrain", default=os.path.join(ROOT, "build", "gputrain"))
     ap.add_argument("--gputrain_flags", default="", help="extra gputrain flags, e.g. '--fused_optimizer off'")
+    ap.add_argument("--token_data", default=os.path.join(ROOT, "data", "stdlib"),
+                    help="the gpt workload's shards: a folder of train_*.bin and val_*.bin (tools/prepare_text.py)")
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument("--imported", action="store_true",
                     help="gputrain trains the PyTorch side's module exported to a .pt2 (and the built-in family is timed too)")
@@ -265,6 +295,9 @@ def main():
         if name not in WORKLOADS:
             sys.exit(f"compare_pytorch: unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")
         flags, default_steps = WORKLOADS[name]
+        if name == "gpt":
+            flags = flags + ["--train_file", os.path.join(args.token_data, "train_*.bin"),
+                             "--test_file", os.path.join(args.token_data, "val_*.bin")]
         flags = flags + args.gputrain_flags.split()
         steps = args.steps or default_steps
         for precision in args.precisions.split(","):
@@ -278,7 +311,14 @@ def main():
             wl, sw = bench["workload"], row["switches"]
             threads = int(bench["device"].get("intra-op threads", torch.get_num_threads()))
             torch.set_num_threads(threads)
-            data = load_tensors(wl)
+            gpt = wl["model"] == "gpt"
+            data = None if gpt else load_tensors(wl)
+
+            # A language model is timed in tokens/s (a sample is seq_len tokens).
+            unit, per_sample = ("tokens/s", wl["seq_len"]) if gpt else ("samples/s", 1)
+
+            def pytorch_loop(compiled):
+                return GptLoop(wl, sw, compiled) if gpt else PyTorchLoop(wl, sw, data, device, compiled)
 
             sides = {"gputrain": [], "eager": []}
             builtin_flags, run_flags = flags, flags
@@ -292,16 +332,16 @@ def main():
             compiled = None
             for r in range(args.rounds):
                 sides["gputrain"].append(gputrain_run(args.gputrain, run_flags, precision, args.warmup, steps)[1]
-                                         ["samples_per_sec"])
+                                         ["samples_per_sec"] * per_sample)
                 if "built-in" in sides:
                     sides["built-in"].append(gputrain_run(args.gputrain, builtin_flags, precision, args.warmup, steps)[1]
                                              ["samples_per_sec"])
-                sides["eager"].append(PyTorchLoop(wl, sw, data, device, False).time(args.warmup, steps))
+                sides["eager"].append(pytorch_loop(False).time(args.warmup, steps))
                 # Compiled after the first round's eager figures: a run stopped while it compiles
                 # (minutes for a large network) still printed those.
                 if r == 0 and not args.no_compile:
                     try:
-                        compiled = PyTorchLoop(wl, sw, data, device, compiled=True)
+                        compiled = pytorch_loop(True)
                         compiled.time(args.warmup, 5)  # compiles forward and backward
                         sides["compile"] = []
                     except Exception as e:  # torch.compile fails in many ways; say which and go on
@@ -309,9 +349,9 @@ def main():
                 if "compile" in sides:
                     sides["compile"].append(compiled.time(args.warmup, steps))
                 print(f"  {name} {precision} round {r + 1}: " +
-                      ", ".join(f"{k} {v[-1]:.0f}" for k, v in sides.items() if v) + " samples/s", flush=True)
+                      ", ".join(f"{k} {v[-1]:.0f}" for k, v in sides.items() if v) + " " + unit, flush=True)
             if args.profile:
-                profile_pytorch(PyTorchLoop(wl, sw, data, device, False))
+                profile_pytorch(pytorch_loop(False))
 
             med = {k: statistics.median(v) for k, v in sides.items()}
             switches = f"channels_last {'on' if sw['channels_last'] else 'off'}, loader threads {sw['num_workers']}"
@@ -322,17 +362,17 @@ def main():
             print(title)
             # Two ratios: of the medians, and the median of each round's ratio (rounds are adjacent
             # in time, so the second is less moved by load that comes and goes on a shared host).
-            out_md += [f"**{title}**", "", "| side | samples/s (median) | gputrain / side | median of round ratios | "
+            out_md += [f"**{title}**", "", f"| side | {unit} (median) | gputrain / side | median of round ratios | "
                        "every round |", "|---|---:|---:|---:|---|"]
             for side, runs in sides.items():
                 each = ", ".join(f"{r:.0f}" for r in runs)
                 if side == "gputrain":
-                    print(f"  {side:<9} {med[side]:>9.0f} samples/s  [{each}]")
+                    print(f"  {side:<9} {med[side]:>9.0f} {unit}  [{each}]")
                     out_md.append(f"| {side} | {med[side]:.0f} | | | {each} |")
                     continue
                 ratio = med["gputrain"] / med[side]
                 paired = statistics.median(g / t for g, t in zip(sides["gputrain"], runs))
-                print(f"  {side:<9} {med[side]:>9.0f} samples/s  gputrain/{side} {ratio:5.2f}x "
+                print(f"  {side:<9} {med[side]:>9.0f} {unit}  gputrain/{side} {ratio:5.2f}x "
                       f"(round by round {paired:4.2f}x)  [{each}]")
                 out_md.append(f"| {side} | {med[side]:.0f} | {ratio:.2f}x | {paired:.2f}x | {each} |")
             if compile_note:

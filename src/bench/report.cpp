@@ -18,7 +18,19 @@ const std::vector<std::string> kHeader = {"Optimization", "samples/s",     "Spee
 const std::vector<std::string> kTargetHeader = {"Optimization", "To target", "Speedup", "Worst seed", "Steps",
                                                 "Epochs",       "Reached",   "Final",   "Eval s",     "samples/s"};
 
-const std::vector<std::string>& header(const BenchReport& r) { return r.settings.until ? kTargetHeader : kHeader; }
+// A language model's samples are windows of tokens: its speed is also given in tokens/s, the
+// unit llm.c and nanoGPT report.
+int64_t tokens_per_sample(const VariantResult& v) { return v.config.dataset == "tokens" ? v.config.seq_len : 0; }
+bool in_tokens(const BenchReport& r) {
+  return !r.settings.until && !r.results.empty() && tokens_per_sample(r.results.front()) > 0;
+}
+
+std::vector<std::string> header(const BenchReport& r) {
+  if (r.settings.until) return kTargetHeader;
+  auto h = kHeader;
+  if (in_tokens(r)) h.insert(h.begin() + 2, "tokens/s");
+  return h;
+}
 
 // Two decimals below 10 s, where a tenth would round short races to 0.0 s.
 std::string seconds_or_never(double s) {
@@ -60,6 +72,9 @@ std::vector<std::vector<std::string>> cells(const BenchReport& r) {
                     format_bytes(static_cast<double>(v.peak_memory_bytes)),
                     fmt::format("{:+.1f}%", 100.0 * v.memory_saving),
                     fmt::format("{:.1f}%", 100.0 * v.data_wait_fraction), loss});
+    if (in_tokens(r))
+      rows.back().insert(rows.back().begin() + 2,
+                         fmt::format("{:.0f}", v.samples_per_sec * static_cast<double>(tokens_per_sample(v))));
   }
   return rows;
 }
@@ -206,6 +221,7 @@ nlohmann::json to_json(const BenchReport& r) {
                           {"prefetch_factor", c.prefetch_factor},
                           {"pin_memory", c.pin_memory},
                           {"non_blocking", c.non_blocking},
+                          {"fused_head_loss", c.fused_head_loss},
                           {"batch_size", c.batch_size}}}};
     if (!v.skipped.empty()) {
       o["status"] = "skipped";
@@ -213,6 +229,7 @@ nlohmann::json to_json(const BenchReport& r) {
     } else {
       o["status"] = "ok";
       o["samples_per_sec"] = v.samples_per_sec;
+      if (const int64_t t = tokens_per_sample(v); t > 0) o["tokens_per_sec"] = v.samples_per_sec * static_cast<double>(t);
       o["speedup"] = v.speedup;
       o["median_ms"] = v.median_ms;
       o["p90_ms"] = v.p90_ms;

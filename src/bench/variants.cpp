@@ -63,6 +63,9 @@ const std::vector<Row>& rows() {
       {"pinned_non_blocking", "pinned host memory + non-blocking copies",
        [](Config& c, const Config&) { c.pin_memory = c.non_blocking = true; },
        [](const Recipe& r) { return r.pin_memory; }, "pinned memory"},
+      {"fused_head_loss", "a language model's head computed with its loss, in chunks of tokens",
+       [](Config& c, const Config&) { c.fused_head_loss = true; },
+       [](const Recipe& r) { return r.fused_head_loss; }, "fused head loss"},
       {"batch_x2", "double batch size", [](Config& c, const Config&) { c.batch_size *= 2; }, always, ""},
       // Not a speed-up: it buys activation memory (the memory column) with a second forward
       // per block, so "all" leaves it out.
@@ -110,6 +113,7 @@ Config baseline_config(const Config& w) {
   c.pin_memory = false;
   c.non_blocking = false;
   c.grad_checkpointing = false;
+  c.fused_head_loss = false;
   return c;
 }
 

@@ -89,6 +89,7 @@ struct Config {
   int64_t positions = 0;            // gpt: learned positions; 0 = --seq_len
   double dropout = 0.0;             // transformer layers, between lstm/gru layers
   bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
+  bool fused_head_loss = true;      // a language model's head computed with its loss, in chunks
   bool trust_program = false;       // load a TorchScript --model net.pt, whose code runs on load (command line only)
 
   // Starting from trained weights, and fine-tuning them
@@ -117,6 +118,7 @@ struct Config {
   int64_t epochs = 3;
   int64_t max_steps = 0;  // stop after this many optimizer steps; 0 = run all epochs
   int64_t accumulation_steps = 1;
+  int64_t tokens_per_step = 0;  // tokens: accumulation_steps decided to make a step this many tokens; 0 = not used
   double clip_max_norm = 0.0;  // 0 = no clipping
   double label_smoothing = 0.0;
   std::string loss = "auto";  // auto (cross_entropy or mse) | mse | l1 | huber
@@ -124,6 +126,8 @@ struct Config {
   std::string monitor_metric = "auto";  // what "best" and early stopping watch; auto: accuracy or loss
   int64_t early_stopping = 0;           // stop after this many evaluations without improvement; 0 = off
   int64_t eval_every = 0;               // also evaluate every N steps inside an epoch (0 = at epoch ends only)
+  int64_t sample_every = 0;             // gpt: print a sampled text every N steps (0 = never)
+  int64_t sample_tokens = 64;           // gpt: the tokens of each sample (llm.c's 64)
   std::string until;                    // "test_accuracy=0.92": stop when an evaluation reaches it ("" = off)
   double ema_decay = 0;                 // > 0: also evaluate and checkpoint an average of the weights
   double skip_spikes = 0;               // > 1: skip a step whose loss exceeds this x the running mean; 0 = off

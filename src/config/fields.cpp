@@ -151,6 +151,9 @@ std::vector<Field> make_fields() {
       {"dropout", &C::dropout, "model", "dropout in transformer layers and between lstm/gru layers", {}, 0, 0.95},
       {"grad_checkpointing", &C::grad_checkpointing, "model",
        "recompute resnet blocks / transformer layers in backward: less activation memory, more compute"},
+      {"fused_head_loss", &C::fused_head_loss, "model",
+       "gpt: compute the head (logits over the vocabulary) with the loss, a chunk of tokens at a time, so the full "
+       "logits and their gradient are never held"},
       {"trust_program", &C::trust_program, "model",
        "load a TorchScript --model net.pt: a program whose code runs when it is loaded, so only one whose author you "
        "trust (a torch.export net.pt2 runs as data and needs no trust); a command-line flag only, for train, eval "
@@ -188,6 +191,10 @@ std::vector<Field> make_fields() {
       {"epochs", &C::epochs, "optim", "passes over the training set", {}, 1, 1e9},
       {"max_steps", &C::max_steps, "optim", "stop after this many optimizer steps (0 = no limit)", {}, 0, 1e15},
       {"accumulation_steps", &C::accumulation_steps, "optim", "micro-batches per optimizer step", {}, 1, 65536},
+      {"tokens_per_step", &C::tokens_per_step, "optim",
+       "tokens: the tokens an optimizer step trains on (GPT-2: 524288); decides --accumulation_steps = this / "
+       "(batch_size x seq_len x ranks), which must divide it (0 = not used)",
+       {}, 0, int64_t{1} << 40},
       {"clip_max_norm", &C::clip_max_norm, "optim", "clip the gradient norm after unscaling (0 = off)", {}, 0, float_max},
       {"label_smoothing", &C::label_smoothing, "optim", "cross-entropy label smoothing", {}, 0, 1},
       {"loss",
@@ -228,6 +235,11 @@ std::vector<Field> make_fields() {
        1e9},
       {"eval_every", &C::eval_every, "optim",
        "also evaluate every N steps inside an epoch (no checkpoint; 0 = at epoch ends only)", {}, 0, 1e12},
+      {"sample_every", &C::sample_every, "optim",
+       "gpt: every N steps, print a text the model writes from an end-of-text token, and record it in metrics.jsonl "
+       "(0 = never)",
+       {}, 0, 1e12},
+      {"sample_tokens", &C::sample_tokens, "optim", "gpt: the tokens of each --sample_every text", {}, 1, 1 << 20},
       {"until", &C::until, "optim",
        "stop when an evaluation reaches METRIC=VALUE, e.g. test_accuracy=0.92 or test_loss=0.3"},
 

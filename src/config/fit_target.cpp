@@ -29,6 +29,8 @@ FitTarget parse_target(const std::string& text) {
   FitTarget t;
   t.metric = text.substr(0, eq);
   if (t.metric.rfind("test_", 0) == 0) t.metric = t.metric.substr(5);
+  // val_loss: what nanoGPT and llm.c call the loss on the held-out (--test_file) split.
+  else if (t.metric.rfind("val_", 0) == 0) t.metric = t.metric.substr(4);
   if (!find_metric(t.metric)) {
     std::vector<std::string> names;
     for (const auto& m : metric_names()) names.push_back("test_" + m);

@@ -24,7 +24,7 @@ inline bool has_flag(const std::vector<FlagArg>& flags, const std::string& name)
 inline std::vector<std::string> run_folder_flags_given(const std::vector<FlagArg>& flags, const std::string& command) {
   std::vector<std::string> problems;
   for (const char* name : {"output_dir", "save_checkpoints", "tensorboard", "export", "resume", "allow_data_change",
-                           "keep_checkpoints", "time_limit", "profile"})
+                           "keep_checkpoints", "time_limit", "profile", "sample_every", "sample_tokens"})
     if (has_flag(flags, name))
       problems.push_back("flag --" + std::string(name) + " is train's (its run folder): " + command + " writes none" +
                          (std::string(name) == "profile" ? "; GPUTRAIN_PROFILE=DIR records any command" : ""));

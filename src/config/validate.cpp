@@ -106,8 +106,12 @@ std::vector<std::string> config_problems(const Config& c) {
   only_for(!c.features.empty() || c.window > 0, c.dataset == "csv", "--features and --window are", "for --dataset csv");
   only_for(c.stride != defaults.stride || c.horizon != defaults.horizon, c.dataset == "csv" && c.window > 0,
            "--stride and --horizon are", "for --dataset csv with --window");
-  only_for(c.seq_len > 0 || c.vocab_size > 0 || !c.tokenizer.empty() || c.eval_tokens > 0, c.dataset == "tokens",
-           "--seq_len, --vocab_size, --tokenizer and --eval_tokens are", "for --dataset tokens");
+  only_for(c.seq_len > 0 || c.vocab_size > 0 || !c.tokenizer.empty() || c.eval_tokens > 0 || c.tokens_per_step > 0,
+           c.dataset == "tokens", "--seq_len, --vocab_size, --tokenizer, --eval_tokens and --tokens_per_step are",
+           "for --dataset tokens");
+  if (c.tokens_per_step > 0 && c.accumulation_steps != defaults.accumulation_steps)
+    problems.push_back("--tokens_per_step decides --accumulation_steps: give one of them (got --accumulation_steps " +
+                       std::to_string(c.accumulation_steps) + ")");
   only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv, npy, jsonl or tokens");
   only_for(!c.test_file.empty(), file_based || c.dataset == "webdataset", "--test_file is",
            "for --dataset csv, npy, jsonl, tokens or webdataset (their evaluation files)");

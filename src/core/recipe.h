@@ -23,6 +23,7 @@ struct Recipe {
   bool non_blocking = false;
   bool fused_optimizer = false;  // the optimizer update in ATen's fused kernels
   bool cuda_graphs = false;      // the step captured once and replayed (Trainer)
+  bool fused_head_loss = false;  // a language model's head computed with its loss, in chunks (step/head_loss.h)
 
   // Process-wide switches, set by apply_global_switches.
   int threads = 0;  // intra-op CPU threads

@@ -84,6 +84,9 @@ std::vector<std::string> model_option_problems(const Config& c) {
     problems.push_back("--stem is for " + readers([](const Family& g) { return g.stem; }) + got);
   if (c.grad_checkpointing && !f.blocks)
     problems.push_back("--grad_checkpointing is for " + readers([](const Family& g) { return g.blocks; }) + got);
+  if (c.sample_every > 0 && !f.linear_head)
+    problems.push_back("--sample_every is for " + readers([](const Family& g) { return g.linear_head; }) +
+                       " (a language model writes the text)" + got);
   return problems;
 }
 

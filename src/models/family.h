@@ -48,6 +48,9 @@ struct Family {
   bool width = true;    // builds its layers from --width (a model read from a file does not)
   // Takes the batch's fields by name (a program's forward arguments); otherwise one tensor, x.
   bool named_inputs = false;
+  // Its output is linear(hidden states, weight), no bias (a language model's head): the loss can
+  // compute that head itself, in chunks (Net::forward_head, --fused_head_loss).
+  bool linear_head = false;
   // The layers of layer-wise learning-rate decay from input to output, as timm groups them:
   // each entry a parameter-name prefix, "a+b" for one layer of several, "x.*" for one layer per
   // child x.N (residual blocks, encoder layers). Parameters under no entry (the head) share the

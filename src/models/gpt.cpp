@@ -122,6 +122,15 @@ class Gpt : public Net {
   }
 
   torch::Tensor forward(torch::Tensor ids) override {
+    const auto head = forward_head(ids);
+    return torch::nn::functional::linear(head.hidden, head.weight);
+  }
+
+  torch::Tensor forward_batch(const Batch& b) override { return forward(b.at("input_ids")); }
+  HeadInput forward_head(const Batch& b) override { return forward_head(b.at("input_ids")); }
+
+ private:
+  HeadInput forward_head(const torch::Tensor& ids) {
     const int64_t T = ids.size(1);
     if (T > g_.positions)
       throw std::invalid_argument(fmt::format("{} tokens in a sample, above the model's {} positions", T, g_.positions));
@@ -134,12 +143,9 @@ class Gpt : public Net {
         x = block->forward(x);
     }
     // The head is the token embedding (tied), its real rows: logits over the vocabulary.
-    return torch::nn::functional::linear(ln_f_(x), wte_->weight.narrow(0, 0, g_.vocab));
+    return {ln_f_(x), wte_->weight.narrow(0, 0, g_.vocab)};
   }
 
-  torch::Tensor forward_batch(const Batch& b) override { return forward(b.at("input_ids")); }
-
- private:
   Shape g_;
   double dropout_;
   bool checkpointing_;
@@ -161,6 +167,7 @@ const Family& gpt_family() {
       .options = {"depth", "heads", "dropout", "positions"},
       .blocks = true,
       .named_inputs = true,
+      .linear_head = true,
       // The embeddings, each block, the final norm (the head is the token embedding: tied).
       .layers = {"transformer.wte+transformer.wpe", "transformer.h.*", "transformer.ln_f"},
       .head = {"transformer.ln_f"},

@@ -14,12 +14,23 @@
 
 namespace gputrain {
 
+// The last hidden states [..., d] and the weight [classes, d] of a model whose output is
+// linear(hidden, weight), with no bias; empty for any other model.
+struct HeadInput {
+  torch::Tensor hidden, weight;
+  bool defined() const { return hidden.defined(); }
+};
+
 class Net : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
   // The step, evaluation and inference call this: a model of one input reads x; one taking named
   // inputs (Family::named_inputs) binds each to the batch's field of its name.
   virtual torch::Tensor forward_batch(const Batch& b) { return forward(b.x()); }
+  // The forward up to the head, and the head's weight: a per-token cross-entropy then computes
+  // the head chunk by chunk and never holds the whole [tokens, vocabulary] logits
+  // (step/head_loss.h). Empty when the model has no such head.
+  virtual HeadInput forward_head(const Batch&) { return {}; }
   // FLOPs of one sample's forward pass (models/flops.h), counted in make_model's probe; for MFU.
   double flops_per_sample = 0;
 

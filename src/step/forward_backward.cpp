@@ -20,7 +20,7 @@ torch::Tensor LocalForwardBackward::run(const Batch& b, bool last, const Weighte
     {
       RECORD_USER_SCOPE("gputrain::forward");  // a region of --profile's trace
       AutocastGuard autocast(precision_.amp, device_, precision_.dtype);
-      loss = weighted(model_.forward_batch(chunks[i]), chunks[i].y());
+      loss = weighted(forward_for_loss(model_, chunks[i], fuse_head_), chunks[i].y());
     }
     {
       RECORD_USER_SCOPE("gputrain::backward");

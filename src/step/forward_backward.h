@@ -10,12 +10,13 @@
 #include "core/precision.h"
 #include "data/loader.h"
 #include "models/registry.h"
+#include "step/head_loss.h"
 #include "step/step_hooks.h"
 
 namespace gputrain {
 
 // A micro-batch's output and targets -> its loss, weighted by its share of the step's samples.
-using WeightedLoss = std::function<torch::Tensor(const torch::Tensor& out, const torch::Tensor& y)>;
+using WeightedLoss = std::function<torch::Tensor(const ForwardOutput& out, const torch::Tensor& y)>;
 // The loss backward starts from (the grad scaler's scaled loss).
 using ScaledLoss = std::function<torch::Tensor(const torch::Tensor& loss)>;
 
@@ -36,11 +37,12 @@ class ForwardBackward {
 };
 
 // On this device: every loader batch in split() chunks, each forward under autocast as the run's
-// precision says at that moment.
+// precision says at that moment; with `fuse_head`, up to a language model's head, which the loss
+// computes in chunks (step/head_loss.h).
 class LocalForwardBackward : public ForwardBackward {
  public:
-  LocalForwardBackward(Net& model, const Precision& precision, torch::DeviceType device)
-      : model_(model), precision_(precision), device_(device) {}
+  LocalForwardBackward(Net& model, const Precision& precision, torch::DeviceType device, bool fuse_head)
+      : model_(model), precision_(precision), device_(device), fuse_head_(fuse_head) {}
   torch::Tensor run(const Batch& b, bool last, const WeightedLoss& weighted, const ScaledLoss& scaled,
                     StepHooks& hooks) override;
   std::string shrink(const Batch& b, int64_t step) override;
@@ -50,6 +52,7 @@ class LocalForwardBackward : public ForwardBackward {
   Net& model_;
   const Precision& precision_;
   torch::DeviceType device_;
+  bool fuse_head_;
   int64_t split_ = 1;
 };
 

@@ -14,6 +14,9 @@ struct LossSpec {
   // Classification trained on float targets [B, classes] (MixUp, CutMix): the cross-entropy
   // against those distributions, any label smoothing being folded into them already.
   bool soft_targets = false;
+  // A per-token cross-entropy computes a language model's head with it, in chunks of tokens
+  // (step/head_loss.h; --fused_head_loss): the full logits are never held.
+  bool fused_head = true;
 };
 
 // The value cross-entropy ignores in a per-token target: padding, prompts, what is not trained on.

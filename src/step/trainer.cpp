@@ -66,7 +66,8 @@ Trainer::Trainer(NetPtr model, std::unique_ptr<Optimizer> optimizer, const Recip
       recipe_(recipe),
       opt_(options),
       scaler_(recipe.precision.scaler, recipe.device),
-      forward_backward_(std::make_unique<LocalForwardBackward>(*model_, recipe.precision, recipe.device.type())) {
+      forward_backward_(std::make_unique<LocalForwardBackward>(*model_, recipe.precision, recipe.device.type(),
+                                                               opt_.loss.fused_head)) {
   if (opt_.ema_decay > 0) ema_ = std::make_unique<Ema>(*model_, opt_.ema_decay);
   if (opt_.skip_spikes > 0) hooks_.add(spike_guard(opt_.skip_spikes, recipe.device));
   if (recipe_.cuda_graphs) optimizer_->use_device_lr();
@@ -238,9 +239,9 @@ StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
     for (const auto& b : micro) tokens = tokens.defined() ? tokens + counted_tokens(b.y()) : counted_tokens(b.y());
     tokens = hooks_.step_total(tokens).clamp_min(1);  // a step of padding alone counts as one
   }
-  const WeightedLoss weighted = [&](const torch::Tensor& out, const torch::Tensor& y) {
-    if (tokens.defined()) return task_loss(out, y, opt_.loss, /*sum=*/true) / tokens.to(out.device());
-    auto loss = task_loss(out, y, opt_.loss);
+  const WeightedLoss weighted = [&](const ForwardOutput& out, const torch::Tensor& y) {
+    if (tokens.defined()) return output_loss(out, y, opt_.loss, /*sum=*/true) / tokens.to(y.device());
+    auto loss = output_loss(out, y, opt_.loss);
     return static_cast<double>(y.size(0)) != total ? loss * (static_cast<double>(y.size(0)) / total) : loss;
   };
   const ScaledLoss scaled = [&](const torch::Tensor& loss) { return hooks_.scaled(scaler_.scale(loss)); };
@@ -283,7 +284,7 @@ bool Trainer::probe(const Batch& b) {
     torch::Tensor loss;
     {
       AutocastGuard autocast(recipe_.precision.amp, recipe_.device.type(), recipe_.precision.dtype);
-      loss = task_loss(model_->forward_batch(b), b.y(), opt_.loss);
+      loss = output_loss(forward_for_loss(*model_, b, opt_.loss.fused_head), b.y(), opt_.loss);
     }
     loss.backward();  // outside autocast, as in the step
     if (recipe_.cuda) cuda_synchronize(recipe_.device.index());  // surface asynchronous failures here

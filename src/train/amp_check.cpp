@@ -8,6 +8,7 @@
 #include "core/device_cuda.h"
 #include "core/faults.h"
 #include "core/autocast.h"
+#include "step/head_loss.h"
 #include "train/keep_state.h"
 
 namespace gputrain {
@@ -26,7 +27,7 @@ Pass run_pass(Trainer& t, const Batch& b, bool amp, c10::ScalarType dtype, doubl
   torch::Tensor loss;
   {
     AutocastGuard autocast(amp, t.context().device.type(), dtype);
-    loss = task_loss(model.forward_batch(b), b.y(), t.loss());
+    loss = output_loss(forward_for_loss(model, b, t.loss().fused_head), b.y(), t.loss());
   }
   if (inject_inf) loss = loss * std::numeric_limits<double>::infinity();
   (loss * scale).backward();

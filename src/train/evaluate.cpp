@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/metric.h"
 #include "core/autocast.h"
+#include "step/head_loss.h"
 
 namespace gputrain {
 
@@ -102,15 +103,8 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
                 abs_sum, sq_sum;
   EvalResult r;
   bool has_top5 = false;  // top-5 means something with 5 classes or more
-  loader.start_epoch(0);
-  while (auto b = loader.next()) {
-    if (stop && stop()) {
-      r.interrupted = true;
-      break;
-    }
-    AutocastGuard autocast(ctx.precision.amp, ctx.device.type(), ctx.precision.dtype);
-    const torch::Tensor& y = b->y();
-    auto out = model.forward_batch(*b).to(torch::kFloat);
+  // One output and its targets into the sums.
+  const auto tally = [&](const torch::Tensor& out, const torch::Tensor& y) {
     loss_sum += task_loss(out, y, trainer.loss(), /*sum=*/true);
     r.regression = y.scalar_type() != torch::kLong;
     if (per_token(y)) {  // top-1 and top-5 over the counted tokens
@@ -128,6 +122,21 @@ EvalResult evaluate(Trainer& trainer, Loader& loader, const std::function<bool()
       has_top5 = out.size(1) >= 5;
       if (has_top5) correct5 += std::get<1>(out.topk(5, 1)).eq(y.unsqueeze(1)).any(1).sum();
     }
+  };
+  loader.start_epoch(0);
+  while (auto b = loader.next()) {
+    if (stop && stop()) {
+      r.interrupted = true;
+      break;
+    }
+    AutocastGuard autocast(ctx.precision.amp, ctx.device.type(), ctx.precision.dtype);
+    // A language model's logits a chunk of tokens at a time (step/head_loss.h): a whole
+    // evaluation batch's would not fit.
+    const auto head = per_token(b->y()) ? model.forward_head(*b) : HeadInput{};
+    if (head.defined())
+      for_each_logits_chunk(head, b->y(), tally);
+    else
+      tally(model.forward_batch(*b).to(torch::kFloat), b->y());
     r.samples += b->samples();
   }
   model.train();

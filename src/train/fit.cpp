@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -20,6 +21,7 @@
 #include "core/progress.h"
 #include "core/stats.h"
 #include "core/text.h"
+#include "data/dataset.h"
 #include "data/schema.h"
 #include "monitor/profiler.h"
 #include "step/fine_tune.h"
@@ -29,6 +31,8 @@
 #include "train/step_log.h"
 #include "train/stop_policy.h"
 #include "train/utilization.h"
+#include "text/sample.h"
+#include "text/token_decoder.h"
 
 namespace gputrain {
 namespace {
@@ -96,6 +100,9 @@ class Fit {
     if (const TensorField* t = schema.find(schema.target); t && t->dtype == DType::kI64 && !t->shape.empty() && !t->varies())
       tokens_per_sample_ = Dataset::numel(t->shape);
     peak_ = device_peak_flops(s.recipe(), s.machine());
+    // The process that owns the run folder writes the samples (the tokenizer was read once by
+    // the Session, which refused one it cannot decode).
+    if (c().sample_every > 0 && folder_) decoder_ = TokenDecoder::load(c().tokenizer);
     // The process that owns the run folder profiles (other ranks run the same steps).
     if (!c().profile.empty() && folder_)
       profiler_ = std::make_unique<StepProfiler>(*ProfileRange::parse(c().profile), folder_->path() + "/profile",
@@ -153,6 +160,7 @@ class Fit {
   }
   Profiled window_profiled_;  // at the log window's start
   int64_t tokens_per_sample_ = 0;  // > 0: a language model's token windows (tokens/s, per-token MFU)
+  std::optional<TokenDecoder> decoder_;  // --sample_every, on the process that owns the run folder
   PeakFlops peak_;
   // With several ranks: the model's buffers and this process's generators before the step in
   // flight. A collective that fails inside it (the gradient sum) leaves the weights as they
@@ -312,6 +320,25 @@ class Fit {
     if (trainer().ema()) averaged.require_finite(what + " test (EMA)", finite_hint());
   }
 
+  // --sample_every: a text the model writes, printed and recorded. Its time is not training's:
+  // a log window that just closed starts after it.
+  void write_sample() {
+    SampleOptions o;
+    o.start = std::max<int64_t>(decoder_->end_of_text(), 0);
+    o.tokens = c().sample_tokens;
+    o.context = c().positions;
+    o.seed = mix_seed(static_cast<uint64_t>(c().seed), 0x5a, static_cast<uint64_t>(r_.step));
+    o.precision = s_.recipe().precision;
+    const auto ids = sample_tokens(trainer().model(), s_.recipe().device, o);
+    const std::string text = decoder_->decode(ids);
+    progress_.line(fmt::format("step {} | sample ({} tokens):\n{}", r_.step, ids.size(), text));
+    write({{"event", "sample"}, {"step", r_.step}, {"ids", ids}, {"text", text}});
+    if (r_.step % c().log_every == 0) {
+      log_.start_window();
+      window_profiled_ = profiled();
+    }
+  }
+
   // --eval_every: an evaluation inside the epoch, for the log and the target (no checkpoint, no
   // "best"). Returns whether the loop must leave the epoch (the target reached, or a stop).
   bool evaluate_inside_epoch(int64_t epoch) {
@@ -462,6 +489,7 @@ class Fit {
     if (log_step) log_window(epoch, lr, sr);
     r_.stop = stop_.after_step(r_.step, seconds_since(step_start), log_step, s_.parallel());
     if (r_.stop) return false;
+    if (decoder_ && r_.step % c().sample_every == 0) write_sample();
     // (train --until sets the target's from --eval_every; a benchmark's own flag sets it there.)
     const int64_t every = target_ ? target_->eval_every : c().eval_every;
     if (every > 0 && r_.step % every == 0 && r_.step < schedule_.total_steps && !batches_.epoch_done())

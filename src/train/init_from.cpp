@@ -39,6 +39,63 @@ bool ends_with(const std::string& s, const std::string& end) {
 
 }  // namespace
 
+namespace {
+
+// A nanoGPT checkpoint's model_args as gpt's shape. Its vocab_size is its embedding's rows, which
+// nanoGPT pads itself (50304 for GPT-2's 50257): not the data's vocabulary, so left at 0.
+GptShape nanogpt_shape(const std::map<std::string, int64_t>& args, const std::string& path) {
+  auto arg = [&](const char* name) {
+    const auto it = args.find(name);
+    if (it == args.end() || it->second <= 0)
+      throw usage_error(fmt::format("{}: its model_args have no {} (a nanoGPT checkpoint names n_layer, n_head, "
+                                    "n_embd, block_size and vocab_size)",
+                                    path, name),
+                        "pass a checkpoint that nanoGPT's train.py wrote, or its model's state_dict alone");
+    return it->second;
+  };
+  if (const auto bias = args.find("bias"); bias != args.end() && bias->second == 0)
+    throw usage_error(path + ": a nanoGPT model with bias=False (no biases in its linear layers and LayerNorms), "
+                             "which gpt's GPT-2 layers have",
+                      "train the nanoGPT model with bias=True, as GPT-2 has them");
+  GptShape g;
+  g.depth = arg("n_layer");
+  g.heads = arg("n_head");
+  g.width = arg("n_embd");
+  g.positions = arg("block_size");
+  arg("vocab_size");
+  return g;
+}
+
+// What a PyTorch GPT-2 saves beyond gpt's parameters: the head tied to the token embedding (the
+// same tensor under a second name: kept once, if it is the same), and nanoGPT's causal-mask
+// buffers (gpt asks the attention kernel for causality instead). nanoGPT's embedding has its own
+// padded row count: its rows are padded with zeros to a multiple of 128 (the head reads the
+// data's vocabulary only).
+void drop_gpt_extras(InitWeights& w) {
+  const torch::Tensor* wte = nullptr;
+  for (const auto& [name, t] : w.tensors)
+    if (name == "transformer.wte.weight") wte = &t;
+  std::vector<std::pair<std::string, torch::Tensor>> kept;
+  for (auto& [name, t] : w.tensors) {
+    if (name == "lm_head.weight" && wte) {
+      if (!t.is_meta() && !wte->is_meta() && !(t.sizes() == wte->sizes() && torch::equal(t, *wte)))
+        throw usage_error(w.path + ": lm_head.weight is not transformer.wte.weight: an untied head, which gpt's "
+                                   "GPT-2 (one tensor for both) cannot hold",
+                          "start from a GPT-2 whose head is tied to its token embedding");
+      continue;
+    }
+    if (name.size() > 10 && name.compare(name.size() - 10, 10, ".attn.bias") == 0 && t.dim() == 4) continue;
+    kept.emplace_back(name, t);
+  }
+  w.tensors = std::move(kept);
+  if (w.format != "nanoGPT checkpoint") return;
+  for (auto& [name, t] : w.tensors)
+    if (name == "transformer.wte.weight" && t.size(0) % 128 != 0)
+      t = torch::cat({t, torch::zeros({gpt_padded_vocab(t.size(0)) - t.size(0), t.size(1)}, t.options())});
+}
+
+}  // namespace
+
 InitWeights read_init_weights(const std::string& path, const Family& f, bool ema) {
   InitWeights w;
   w.path = path;
@@ -50,6 +107,7 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
     if (ema) throw usage_error("--init_ema: '" + path + "' is a Hugging Face folder, which holds one set of weights",
                                "drop --init_ema");
     w.gpt = read_hf_gpt2_config(path);
+    w.shape_from = path + "/config.json";
     w.format = "Hugging Face GPT-2";
     w.tensors = read_hf_gpt2_weights(path, w.gpt, gpt_padded_vocab(w.gpt.vocab));
     return w;
@@ -71,6 +129,11 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
       w.format = "torch.save";
       w.wrapper = s.wrapper;
       w.tensors = std::move(s.tensors);
+      if (!s.model_args.empty() && f.name == "gpt") {
+        w.gpt = nanogpt_shape(s.model_args, path);
+        w.shape_from = path + "'s model_args";
+        w.format = "nanoGPT checkpoint";
+      }
       break;
     }
     case WeightsFormat::GputrainCheckpoint: {
@@ -103,6 +166,7 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
       again = true;
     }
   }
+  if (f.name == "gpt") drop_gpt_extras(w);
   // The PyTorch twin's names (when they differ) become gputrain's.
   for (auto& t : w.tensors)
     for (const auto& [ours, twin] : f.twin_names)

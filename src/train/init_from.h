@@ -21,8 +21,11 @@ struct InitWeights {
   std::string wrapper;                // "state_dict" when the weights sat under that key
   std::vector<std::string> stripped;  // prefixes removed from every name ("module.")
   std::vector<std::pair<std::string, torch::Tensor>> tensors;  // on the CPU, in gputrain's names
-  // A Hugging Face GPT-2 folder: the model's shape from its config.json (vocab 0: none).
+  // A Hugging Face GPT-2 folder or a nanoGPT checkpoint: the model's shape (width 0: none),
+  // from `shape_from` (its config.json, its model_args). vocab 0: the file does not say the
+  // data's vocabulary (nanoGPT pads its own).
   GptShape gpt;
+  std::string shape_from;
 };
 
 // Reads `path` whatever its format (detected from its bytes, not its name), strips the

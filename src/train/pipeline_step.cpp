@@ -17,7 +17,8 @@ class PipelineForwardBackward : public ForwardBackward {
     // No hook before the last backward: the stage threads finish gradients in an order that
     // differs between ranks, so a data-parallel sum waits until the whole backward is done.
     // The loss comes from the last stage's device; the run reads it on its own.
-    return pipeline_->run(b.x(), b.y(), weighted, scaled).to(device_, /*non_blocking=*/true);
+    const auto loss = [&](const torch::Tensor& out, const torch::Tensor& y) { return weighted({out, {}}, y); };
+    return pipeline_->run(b.x(), b.y(), loss, scaled).to(device_, /*non_blocking=*/true);
   }
   std::string shrink(const Batch&, int64_t step) override {
     // The stages cut the batch into micro-batches already: more of them is the remedy.

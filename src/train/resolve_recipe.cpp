@@ -173,6 +173,18 @@ Recipe resolve_recipe(ResolvedConfig& rc, const MachineInfo& m) {
   if (c.fused_optimizer == "auto")
     rc.decide("fused_optimizer", "on", c.optimizer + " has a fused kernel on " + r.device.str());
 
+  // --- a language model's head with its loss, in chunks: the same numbers in less memory (the
+  // [tokens, vocabulary] logits are never whole), so on wherever the model has such a head.
+  const bool has_head = family(c.model).linear_head;
+  r.fused_head_loss = c.fused_head_loss && has_head;
+  if (!has_head) {
+    report.push_back({"fused head loss", "n/a for " + c.model + " (no language-model head)"});
+    if (c.fused_head_loss) rc.decide("fused_head_loss", false, "n/a for " + c.model + " (no language-model head)");
+  } else {
+    report.push_back({"fused head loss", r.fused_head_loss ? "on (the head's logits a chunk of tokens at a time)"
+                                                           : "off (--no-fused_head_loss)"});
+  }
+
   // --- CUDA graphs: the whole step (forward, backward, scaler, fused update, EMA) launched as
   // one graph. The fused optimizer is what makes the update capturable: its step counts and
   // learning rate live on the device.

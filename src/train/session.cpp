@@ -16,6 +16,7 @@
 #include "config/fit_target.h"
 #include "data/schema.h"
 #include "models/imported.h"
+#include "text/token_decoder.h"
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
 #include "train/auto_workers.h"
@@ -82,8 +83,9 @@ void Session::build_trainer() {
                                   lr_scale(c.layer_decay, c.backbone_lr_scale, f, *model));
   trainer_ = std::make_unique<Trainer>(
       model, std::move(optimizer), recipe_,
-      TrainerOptions{c.clip_max_norm, {c.loss, c.label_smoothing, c.huber_delta, c.mixup > 0 || c.cutmix > 0}, c.ema_decay,
-                     c.skip_spikes});
+      TrainerOptions{c.clip_max_norm,
+                     {c.loss, c.label_smoothing, c.huber_delta, c.mixup > 0 || c.cutmix > 0, recipe_.fused_head_loss},
+                     c.ema_decay, c.skip_spikes});
   trainer_->add_hooks(fault_hooks(trainer_->scaler(), parallel_.mesh().ranks.rank));
 }
 
@@ -103,7 +105,7 @@ Session::Session(const Config& requested, SessionOptions options)
 
   if (options_.init_weights && !rc_.resolved.init_from.empty())  // a bad file is refused before the data is read
     init_weights_ = read_init_weights(rc_.resolved.init_from, family(rc_.resolved.model), rc_.resolved.init_ema);
-  if (init_weights_ && init_weights_->gpt.vocab > 0) shape_from_weights(init_weights_->gpt);
+  if (init_weights_ && init_weights_->gpt.width > 0) shape_from_weights(*init_weights_);
   if (rc_.resolved.model == "gpt") decide_gpt_shape();
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
   resolve_from_data();
@@ -114,14 +116,16 @@ Session::Session(const Config& requested, SessionOptions options)
                     recipe_, machine_);
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
+  decide_accumulation();
   choose_num_workers();
   settle_unused();
 }
 
-void Session::shape_from_weights(const GptShape& g) {
+void Session::shape_from_weights(const InitWeights& w) {
   // The weights decide: a preset's --width (quickstart's 16) must not refuse them. The config
   // table shows any value they replaced as requested -> resolved, with this reason.
-  const std::string why = "the weights' shape, from " + rc_.resolved.init_from + "/config.json";
+  const GptShape& g = w.gpt;
+  const std::string why = "the weights' shape, from " + w.shape_from;
   rc_.decide("width", g.width, why);
   rc_.decide("depth", g.depth, why);
   rc_.decide("heads", g.heads, why);
@@ -258,6 +262,14 @@ void Session::resolve_from_data() {
                                         : "classes in the training data");
   if (c.dataset == "tokens" && c.vocab_size == 0 && tokenizer_of(c) != c.tokenizer)  // export copies the one read
     rc_.decide("tokenizer", tokenizer_of(c), c.tokenizer.empty() ? "beside the training shards" : "--tokenizer, absolute");
+  if (c.sample_every > 0) {  // refused here, before a run folder is written, not at the first sample
+    const std::string& tokenizer = rc_.resolved.tokenizer;  // as just decided
+    if (tokenizer.empty())
+      throw usage_error("--sample_every writes text, and this run has no tokenizer to write it with (--vocab_size "
+                        "without --tokenizer)",
+                        "give --tokenizer FILE (the shards' tokenizer.json), or drop --sample_every");
+    TokenDecoder::load(tokenizer);
+  }
   const std::string metric = check_task_options(c, train);
   // The default preset smooths Fashion-MNIST's labels; a regression loss has none to smooth, and
   // the config table says so rather than the run refusing the preset it did not choose.
@@ -275,6 +287,22 @@ void Session::resolve_from_data() {
     if (stem.empty()) std::tie(stem, why) = choose_stem(shape);
     rc_.decide("stem", stem, why);
   }
+}
+
+void Session::decide_accumulation() {
+  // After the batch-size search and with the world known: a step of --tokens_per_step tokens
+  // whatever the batch fits and however many ranks run (an elastic restart keeps it).
+  const Config& c = rc_.resolved;
+  if (c.tokens_per_step <= 0) return;
+  const int64_t global = global_batch_size(), micro = global * c.seq_len;  // every rank's batch
+  if (c.tokens_per_step % micro != 0)
+    throw usage_error(fmt::format("--tokens_per_step {} is not a multiple of the tokens of one micro-step: {} = {} "
+                                  "sample(s) of --seq_len {} (--batch_size {} on every rank)",
+                                  c.tokens_per_step, micro, global, c.seq_len, c.batch_size),
+                      fmt::format("a multiple of {}, or a --batch_size that divides it", micro));
+  rc_.decide("accumulation_steps", c.tokens_per_step / micro,
+             fmt::format("--tokens_per_step {} / ({} sample(s) x {} tokens a micro-step, all ranks)", c.tokens_per_step,
+                         global, c.seq_len));
 }
 
 void Session::search_batch_size() {

@@ -119,7 +119,7 @@ class Session {
   std::unique_ptr<Trainer> trainer_;
   nlohmann::json batch_search_;
   // --init_from a Hugging Face folder: width, depth and heads decided by its config.json.
-  void shape_from_weights(const GptShape& g);
+  void shape_from_weights(const InitWeights& w);
   // --model gpt: width, depth, heads and positions decided (GPT-2 small's, --seq_len's).
   void decide_gpt_shape();
   std::optional<InitWeights> init_weights_;  // read before the stem is decided, loaded into the model
@@ -130,6 +130,7 @@ class Session {
   void build_trainer();
   void resolve_from_data();
   void search_batch_size();
+  void decide_accumulation();
   void choose_num_workers();  // --num_workers auto
   void check_precision();     // --amp_check
   void settle_unused();       // what is still auto does not apply: n/a, with why

@@ -158,6 +158,11 @@ StateDict read_torch_save(const std::string& path, bool ema) {
       StateDict s = tensors_of(*d);
       if (s.tensors.empty()) continue;
       s.wrapper = w;
+      if (const PickleValue* args = find("model_args"))  // nanoGPT's train.py saves the shape beside the model
+        for (size_t i = 0; i + 1 < args->items.size(); i += 2) {
+          const PickleValue &k = u.at(args->items[i]), &v = u.at(args->items[i + 1]);
+          if (k.kind == Kind::String && (v.kind == Kind::Int || v.kind == Kind::Bool)) s.model_args[k.text] = v.integer;
+        }
       return s;
     }
   if (!ema && !top.tensors.empty()) return top;

@@ -2,6 +2,7 @@
 // the state_dict of a torch.save zip without running anything in it.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,9 @@ WeightsFormat detect_weights_format(const std::string& path, const MappedFile& m
 struct StateDict {
   std::string wrapper;  // the key the weights sat under ("state_dict", "model"), "" at the top
   std::vector<std::pair<std::string, torch::Tensor>> tensors;  // in the file's order
+  // A nanoGPT checkpoint's 'model_args' beside the weights (n_layer, n_head, n_embd, block_size,
+  // vocab_size, bias): its integers and booleans; empty in any other file.
+  std::map<std::string, int64_t> model_args;
 };
 
 // The object pickled in a torch.save-layout zip mapped in `m` (<name>/data.pkl, its storages in

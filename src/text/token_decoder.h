@@ -1,0 +1,36 @@
+// Token ids back to text through a Hugging Face tokenizer.json (its vocabulary, added tokens and
+// decoder), for the texts a language model writes during training (--sample_every).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gputrain {
+
+class TokenDecoder {
+ public:
+  // Reads `path`; a file that is not a tokenizer.json, or whose decoder is not one of ByteLevel
+  // (GPT-2, the bytes tokenizer), Metaspace or a SentencePiece-style Sequence (Replace,
+  // ByteFallback, Fuse, Strip), WordPiece or none, is a usage error naming it.
+  static TokenDecoder load(const std::string& path);
+
+  // The text of `ids`, as tokenizers' decode(ids, skip_special_tokens=False) writes it; bytes
+  // that do not make UTF-8 (a sample cut inside a character) become U+FFFD.
+  std::string decode(const std::vector<int64_t>& ids) const;
+
+  // The end-of-text token (<|endoftext|>, </s>, <eos>...) a sample starts from; -1 when none.
+  int64_t end_of_text() const { return end_of_text_; }
+
+ private:
+  std::vector<std::string> pieces_;  // id -> its bytes, the decoder's mapping applied
+  std::vector<bool> special_;        // added tokens: written as they are
+  std::string joiner_;               // between pieces: "" (byte-level, metaspace) or " " (word-level)
+  bool strip_first_space_ = false;   // Metaspace / Strip: the space the encoder put before the text
+  bool word_piece_ = false;          // "##" continues the previous word
+  int64_t end_of_text_ = -1;
+};
+
+// `s` with every byte sequence that is not UTF-8 replaced by U+FFFD.
+std::string valid_utf8(const std::string& s);
+
+}  // namespace gputrain
