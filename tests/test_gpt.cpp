@@ -205,6 +205,19 @@ TEST_CASE("gpt: --tokens_per_step decides the accumulation; the head fused with 
     CHECK_THAT(bad.err, Catch::Contains(expected));
     CHECK(!std::filesystem::exists(out));
   };
+  // A searched batch size (here the largest under a simulated memory limit of 20 samples, less
+  // a margin: 16) is rounded down to one that divides the step's tokens: 12 x 8 = 96.
+  auto searched = test::run_gputrain(base + "--max_steps 1 --auto_batch_size --tokens_per_step 96 --output_dir " +
+                                         (dir / "searched"),
+                                     "GPUTRAIN_FAULT_OOM_ABOVE=20");
+  INFO(searched.out << searched.err);
+  REQUIRE(searched.exit_code == 0);
+  const auto found = nlohmann::json::parse(test::read_file(dir / "searched/config.json"))["resolved"];
+  CHECK(found["batch_size"] == 12);
+  CHECK(found["accumulation_steps"] == 1);
+  CHECK_THAT(searched.out, Catch::Contains("rounded down to divide --tokens_per_step 96"));
+  CHECK_THAT(searched.out, Catch::Contains("1 micro-batches (effective batch 12; --tokens_per_step 96)"));
+
   refused("--tokens_per_step 100", "--tokens_per_step 100 is not a multiple of the tokens of one micro-step: 32");
   refused("--tokens_per_step 96 --accumulation_steps 2", "--tokens_per_step decides --accumulation_steps: give one of them");
   refused("--sample_every 1 --vocab_size 64", "--sample_every writes text, and this run has no tokenizer");

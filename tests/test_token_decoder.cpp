@@ -42,6 +42,10 @@ TEST_CASE("token decoder: Metaspace, a SentencePiece-style sequence, WordPiece a
     "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"}})");
   CHECK(meta.decode({1, 2, 3}) == "Hello world!");
   CHECK(meta.end_of_text() == -1);
+  // Before tokenizers 0.14: add_prefix_space; false put no space before the text, so none is cut.
+  const auto legacy = decoder(dir, R"({"model": {"vocab": [["<unk>", 0], ["▁Hello", -1]]},
+    "decoder": {"type": "Metaspace", "replacement": "▁", "add_prefix_space": false}})");
+  CHECK(legacy.decode({1}) == " Hello");
 
   const auto spm = decoder(dir, R"({"model": {"vocab": {"<s>": 0, "</s>": 1, "▁a": 2, "<0x0A>": 3, "b": 4}},
     "decoder": {"type": "Sequence", "decoders": [
@@ -68,6 +72,21 @@ TEST_CASE("token decoder: a decoder it cannot read, or no tokenizer, is a usage 
     CHECK_THAT(e.what(), Catch::Contains("tokenizer.json': its decoder 'CTC' is not one gputrain reads"));
   }
   CHECK_THROWS_WITH(decoder(dir, "{"), Catch::Contains("is not JSON"));
+  // Fields of the wrong type, a bad byte token, an id no vocabulary reaches: usage errors, no crash.
+  for (const char* bad : {R"({"model": {"vocab": {"a": 0}}, "decoder": "ByteLevel"})",
+                          R"({"model": {"vocab": {"a": 0}}, "decoder": {"type": "Metaspace", "replacement": 5}})",
+                          R"({"model": {"vocab": {"a": 0}}, "decoder": {"type": "Sequence", "decoders": "x"}})",
+                          R"({"model": {"vocab": {"a": 1000000000000}}})"}) {
+    INFO(bad);
+    try {
+      decoder(dir, bad);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.exit_code == 2);
+    }
+  }
+  CHECK(decoder(dir, R"({"model": {"vocab": {"<0xZZ>": 0}}, "decoder": {"type": "ByteFallback"}})").decode({0}) ==
+        "<0xZZ>");
   CHECK_THROWS_WITH(TokenDecoder::load(dir / "missing.json"), Catch::Contains("missing.json' cannot be read"));
 }
 

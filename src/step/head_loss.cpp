@@ -2,6 +2,7 @@
 #include "step/head_loss.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -48,6 +49,10 @@ class HeadCrossEntropy : public torch::autograd::Function<HeadCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& y, double smoothing, int64_t chunk_elements) {
     const auto dtype = compute_dtype(hidden);
+    // fp16's range would flush a chunk's small probabilities to zero before the grad scaler's
+    // scale reaches them (that comes in backward): its gradient products run in float32.
+    const auto grad_dtype = dtype == torch::kHalf ? torch::kFloat : dtype;
+    const bool need_h = hidden.requires_grad(), need_w = weight.requires_grad();  // a frozen head: no [V, d] product
     // The casts below are autocast's, made once; no op in here is cast again.
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const int64_t d = hidden.size(-1), classes = weight.size(0);
@@ -56,27 +61,33 @@ class HeadCrossEntropy : public torch::autograd::Function<HeadCrossEntropy> {
     const auto labels = y.reshape(-1);
     const int64_t n = h.size(0), step = chunk_rows(classes, chunk_elements);
     auto total = torch::zeros({}, hidden.options().dtype(torch::kFloat));
-    auto grad_h = torch::empty({n, d}, hidden.options());
-    auto grad_w = torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat));
+    const auto wg = w.to(grad_dtype);
+    torch::Tensor grad_h = need_h ? torch::empty({n, d}, hidden.options()) : torch::Tensor();
+    torch::Tensor grad_w = need_w ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat)) : torch::Tensor();
     for (int64_t start = 0; start < n; start += step) {
       const int64_t rows = std::min(step, n - start);
       const auto hc = h.narrow(0, start, rows);
       torch::Tensor g;
       total += chunk_loss(torch::mm(hc, w.t()).to(torch::kFloat), labels.narrow(0, start, rows), smoothing, &g);
-      const auto gc = g.to(dtype);
-      grad_h.narrow(0, start, rows).copy_(torch::mm(gc, w));
-      grad_w.add_(torch::mm(gc.t(), hc));
+      const auto gc = g.to(grad_dtype);
+      if (need_h) grad_h.narrow(0, start, rows).copy_(torch::mm(gc, wg));
+      if (need_w) grad_w.add_(torch::mm(gc.t(), hc.to(grad_dtype)));
     }
-    ctx->saved_data["grad_hidden"] = grad_h.view(hidden.sizes());
-    ctx->saved_data["grad_weight"] = grad_w.to(weight.scalar_type());
+    ctx->saved_data["grad_hidden"] = need_h ? grad_h.view(hidden.sizes()) : torch::Tensor();
+    ctx->saved_data["grad_weight"] = need_w ? grad_w.to(weight.scalar_type()) : torch::Tensor();
     return total;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    // The gradients were computed in the forward, as constants: they have no graph of their own.
+    if (torch::GradMode::is_enabled())
+      throw std::runtime_error("the fused head loss has no second derivative (create_graph); train with "
+                               "--no-fused_head_loss");
     const auto grad_h = ctx->saved_data["grad_hidden"].toTensor();
     const auto grad_w = ctx->saved_data["grad_weight"].toTensor();
     const auto scale = grad_out[0];  // d(loss backward starts from) / d(this sum): the weighting, the scaler's scale
-    return {grad_h * scale.to(grad_h.scalar_type()), grad_w * scale.to(grad_w.scalar_type()), {}, {}, {}};
+    auto scaled = [&](const torch::Tensor& g) { return g.defined() ? g * scale.to(g.scalar_type()) : g; };
+    return {scaled(grad_h), scaled(grad_w), {}, {}, {}};
   }
 };
 

@@ -1,6 +1,7 @@
 // tokenizer.json decoding (token_decoder.h).
 #include "text/token_decoder.h"
 
+#include <cctype>
 #include <fstream>
 #include <map>
 
@@ -56,10 +57,15 @@ std::string from_byte_level(const std::string& token) {
 
 // "<0x0A>" -> the byte 0x0A (SentencePiece's byte fallback); anything else as it is.
 std::string from_byte_fallback(const std::string& token) {
-  if (token.size() == 6 && token.rfind("<0x", 0) == 0 && token.back() == '>')
+  if (token.size() == 6 && token.rfind("<0x", 0) == 0 && token.back() == '>' && std::isxdigit(token[3]) &&
+      std::isxdigit(token[4]))
     return std::string(1, static_cast<char>(std::stoi(token.substr(3, 2), nullptr, 16)));
   return token;
 }
+
+// Ids above this are no vocabulary (gputrain's --vocab_size stops there too): a file claiming
+// one would have the decoder allocate a piece for every id below it.
+constexpr int64_t kLargestId = int64_t{1} << 30;
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
@@ -69,6 +75,15 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 }  // namespace
 
 TokenDecoder TokenDecoder::load(const std::string& path) {
+  try {
+    return read(path);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    throw usage_error(fmt::format("tokenizer '{}' is not a tokenizer.json gputrain can read ({})", path, e.what()),
+                      "give a Hugging Face tokenizer.json (--tokenizer), as tools/prepare_text.py writes one");
+  }
+}
+
+TokenDecoder TokenDecoder::read(const std::string& path) {
   const std::string hint = "give a Hugging Face tokenizer.json (--tokenizer), as tools/prepare_text.py writes one";
   std::ifstream in(path);
   if (!in) throw usage_error("tokenizer '" + path + "' cannot be read", hint);
@@ -98,7 +113,9 @@ TokenDecoder TokenDecoder::load(const std::string& path) {
       byte_level = true;
     } else if (type == "Metaspace") {
       replaces.emplace_back(s.value("replacement", "\u2581"), " ");
-      d.strip_first_space_ = s.value("prepend_scheme", std::string("always")) != "never" || s.value("add_prefix_space", false);
+      // prepend_scheme in tokenizers 0.14 and later; add_prefix_space before.
+      d.strip_first_space_ = s.contains("prepend_scheme") ? s["prepend_scheme"].get<std::string>() != "never"
+                                                          : s.value("add_prefix_space", true);
     } else if (type == "Replace") {
       const auto& pattern = s.value("pattern", json::object());
       if (!pattern.contains("String")) throw unsupported("Replace with a regex");
@@ -116,8 +133,15 @@ TokenDecoder TokenDecoder::load(const std::string& path) {
   };
   if (decoder.is_null()) {
     d.joiner_ = " ";  // no decoder: tokenizers joins the tokens with spaces
+  } else if (!decoder.is_object()) {
+    throw unsupported(decoder.dump().substr(0, 40));
   } else if (decoder.value("type", "") == "Sequence") {
-    for (const auto& s : decoder.value("decoders", json::array())) step(s);
+    const json steps = decoder.value("decoders", json::array());
+    if (!steps.is_array()) throw unsupported("Sequence without a list of decoders");
+    for (const auto& s : steps) {
+      if (!s.is_object()) throw unsupported(s.dump().substr(0, 40));
+      step(s);
+    }
   } else {
     step(decoder);
   }
@@ -136,6 +160,9 @@ TokenDecoder TokenDecoder::load(const std::string& path) {
     if (t.contains("id") && t["id"].is_number_integer() && t.contains("content") && t["content"].is_string())
       tokens[t["id"].get<int64_t>()] = {t["content"].get<std::string>(), t.value("special", false)};
   if (tokens.empty() || tokens.begin()->first < 0) throw usage_error("tokenizer '" + path + "' holds no tokens", hint);
+  if (tokens.rbegin()->first > kLargestId)
+    throw usage_error(fmt::format("tokenizer '{}' has the token id {}, above any vocabulary", path, tokens.rbegin()->first),
+                      hint);
 
   d.pieces_.resize(static_cast<size_t>(tokens.rbegin()->first + 1));
   d.special_.resize(d.pieces_.size());

@@ -22,6 +22,8 @@ class TokenDecoder {
   int64_t end_of_text() const { return end_of_text_; }
 
  private:
+  static TokenDecoder read(const std::string& path);
+
   std::vector<std::string> pieces_;  // id -> its bytes, the decoder's mapping applied
   std::vector<bool> special_;        // added tokens: written as they are
   std::string joiner_;               // between pieces: "" (byte-level, metaspace) or " " (word-level)

@@ -324,7 +324,9 @@ class Fit {
   // a log window that just closed starts after it.
   void write_sample() {
     SampleOptions o;
-    o.start = std::max<int64_t>(decoder_->end_of_text(), 0);
+    // The end-of-text token, when the model's vocabulary (--vocab_size) holds it; else id 0.
+    const int64_t eot = decoder_->end_of_text();
+    o.start = eot >= 0 && eot < s_.data().train->num_classes() ? eot : 0;
     o.tokens = c().sample_tokens;
     o.context = c().positions;
     o.seed = mix_seed(static_cast<uint64_t>(c().seed), 0x5a, static_cast<uint64_t>(r_.step));

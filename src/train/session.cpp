@@ -294,6 +294,16 @@ void Session::decide_accumulation() {
   // whatever the batch fits and however many ranks run (an elastic restart keeps it).
   const Config& c = rc_.resolved;
   if (c.tokens_per_step <= 0) return;
+  // A searched batch size (the largest that fit, less a margin) is rounded down to one whose
+  // micro-steps make the step's tokens exactly.
+  if (c.auto_batch_size && rc_.reason("batch_size").rfind("largest that fit", 0) == 0) {
+    const int64_t unit = parallel_.global_batch_size(1) * c.seq_len;  // the tokens of 1 sample on every rank
+    int64_t b = c.batch_size;
+    while (b > 1 && c.tokens_per_step % (b * unit) != 0) --b;
+    if (b != c.batch_size)
+      rc_.decide("batch_size", b,
+                 fmt::format("{}; rounded down to divide --tokens_per_step {}", rc_.reason("batch_size"), c.tokens_per_step));
+  }
   const int64_t global = global_batch_size(), micro = global * c.seq_len;  // every rank's batch
   if (c.tokens_per_step % micro != 0)
     throw usage_error(fmt::format("--tokens_per_step {} is not a multiple of the tokens of one micro-step: {} = {} "
@@ -303,6 +313,10 @@ void Session::decide_accumulation() {
   rc_.decide("accumulation_steps", c.tokens_per_step / micro,
              fmt::format("--tokens_per_step {} / ({} sample(s) x {} tokens a micro-step, all ranks)", c.tokens_per_step,
                          global, c.seq_len));
+  for (auto& [what, state] : recipe_.report)  // the device report was written with the flags' accumulation
+    if (what == "gradient accumulation")
+      state = fmt::format("{} micro-batches (effective batch {}; --tokens_per_step {})", c.accumulation_steps,
+                          c.accumulation_steps * c.batch_size, c.tokens_per_step);
 }
 
 void Session::search_batch_size() {
