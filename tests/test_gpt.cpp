@@ -178,7 +178,7 @@ TEST_CASE("gpt: the CPU preset against the nanoGPT-style PyTorch loop from the s
   CHECK(code == 0);
 }
 
-TEST_CASE("gpt: --tokens_per_step decides the accumulation; the head fused with the loss changes no number",
+TEST_CASE("gpt: --tokens_per_step decides the accumulation, and the head fused with the loss changes no number",
           "[models][cli]") {
   test::TempDir dir;
   std::filesystem::create_directories(dir / "tok");
@@ -222,6 +222,7 @@ TEST_CASE("gpt: --tokens_per_step decides the accumulation; the head fused with 
   refused("--tokens_per_step 96 --accumulation_steps 2", "--tokens_per_step decides --accumulation_steps: give one of them");
   refused("--sample_every 1 --vocab_size 64", "--sample_every writes text, and this run has no tokenizer");
   refused("--sample_every 1 --model mlp", "--sample_every is for gpt");
+  refused("--pipeline_stages 2", "model 'gpt' cannot be split into stages: its head is its token embedding (tied)");
 
   // The same 3 steps with the head in the model's forward and fused with the loss.
   std::vector<double> losses[2];

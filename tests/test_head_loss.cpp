@@ -55,6 +55,14 @@ Grads run(const Case& c, bool fused, double smoothing, bool bf16, int64_t chunk_
   return g;
 }
 
+// The plain head's gradient of the hidden states, the head frozen.
+torch::Tensor run_plain_hidden_grad(const Case& c) {
+  c.hidden.mutable_grad() = torch::Tensor();
+  const auto logits = torch::nn::functional::linear(c.hidden, c.table.narrow(0, 0, c.classes));
+  (task_loss(logits, c.y, LossSpec{}, /*sum=*/true) * 0.37).backward();
+  return c.hidden.grad().clone();
+}
+
 void check_close(const Grads& a, const Grads& b, double tol) {
   CHECK(a.loss.item<double>() == Approx(b.loss.item<double>()).epsilon(tol));
   CHECK(torch::allclose(a.hidden, b.hidden, tol, tol));
@@ -76,6 +84,16 @@ TEST_CASE("head loss: chunked and fused equals the plain head's cross-entropy, i
   // The padded rows past the head are no logit: their gradient is zero.
   const auto fused = run(c, true, 0.0, false, 200);
   CHECK(fused.table.narrow(0, 50, 13).abs().max().item<double>() == 0.0);
+
+  // A frozen head: the hidden states' gradient alone, the same.
+  c.table.requires_grad_(false);
+  c.table.mutable_grad() = torch::Tensor();
+  const auto plain_grad = run_plain_hidden_grad(c);
+  const HeadInput head{c.hidden, c.table.narrow(0, 0, 50)};
+  c.hidden.mutable_grad() = torch::Tensor();
+  (head_cross_entropy(head, c.y, 0.0, 200) * 0.37).backward();
+  CHECK(torch::allclose(c.hidden.grad(), plain_grad, 1e-5, 1e-5));
+  CHECK_FALSE(c.table.grad().defined());
 }
 
 TEST_CASE("head loss: under bf16 autocast the fused head stays within bf16 rounding of the plain one", "[head_loss]") {

@@ -73,8 +73,8 @@ class HeadCrossEntropy : public torch::autograd::Function<HeadCrossEntropy> {
       if (need_h) grad_h.narrow(0, start, rows).copy_(torch::mm(gc, wg));
       if (need_w) grad_w.add_(torch::mm(gc.t(), hc.to(grad_dtype)));
     }
-    ctx->saved_data["grad_hidden"] = need_h ? grad_h.view(hidden.sizes()) : torch::Tensor();
-    ctx->saved_data["grad_weight"] = need_w ? grad_w.to(weight.scalar_type()) : torch::Tensor();
+    if (need_h) ctx->saved_data["grad_hidden"] = grad_h.view(hidden.sizes());
+    if (need_w) ctx->saved_data["grad_weight"] = grad_w.to(weight.scalar_type());
     return total;
   }
 
@@ -83,11 +83,14 @@ class HeadCrossEntropy : public torch::autograd::Function<HeadCrossEntropy> {
     if (torch::GradMode::is_enabled())
       throw std::runtime_error("the fused head loss has no second derivative (create_graph); train with "
                                "--no-fused_head_loss");
-    const auto grad_h = ctx->saved_data["grad_hidden"].toTensor();
-    const auto grad_w = ctx->saved_data["grad_weight"].toTensor();
     const auto scale = grad_out[0];  // d(loss backward starts from) / d(this sum): the weighting, the scaler's scale
-    auto scaled = [&](const torch::Tensor& g) { return g.defined() ? g * scale.to(g.scalar_type()) : g; };
-    return {scaled(grad_h), scaled(grad_w), {}, {}, {}};
+    auto scaled = [&](const char* name) {
+      const auto it = ctx->saved_data.find(name);
+      if (it == ctx->saved_data.end()) return torch::Tensor();  // an input that needs no gradient
+      const auto g = it->second.toTensor();
+      return g * scale.to(g.scalar_type());
+    };
+    return {scaled("grad_hidden"), scaled("grad_weight"), {}, {}, {}};
   }
 };
 

@@ -281,8 +281,14 @@ std::vector<torch::Device> Parallelism::stage_devices(const Config& c, const Rec
 
 void Parallelism::make_stages(Trainer& trainer, const FirstBatch& first_batch, const Config& c, Recipe& recipe) {
   Net& net = trainer.model();
+  // A language model's head is its token embedding (gpt: tied, one tensor): any cut would put
+  // that tensor on the first stage and the last, so such a model declares no pieces.
+  const std::string tied = family(c.model).linear_head
+                               ? ": its head is its token embedding (tied), which would sit on the first stage and the last"
+                               : "";
   if (net.pieces().empty())
-    throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages", c.pipeline_stages, c.model),
+    throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages{}", c.pipeline_stages,
+                                  c.model, tied),
                       "models that split: " + join(model_names_where([](const Family& f) { return f.pieces; }), ", "));
   const size_t pieces = net.pieces().size();
   if (pieces < mesh_.stages.size()) {
