@@ -28,11 +28,12 @@ build() {  # name sources... -- other compiler and linker arguments...
     clang++ "${flags[@]}" "${srcs[@]}" -o "$out/$name" "${args[@]}"
   fi
 }
-targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy fuzz_image fuzz_tar)
+targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy fuzz_image fuzz_tar fuzz_tokenizer)
 build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
 build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fields.cpp src/config/json_text.cpp \
   src/config/validate.cpp src/config/fit_target.cpp src/config/profile_range.cpp src/core/text.cpp src/core/metric.cpp
 build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp src/data/labels.cpp src/core/text.cpp
+build fuzz_tokenizer tests/fuzz/fuzz_tokenizer.cpp src/text/token_decoder.cpp
 build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp src/core/mapped_file.cpp src/core/zip.cpp -- -lz
 image_srcs=(src/data/image_decode.cpp src/data/crop_box.cpp src/data/decode_box.cpp src/data/resample.cpp)
 build fuzz_image tests/fuzz/fuzz_image.cpp "${image_srcs[@]}" -- -lpng -lturbojpeg -ljpeg -lz
@@ -154,7 +155,8 @@ torch.export.save(ep, os.path.join(sys.argv[1], "net.pt2"))
 PY
 fi
 
-# Inputs that once crashed a target run first, every time (tests/fuzz/regressions/<target>/).
+# Inputs that once crashed a target, and seeds that reach past the parser's first checks (a
+# tokenizer.json with every decoder step), run first, every time (tests/fuzz/regressions/<target>/).
 for dir in tests/fuzz/regressions/*/; do
   name=$(basename "$dir")
   mkdir -p "$out/seeds_$name"

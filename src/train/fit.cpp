@@ -26,13 +26,13 @@
 #include "monitor/profiler.h"
 #include "step/fine_tune.h"
 #include "step/lr_schedule.h"
+#include "text/sample.h"
+#include "text/token_decoder.h"
 #include "train/fit_evaluations.h"
 #include "train/step_batches.h"
 #include "train/step_log.h"
 #include "train/stop_policy.h"
 #include "train/utilization.h"
-#include "text/sample.h"
-#include "text/token_decoder.h"
 
 namespace gputrain {
 namespace {
