@@ -16,7 +16,6 @@ every 30 steps (--sample_every): the record's text is what the
 shards' tokenizer.json decodes its ids to (with `tokenizers`, when installed).
 Prints one line per check; 0 = pass, 1 = a check failed, 2 = a command failed.
 """
-import glob
 import json
 import os
 import sys
@@ -79,7 +78,7 @@ def main():
                 problems.append(f"samples at steps {[s['step'] for s in samples]} (expected 30 and 60, 24 ids each)")
             try:
                 from tokenizers import Tokenizer
-                tok = Tokenizer.from_file(glob.glob(d("bytes/tokenizer.json"))[0])
+                tok = Tokenizer.from_file(d("bytes/tokenizer.json"))
                 for s in samples:
                     if tok.decode(s["ids"], skip_special_tokens=False) != s["text"]:
                         problems.append(f"sample at step {s['step']}: {s['text']!r} is not what tokenizers decodes "
