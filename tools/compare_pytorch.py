@@ -26,8 +26,12 @@ built-in family in the same rounds: what running a user's Python model costs aga
 --profile also prints, for one eager PyTorch run, where a step's time goes per operator
 (torch.profiler, self CPU time).
 
-Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn,resnet50] [--precisions fp32,bf16]
-       [--rounds 3] [--markdown out.md] [--no-compile] [--profile] [--imported]
+--workloads gpt times the small GPT (preset gpt_cpu) on the shards of --token_data (default
+data/stdlib, the README's language-model walk) against tools/gpt_pytorch.py's nanoGPT loop, in
+tokens/s.
+
+Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn,resnet50,gpt] [--precisions fp32,bf16]
+       [--rounds 3] [--markdown out.md] [--no-compile] [--profile] [--imported] [--token_data DIR]
 """
 import argparse
 import gzip
