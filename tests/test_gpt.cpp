@@ -57,6 +57,13 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> window(const TokenDataset&
   return {w.ids, w.labels};
 }
 
+// A tests/python check that runs the built gputrain in a folder of its own: its exit code, its
+// output in `log`.
+int gputrain_check(const std::string& script, std::string& log) {
+  test::TempDir dir;
+  return test::python(script + " " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+}
+
 }  // namespace
 
 TEST_CASE("tokens: windows of seq_len + 1 in each shard, labels one token on, in every file format", "[data]") {
@@ -147,9 +154,8 @@ TEST_CASE("tokens: a bad shard, an id outside the vocabulary or too few tokens e
 TEST_CASE("gpt: logits, 3 AdamW steps on 1 and 2 ranks, and the exported folder equal Hugging Face's GPT-2",
           "[models][python][cli]") {
   if (!test::have_python()) return;
-  test::TempDir dir;
   std::string log;
-  const int code = test::python("gpt_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  const int code = gputrain_check("gpt_check.py", log);
   INFO(log);
   if (code == 77) {
     WARN("transformers is not installed (.pydeps-text): gpt not compared with Hugging Face's GPT-2");
@@ -161,9 +167,8 @@ TEST_CASE("gpt: logits, 3 AdamW steps on 1 and 2 ranks, and the exported folder 
 TEST_CASE("prepare_text: the standard library's json package as shards trains the CPU GPT and exports its tokenizer",
           "[data][python][cli]") {
   if (!test::have_python()) return;
-  test::TempDir dir;
   std::string log;
-  const int code = test::python("prepare_text_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  const int code = gputrain_check("prepare_text_check.py", log);
   INFO(log);
   CHECK(code == 0);
 }
@@ -171,9 +176,8 @@ TEST_CASE("prepare_text: the standard library's json package as shards trains th
 TEST_CASE("gpt: the CPU preset against the nanoGPT-style PyTorch loop from the same weights, and its samples",
           "[models][python][cli]") {
   if (!test::have_python()) return;
-  test::TempDir dir;
   std::string log;
-  const int code = test::python("gpt_quality_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  const int code = gputrain_check("gpt_quality_check.py", log);
   INFO(log);
   CHECK(code == 0);
 }

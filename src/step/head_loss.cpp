@@ -120,11 +120,12 @@ torch::Tensor head_cross_entropy(const HeadInput& head, const torch::Tensor& y, 
                                  int64_t chunk_elements) {
   if (torch::GradMode::is_enabled() && (head.hidden.requires_grad() || head.weight.requires_grad()))
     return HeadCrossEntropy::apply(head.hidden, head.weight, y, label_smoothing, chunk_elements);
+  // No gradient wanted: the same chunks and formula, without the gradient's products.
   auto total = torch::zeros({}, head.hidden.options().dtype(torch::kFloat));
   for_each_logits_chunk(
       head, y,
       [&](const torch::Tensor& logits, const torch::Tensor& yc) {
-        total += task_loss(logits, yc, LossSpec{.label_smoothing = label_smoothing}, /*sum=*/true);
+        total += chunk_loss(logits[0], yc[0], label_smoothing, /*grad=*/nullptr);
       },
       chunk_elements);
   return total;
