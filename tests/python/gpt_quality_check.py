@@ -14,6 +14,7 @@ The bf16 run starts from the same weights saved as nanoGPT's train.py checkpoint
 '_orig_mod.' names, the tied lm_head, model_args, the optimizer). The fp32 run also samples text
 every 30 steps (--sample_every): the record's text is what the
 shards' tokenizer.json decodes its ids to (with `tokenizers`, when installed).
+A nanoGPT checkpoint with bias=False, or with an untied head, is refused (exit 2, nothing written).
 Prints one line per check; 0 = pass, 1 = a check failed, 2 = a command failed.
 """
 import json
@@ -87,6 +88,19 @@ def main():
                 print("tokenizers is not installed (.pydeps-text): the samples' text not checked against it")
         elif rel(val, ref_val) > 0.01:
             problems.append(f"bf16: val loss {val} is not within 1% of PyTorch's {ref_val}")
+    # nanoGPT checkpoints gpt cannot hold: exit 2 naming the file, no run folder.
+    import torch
+    ckpt = torch.load(d("ckpt.pt"), weights_only=True)
+    no_bias = dict(ckpt, model_args=dict(ckpt["model_args"], bias=False))
+    untied = dict(ckpt, model=dict(ckpt["model"]))
+    untied["model"]["_orig_mod.lm_head.weight"] = untied["model"]["_orig_mod.lm_head.weight"] + 1
+    for name, bad, expected in (("nobias.pt", no_bias, "a nanoGPT model with bias=False"),
+                                ("untied.pt", untied, "lm_head.weight is not transformer.wte.weight")):
+        torch.save(bad, d(name))
+        said = run([gputrain, "train", "--preset", "gpt_cpu", *data, *COMMON, "--init_from", d(name), "--output_dir",
+                    d("refused")], expect=2)
+        if expected not in said or os.path.exists(d("refused")):
+            problems.append(f"{name}: not refused with '{expected}' before writing anything: {said.strip()}")
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
