@@ -444,7 +444,8 @@ TEST_CASE("models: every family's spec holds every field, and each matches the m
     CHECK_FALSE(f->layers.empty());
     CHECK_FALSE(f->head.empty());
     CHECK_FALSE(f->twin.empty());
-    for (const auto& o : f->options) CHECK((o == "depth" || o == "heads" || o == "dropout" || o == "positions"));
+    for (const auto& o : f->options)
+      CHECK((o == "depth" || o == "heads" || o == "dropout" || o == "positions" || o == "kv_heads"));
     // One model per sample rank the family takes (an image where it takes any rank).
     std::vector<std::vector<int64_t>> shapes;
     for (size_t rank : f->ranks.empty() ? std::vector<size_t>{3} : f->ranks)

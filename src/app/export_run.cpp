@@ -7,25 +7,60 @@
 
 #include <fmt/format.h>
 
+#include "config/config.h"
 #include "config/resolved.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
 #include "weights/hf_gpt2.h"
+#include "weights/hf_llama.h"
 #include "weights/safetensors.h"
 
 namespace gputrain {
 
 namespace {
 
-// --format hf: a gpt checkpoint as the folder GPT2LMHeadModel.from_pretrained loads, its shape
-// from the run's resolved config and the tokenizer the run read copied beside it.
+// --format hf: a gpt checkpoint as the folder GPT2LMHeadModel.from_pretrained loads (a llama
+// one as LlamaForCausalLM's), its shape from the run's resolved config and the tokenizer the run
+// read copied beside it.
+// --format hf for a llama checkpoint: the folder LlamaForCausalLM.from_pretrained loads, its
+// shape from the run's resolved config (every value of it decided and recorded at the start).
+int export_hf_llama(const ExportRequest& q, const NamedTensors& weights, const nlohmann::json& resolved,
+                    const CheckpointMeta& meta, bool ema) {
+  LlamaShape s;
+  const auto integer = [&](const char* key) { return resolved.value(key, int64_t{0}); };
+  s.base = {integer("num_classes"), integer("positions"), integer("width"), integer("depth"), integer("heads")};
+  s.kv_heads = integer("kv_heads");
+  s.mlp_width = integer("mlp_width");
+  s.rope_theta = resolved.value("rope_theta", 0.0);
+  s.norm_eps = resolved.value("norm_eps", 0.0);
+  s.tied = resolved.value("tie_embeddings", false);
+  if (const std::string scaling = resolved.value("rope_scaling", ""); !scaling.empty()) s.rope_scaling = parse_numbers(scaling);
+  if (s.base.vocab <= 0 || s.base.width <= 0 || s.base.depth <= 0 || s.base.heads <= 0 || s.kv_heads <= 0 ||
+      s.mlp_width <= 0 || s.rope_theta <= 0 || s.norm_eps <= 0 || (!s.rope_scaling.empty() && s.rope_scaling.size() != 4))
+    throw usage_error(fmt::format("checkpoint '{}' does not record a whole Llama shape", q.checkpoint),
+                      "export it as safetensors (the default --format)");
+  const std::string tokenizer = resolved.value("tokenizer", "");
+  const bool has_tokenizer = !tokenizer.empty() && std::filesystem::exists(tokenizer);
+  write_hf_llama(q.out, weights, s, has_tokenizer ? tokenizer : "");
+  fmt::print("wrote {}/{{config.json, model.safetensors{}}} (Llama, {} layers, width {}, {} of {} key/value heads, "
+             "vocabulary {}{}; {} from {}, step {})\n",
+             q.out, has_tokenizer ? ", tokenizer.json" : "", s.base.depth, s.base.width, s.kv_heads, s.base.heads,
+             s.base.vocab, s.tied ? ", tied head" : "", ema ? "the EMA average" : "raw weights", q.checkpoint, meta.step);
+  return 0;
+}
+
 int export_hf(const ExportRequest& q, const NamedTensors& weights, const CheckpointMeta& meta, bool ema) {
   const auto record = nlohmann::json::parse(meta.config_json, nullptr, false);
   const nlohmann::json resolved = record.is_object() ? read_config_record(record).resolved : nlohmann::json();
-  if (!resolved.is_object() || resolved.value("model", "") != "gpt")
-    throw usage_error(fmt::format("--format hf writes GPT-2 folders; checkpoint '{}' is of model '{}'", q.checkpoint,
-                                  resolved.is_object() ? resolved.value("model", "") : ""),
+  const std::string model = resolved.is_object() ? resolved.value("model", "") : "";
+  if (model != "gpt" && model != "llama")
+    throw usage_error(fmt::format("--format hf writes GPT-2 and Llama folders; checkpoint '{}' is of model '{}'",
+                                  q.checkpoint, model),
                       "export other models as safetensors (the default --format)");
+  if (std::error_code ec; std::filesystem::exists(q.out, ec) && !std::filesystem::is_empty(q.out, ec))
+    throw usage_error("--out '" + q.out + "' exists and is not empty: a model folder's files would mix with its own",
+                      "give a new folder (it is created)");
+  if (model == "llama") return export_hf_llama(q, weights, resolved, meta, ema);
   // The shape from the weights themselves; heads from the record (runs before it was recorded
   // used gpt's default of 12).
   GptShape g;
@@ -39,9 +74,6 @@ int export_hf(const ExportRequest& q, const NamedTensors& weights, const Checkpo
     throw usage_error(fmt::format("checkpoint '{}' does not describe a GPT-2 (vocabulary {}, width {}, {} layers, {} heads)",
                                   q.checkpoint, g.vocab, g.width, g.depth, g.heads),
                       "export it as safetensors (the default --format)");
-  if (std::error_code ec; std::filesystem::exists(q.out, ec) && !std::filesystem::is_empty(q.out, ec))
-    throw usage_error("--out '" + q.out + "' exists and is not empty: a model folder's files would mix with its own",
-                      "give a new folder (it is created)");
   const std::string tokenizer = resolved.value("tokenizer", "");
   const bool has_tokenizer = !tokenizer.empty() && std::filesystem::exists(tokenizer);
   write_hf_gpt2(q.out, weights, g, has_tokenizer ? tokenizer : "");

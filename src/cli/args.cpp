@@ -36,6 +36,14 @@ std::optional<std::string> Args::take_value(const std::string& name) {
   return f->value.value_or("");
 }
 
+std::vector<std::string> Args::take_values(const std::string& name) {
+  std::vector<std::string> values;
+  for (const auto& f : flags)
+    if (f.name == name) values.push_back(f.value.value_or(""));
+  take_last(flags, name);
+  return values;
+}
+
 namespace {
 
 // The flags a command knows, declared to cxxopts, and (name -> takes a value) for the bridge's

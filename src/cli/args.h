@@ -17,6 +17,8 @@ struct Args {
   // Removes a command-local flag with a value; nullopt when absent, "" when given bare. Given
   // twice, the later one counts (as for the configuration flags).
   std::optional<std::string> take_value(const std::string& name);
+  // Removes a command-local flag that may be given several times (generate's --stop): every value, in order.
+  std::vector<std::string> take_values(const std::string& name);
 };
 
 // A command's own flags, beside the configuration fields (e.g. infer's --checkpoint).

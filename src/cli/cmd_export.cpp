@@ -22,8 +22,8 @@ int cmd_export(const std::vector<std::string>& words) {
         "trained weights themselves, auto (default) = the average when the run kept one, as\n"
         "`infer` and `train --export` do. Needs neither the dataset nor a GPU. Weights with NaN\n"
         "or inf are refused (exit 3) unless --allow_non_finite.\n"
-        "--format hf (model gpt): DIR gets config.json, model.safetensors and the run's\n"
-        "tokenizer.json, for transformers' GPT2LMHeadModel.from_pretrained(DIR).\n");
+        "--format hf (model gpt or llama): DIR gets config.json, model.safetensors and the run's\n"
+        "tokenizer.json, for transformers' GPT2LMHeadModel (LlamaForCausalLM).from_pretrained(DIR).\n");
     return 0;
   }
   ExportRequest q;

@@ -23,6 +23,7 @@ const std::vector<Command>& commands() {
       {"benchmark", "time each optimization on and off on this device, and say what it bought", cmd_benchmark},
       {"eval", "metrics of a checkpoint on a dataset", cmd_eval},
       {"infer", "batched predictions to CSV, with samples/s and latency (and a batch-size sweep)", cmd_infer},
+      {"generate", "text from a trained language model, streamed as it comes (key-value cache)", cmd_generate},
       {"export", "write a checkpoint's weights as model.safetensors (loads in Python)", cmd_export},
       {"report", "rebuild a run folder's report.html", cmd_report},
       {"launch", "start the ranks of a data-parallel job on this node (like torchrun)", cmd_launch},

@@ -86,7 +86,13 @@ struct Config {
   int64_t depth = 0;                // layers (lstm, gru, transformer) or blocks (cnn3d); 0 = default
   std::string stem = "auto";        // resnets: auto (small for <= 64 pixels) | small | imagenet
   int64_t heads = 0;                // transformer attention heads; 0 = default (4)
-  int64_t positions = 0;            // gpt: learned positions; 0 = --seq_len
+  int64_t positions = 0;            // gpt: learned positions; llama: the longest context; 0 = --seq_len
+  int64_t kv_heads = 0;             // llama: key/value heads (grouped-query attention); 0 = --heads
+  int64_t mlp_width = 0;            // llama: the MLP's inner width; 0 = Llama's rule from --width
+  double rope_theta = 0;            // llama: the rotary positions' base; 0 = 10000
+  std::string rope_scaling;         // llama: Llama 3's "factor,low_freq_factor,high_freq_factor,original_positions"
+  double norm_eps = 0;              // llama: RMSNorm's epsilon; 0 = 1e-5
+  bool tie_embeddings = false;      // llama: the head is the token embedding (gpt's always is)
   double dropout = 0.0;             // transformer layers, between lstm/gru layers
   bool grad_checkpointing = false;  // recompute residual blocks / encoder layers in backward
   bool fused_head_loss = true;      // a language model's head computed with its loss, in chunks

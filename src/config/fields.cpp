@@ -147,7 +147,19 @@ std::vector<Field> make_fields() {
        "resnet stem: small (3x3, no max-pool), imagenet (7x7/2 + max-pool); auto: small up to 64 px",
        {"auto", "small", "imagenet"}},
       {"heads", &C::heads, "model", "transformer and gpt attention heads (0 = 4, gpt 12; must divide --width)", {}, 0, 1024},
-      {"positions", &C::positions, "model", "gpt: learned positions, the longest context (0 = --seq_len)", {}, 0, 1 << 20},
+      {"positions", &C::positions, "model", "gpt: learned positions, the longest context; llama: the longest context "
+       "(0 = --seq_len)", {}, 0, 1 << 20},
+      {"kv_heads", &C::kv_heads, "model", "llama: key/value heads, grouped-query attention (0 = --heads; must divide "
+       "--heads)", {}, 0, 1024},
+      {"mlp_width", &C::mlp_width, "model", "llama: the MLP's inner width (0 = 8/3 x --width rounded up to 256, "
+       "Llama's rule)", {}, 0, 1 << 20},
+      {"rope_theta", &C::rope_theta, "model", "llama: the rotary positions' base (0 = 10000; Llama 3: 500000)", {}, 0,
+       1e12},
+      {"rope_scaling", &C::rope_scaling, "model", "llama: Llama 3's rope_scaling as factor,low_freq_factor,"
+       "high_freq_factor,original_positions, e.g. 32,1,4,8192 (empty = none)"},
+      {"norm_eps", &C::norm_eps, "model", "llama: RMSNorm's epsilon (0 = 1e-5)", {}, 0, 1},
+      {"tie_embeddings", &C::tie_embeddings, "model", "llama: the head is the token embedding, one tensor "
+       "(tie_word_embeddings; gpt's always is)"},
       {"dropout", &C::dropout, "model", "dropout in transformer layers and between lstm/gru layers", {}, 0, 0.95},
       {"grad_checkpointing", &C::grad_checkpointing, "model",
        "recompute resnet blocks / transformer layers in backward: less activation memory, more compute"},

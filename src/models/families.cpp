@@ -26,6 +26,7 @@ namespace gputrain {
   X(transformer)             \
   X(cnn3d)                   \
   X(gpt)                     \
+  X(llama)                   \
   /* the end of the list */
 
 #define GPUTRAIN_DECLARE(name) const Family& name##_family();
@@ -80,6 +81,12 @@ std::vector<std::string> model_option_problems(const Config& c) {
   if (c.heads > 0 && !reads("heads")) problems.push_back("--heads is for " + option("heads") + got);
   if (c.dropout > 0 && !reads("dropout")) problems.push_back("--dropout is for " + option("dropout") + got);
   if (c.positions > 0 && !reads("positions")) problems.push_back("--positions is for " + option("positions") + got);
+  // Llama's own shape flags: one line for any given to another model.
+  const bool llama_flag = c.kv_heads > 0 || c.mlp_width > 0 || c.rope_theta > 0 || !c.rope_scaling.empty() ||
+                          c.norm_eps > 0 || c.tie_embeddings;
+  if (llama_flag && !reads("kv_heads"))
+    problems.push_back("--kv_heads, --mlp_width, --rope_theta, --rope_scaling, --norm_eps and --tie_embeddings are for " +
+                       option("kv_heads") + got);
   if (c.stem != "auto" && !f.stem)
     problems.push_back("--stem is for " + readers([](const Family& g) { return g.stem; }) + got);
   if (c.grad_checkpointing && !f.blocks)

@@ -32,6 +32,11 @@ struct ModelSpec {
   std::shared_ptr<const SampleSchema> fields;
   std::string output_name;  // a program with several outputs: the one trained ("" = the first)
   int64_t positions = 0;    // gpt: learned positions (--positions); 0 = the data's sequence length
+  // llama (Config's fields of the same names): 0 = the family's default.
+  int64_t kv_heads = 0, mlp_width = 0;
+  double rope_theta = 0, norm_eps = 0;
+  std::vector<double> rope_scaling;  // empty, or factor, low_freq_factor, high_freq_factor, original positions
+  bool tie_embeddings = false;
 };
 
 struct Family {

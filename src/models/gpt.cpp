@@ -48,7 +48,30 @@ class Block : public nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x) {
     auto h = x + dropout(attn_proj(attention(ln_1(x))));
-    return h + dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh")));
+    return mlp(h);
+  }
+
+  // The block over t new slots [B, t, d] that follow the `length` slots in keys/values [B, H,
+  // capacity, d/H], which it extends. `mask` [B, 1, t, length + t] says which slots each new one
+  // sees; undefined when that is all the earlier ones and itself onwards in order (causal).
+  torch::Tensor forward_cached(const torch::Tensor& x, torch::Tensor& keys, torch::Tensor& values, int64_t length,
+                               int64_t capacity, const torch::Tensor& mask) {
+    const int64_t B = x.size(0), t = x.size(1), d = x.size(2);
+    auto qkv = c_attn(ln_1(x)).view({B, t, 3, heads_, d / heads_}).permute({2, 0, 3, 1, 4});
+    if (!keys.defined()) {  // the first call: a cache of the capacity asked for, in the compute dtype
+      keys = torch::zeros({B, heads_, capacity, d / heads_}, qkv.options());
+      values = torch::zeros_like(keys);
+    }
+    keys.narrow(2, length, t).copy_(qkv[1]);
+    values.narrow(2, length, t).copy_(qkv[2]);
+    // Without a mask the new slots are causal among themselves: right for a first pass from slot
+    // 0 (is_causal aligns the queries with the first keys), and a lone query needs no mask at all.
+    const bool causal = !mask.defined() && t > 1;
+    auto y = at::scaled_dot_product_attention(qkv[0], keys.narrow(2, 0, length + t), values.narrow(2, 0, length + t),
+                                              mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0,
+                                              causal);
+    auto h = x + attn_proj(y.transpose(1, 2).reshape({B, t, d}));
+    return mlp(h);
   }
 
   nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
@@ -56,6 +79,7 @@ class Block : public nn::Module {
 
  private:
   torch::Tensor dropout(const torch::Tensor& x) { return torch::dropout(x, dropout_, is_training()); }
+  torch::Tensor mlp(const torch::Tensor& h) { return h + dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh"))); }
 
   // Causal self-attention through ATen's fused kernel (flash or memory-efficient on GPUs, the
   // flash kernel on CPUs): the T x T scores are never held whole.
@@ -127,6 +151,20 @@ class Gpt : public Net {
   }
 
   torch::Tensor forward_batch(const Batch& b) override { return forward(b.at("input_ids")); }
+
+  torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache) override {
+    const int64_t t = ids.size(1), length = cache.length;
+    if (cache.capacity > g_.positions || length + t > cache.capacity)
+      throw std::invalid_argument(fmt::format("{} more tokens after {} in a cache of {} slots (the model has {} positions)",
+                                              t, length, cache.capacity, g_.positions));
+    const auto [positions, mask] = cache_positions(ids, cache);
+    if (cache.keys.empty()) cache.keys.resize(blocks_.size()), cache.values.resize(blocks_.size());
+    auto x = wte_(ids) + wpe_(positions);
+    for (size_t i = 0; i < blocks_.size(); ++i)
+      x = blocks_[i]->forward_cached(x, cache.keys[i], cache.values[i], length, cache.capacity, mask);
+    cache.length += t;
+    return torch::nn::functional::linear(ln_f_(x), wte_->weight.narrow(0, 0, g_.vocab));
+  }
   HeadInput forward_head(const Batch& b) override { return forward_head(b.at("input_ids")); }
 
  private:

@@ -134,6 +134,26 @@ void Net::add_piece(std::string name, std::function<torch::Tensor(torch::Tensor)
   pieces_.push_back({std::move(name), std::move(run), std::move(tensors), parameters});
 }
 
+std::pair<torch::Tensor, torch::Tensor> cache_positions(const torch::Tensor& ids, const KvCache& cache) {
+  const int64_t B = ids.size(0), t = ids.size(1), length = cache.length;
+  const auto slots = torch::arange(length, length + t, ids.options());
+  const auto keys = torch::arange(length + t, ids.options()).view({1, 1, -1});
+  auto positions = slots.unsqueeze(0).expand({B, t});
+  const auto sees = keys <= slots.view({1, -1, 1});
+  if (cache.pad.defined()) {
+    // A row's positions start at its first real token. A padding slot sees only itself: its
+    // output stays finite and no real token ever reads it.
+    const auto real = keys >= cache.pad.view({B, 1, 1});
+    return {(positions - cache.pad.unsqueeze(1)).clamp_min(0), ((sees & real) | (keys == slots.view({1, -1, 1}))).unsqueeze(1)};
+  }
+  return {positions, length > 0 && t > 1 ? sees.unsqueeze(1) : torch::Tensor()};
+}
+
+torch::Tensor Net::forward_cached(const torch::Tensor&, KvCache&) {
+  throw usage_error("this model keeps no key-value cache: it does not generate text",
+                    "generate from a language model (--model gpt)");
+}
+
 torch::Tensor Net::forward_pieces(const torch::Tensor& x) const {
   auto y = run_pieces(pieces_, x, 0, pieces_.size());
   return y.device() == x.device() ? y : y.to(x.device());
@@ -169,6 +189,18 @@ ModelSpec model_spec(const Config& c, std::vector<int64_t> input_shape, int64_t 
   s.grad_checkpointing = c.grad_checkpointing;
   s.output_name = c.output_name;
   s.positions = c.positions;
+  s.kv_heads = c.kv_heads;
+  s.mlp_width = c.mlp_width;
+  s.rope_theta = c.rope_theta;
+  s.norm_eps = c.norm_eps;
+  s.tie_embeddings = c.tie_embeddings;
+  if (!c.rope_scaling.empty()) {
+    s.rope_scaling = parse_numbers(c.rope_scaling);
+    if (s.rope_scaling.size() != 4 || s.rope_scaling[0] < 1 || s.rope_scaling[1] <= 0 ||
+        s.rope_scaling[2] <= s.rope_scaling[1] || s.rope_scaling[3] < 1)
+      throw usage_error("--rope_scaling '" + c.rope_scaling + "' is not Llama 3's scaling",
+                        "factor,low_freq_factor,high_freq_factor,original_positions with high above low, e.g. 32,1,4,8192");
+  }
   return s;
 }
 

@@ -21,6 +21,22 @@ struct HeadInput {
   bool defined() const { return hidden.defined(); }
 };
 
+// A language model's keys and values so far, for decoding a token at a time (text/generate.h).
+// Row b's first pad[b] slots are left padding (a batch of prompts of different lengths): no query
+// attends to them, and the row's positions count from its first real token.
+struct KvCache {
+  int64_t capacity = 0;                     // slots held: at most the model's positions
+  int64_t length = 0;                       // slots filled so far
+  torch::Tensor pad;                        // [B] int64 on the model's device; undefined = no padding
+  std::vector<torch::Tensor> keys, values;  // per layer [B, heads, capacity, head dim]: the model's first call makes them
+};
+
+// The positions [B, t] of the t new slots of `ids` [B, t] after the cache's, and the mask [B or 1,
+// 1, t, length + t] of the slots each new one sees; undefined when that is the earlier ones and
+// itself onwards in order (a first pass from slot 0, whose is_causal aligns queries with the
+// first keys, or a lone query, which sees them all).
+std::pair<torch::Tensor, torch::Tensor> cache_positions(const torch::Tensor& ids, const KvCache& cache);
+
 class Net : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
@@ -31,6 +47,10 @@ class Net : public torch::nn::Module {
   // the head chunk by chunk and never holds the whole [tokens, vocabulary] logits
   // (step/head_loss.h). Empty when the model has no such head.
   virtual HeadInput forward_head(const Batch&) { return {}; }
+  // A language model's logits [B, t, vocabulary] for ids [B, t] that continue the sequence in
+  // `cache`, whose keys and values it extends by t slots. Only models that generate text
+  // (Family::generates) implement it.
+  virtual torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache);
   // FLOPs of one sample's forward pass (models/flops.h), counted in make_model's probe; for MFU.
   double flops_per_sample = 0;
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "text/byte_level.h"
 
 namespace gputrain {
 namespace {
@@ -29,17 +30,11 @@ std::vector<uint32_t> code_points(const std::string& s) {
   return out;
 }
 
-// The ByteLevel step's table (GPT-2's), inverted: the character that stands for each byte ->
-// the byte. Printable Latin-1 bytes stand for themselves; the others take code points from 256
-// up, in byte order.
+// The byte-level alphabet inverted: the character that stands for each byte -> the byte.
 const std::map<uint32_t, char>& byte_level_bytes() {
   static const std::map<uint32_t, char> table = [] {
     std::map<uint32_t, char> m;
-    uint32_t extra = 0;
-    for (uint32_t b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      m[printable ? b : 256 + extra++] = static_cast<char>(b);
-    }
+    for (unsigned b = 0; b < 256; ++b) m[byte_level_code_point(static_cast<unsigned char>(b))] = static_cast<char>(b);
     return m;
   }();
   return table;
@@ -83,16 +78,19 @@ TokenDecoder TokenDecoder::load(const std::string& path) {
   }
 }
 
-TokenDecoder TokenDecoder::read(const std::string& path) {
-  const std::string hint = "give a Hugging Face tokenizer.json (--tokenizer), as tools/prepare_text.py writes one";
+nlohmann::json read_tokenizer_json(const std::string& path, const std::string& hint) {
   std::ifstream in(path);
   if (!in) throw usage_error("tokenizer '" + path + "' cannot be read", hint);
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const std::exception& e) {
     throw usage_error(fmt::format("tokenizer '{}' is not JSON ({})", path, e.what()), hint);
   }
+}
+
+TokenDecoder TokenDecoder::read(const std::string& path) {
+  const std::string hint = "give a Hugging Face tokenizer.json (--tokenizer), as tools/prepare_text.py writes one";
+  const json j = read_tokenizer_json(path, hint);
   const auto model = j.find("model");
   if (model == j.end() || !model->is_object() || !model->contains("vocab"))
     throw usage_error("tokenizer '" + path + "' has no model.vocab", hint);
@@ -182,7 +180,7 @@ TokenDecoder TokenDecoder::read(const std::string& path) {
   return d;
 }
 
-std::string TokenDecoder::decode(const std::vector<int64_t>& ids) const {
+std::string TokenDecoder::decode_bytes(const std::vector<int64_t>& ids) const {
   std::string out;
   bool first = true;
   for (int64_t id : ids) {
@@ -196,7 +194,19 @@ std::string TokenDecoder::decode(const std::vector<int64_t>& ids) const {
     first = false;
   }
   if (strip_first_space_ && !out.empty() && out[0] == ' ') out.erase(0, 1);
-  return valid_utf8(out);
+  return out;
+}
+
+size_t complete_utf8_length(const std::string& s) {
+  // A lead byte among the last three whose sequence needs more bytes than follow it.
+  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
+    if (c < 0x80) return s.size();                // ASCII: complete
+    if (c < 0xC0) continue;                       // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    return need > back ? s.size() - back : s.size();
+  }
+  return s.size();
 }
 
 std::string valid_utf8(const std::string& s) {

@@ -5,7 +5,16 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace gputrain {
+
+// The JSON of tokenizer file `path`; one usage error (with `hint`) naming it when it cannot be
+// read or is not JSON.
+nlohmann::json read_tokenizer_json(const std::string& path, const std::string& hint);
+
+// `s` with every byte sequence that is not UTF-8 replaced by U+FFFD.
+std::string valid_utf8(const std::string& s);
 
 class TokenDecoder {
  public:
@@ -16,7 +25,9 @@ class TokenDecoder {
 
   // The text of `ids`, as tokenizers' decode(ids, skip_special_tokens=False) writes it; bytes
   // that do not make UTF-8 (a sample cut inside a character) become U+FFFD.
-  std::string decode(const std::vector<int64_t>& ids) const;
+  std::string decode(const std::vector<int64_t>& ids) const { return valid_utf8(decode_bytes(ids)); }
+  // The same bytes before that check: a text still being written may end inside a character.
+  std::string decode_bytes(const std::vector<int64_t>& ids) const;
 
   // The end-of-text token (<|endoftext|>, </s>, <eos>...) a sample starts from; -1 when none.
   int64_t end_of_text() const { return end_of_text_; }
@@ -32,7 +43,8 @@ class TokenDecoder {
   int64_t end_of_text_ = -1;
 };
 
-// `s` with every byte sequence that is not UTF-8 replaced by U+FFFD.
-std::string valid_utf8(const std::string& s);
+// The length of `s` without a character it ends in the middle of (the bytes of an unfinished
+// UTF-8 sequence): what can be shown of a text that more tokens will continue.
+size_t complete_utf8_length(const std::string& s);
 
 }  // namespace gputrain

@@ -100,12 +100,23 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
   InitWeights w;
   w.path = path;
   if (is_hf_folder(path)) {
-    if (f.name != "gpt")
-      throw usage_error("--init_from '" + path + "' is a Hugging Face folder, which model gpt reads (got --model " +
-                            f.name + ")",
-                        "pass --model gpt");
+    // Its config.json's model_type says which family reads it.
+    const bool llama = hf_model_type(path) == "llama";
+    const std::string reader = llama ? "llama" : "gpt";
+    if (f.name != reader)
+      throw usage_error(fmt::format("--init_from '{}' is a Hugging Face {} folder, which model {} reads (got --model {})",
+                                    path, llama ? "Llama" : "GPT-2", reader, f.name),
+                        "pass --model " + reader);
     if (ema) throw usage_error("--init_ema: '" + path + "' is a Hugging Face folder, which holds one set of weights",
                                "drop --init_ema");
+    if (llama) {
+      w.llama = read_hf_llama_config(path);
+      w.gpt = w.llama->base;
+      w.shape_from = path + "/config.json";
+      w.format = "Hugging Face Llama";
+      w.tensors = read_hf_llama_weights(path, *w.llama);
+      return w;
+    }
     w.gpt = read_hf_gpt2_config(path);
     w.shape_from = path + "/config.json";
     w.format = "Hugging Face GPT-2";

@@ -9,7 +9,10 @@
 #include <torch/types.h>
 
 #include "models/family.h"
+#include <optional>
+
 #include "weights/hf_gpt2.h"
+#include "weights/hf_llama.h"
 
 namespace gputrain {
 
@@ -25,6 +28,7 @@ struct InitWeights {
   // from `shape_from` (its config.json, its model_args). vocab 0: the file does not say the
   // data's vocabulary (nanoGPT pads its own).
   GptShape gpt;
+  std::optional<LlamaShape> llama;  // a Hugging Face Llama folder: the rest of its shape (gpt holds the base)
   std::string shape_from;
 };
 

@@ -283,9 +283,9 @@ void Parallelism::make_stages(Trainer& trainer, const FirstBatch& first_batch, c
   Net& net = trainer.model();
   // A language model's head is its token embedding (gpt: tied, one tensor): any cut would put
   // that tensor on the first stage and the last, so such a model declares no pieces.
-  const std::string tied = family(c.model).linear_head
-                               ? ": its head is its token embedding (tied), which would sit on the first stage and the last"
-                               : "";
+  const bool tied_head = family(c.model).linear_head && (c.model == "gpt" || c.tie_embeddings);
+  const std::string tied =
+      tied_head ? ": its head is its token embedding (tied), which would sit on the first stage and the last" : "";
   if (net.pieces().empty())
     throw usage_error(fmt::format("--pipeline_stages {}: model '{}' cannot be split into stages{}", c.pipeline_stages,
                                   c.model, tied),

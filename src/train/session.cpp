@@ -16,6 +16,7 @@
 #include "config/fit_target.h"
 #include "data/schema.h"
 #include "models/imported.h"
+#include "models/llama.h"
 #include "text/token_decoder.h"
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
@@ -106,7 +107,7 @@ Session::Session(const Config& requested, SessionOptions options)
   if (options_.init_weights && !rc_.resolved.init_from.empty())  // a bad file is refused before the data is read
     init_weights_ = read_init_weights(rc_.resolved.init_from, family(rc_.resolved.model), rc_.resolved.init_ema);
   if (init_weights_ && init_weights_->gpt.width > 0) shape_from_weights(*init_weights_);
-  if (rc_.resolved.model == "gpt") decide_gpt_shape();
+  if (rc_.resolved.model == "gpt" || rc_.resolved.model == "llama") decide_lm_shape();
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
   resolve_from_data();
 
@@ -130,16 +131,34 @@ void Session::shape_from_weights(const InitWeights& w) {
   rc_.decide("depth", g.depth, why);
   rc_.decide("heads", g.heads, why);
   rc_.decide("positions", g.positions, why);
+  if (!w.llama) return;
+  const LlamaShape& l = *w.llama;
+  rc_.decide("kv_heads", l.kv_heads, why);
+  rc_.decide("mlp_width", l.mlp_width, why);
+  rc_.decide("rope_theta", l.rope_theta, why);
+  rc_.decide("norm_eps", l.norm_eps, why);
+  rc_.decide("tie_embeddings", l.tied, why);
+  rc_.decide("rope_scaling", l.rope_scaling.empty() ? std::string()
+                                                    : fmt::format("{},{},{},{}", l.rope_scaling[0], l.rope_scaling[1],
+                                                                  l.rope_scaling[2], l.rope_scaling[3]),
+             why);
 }
 
-void Session::decide_gpt_shape() {
-  // Written into the record, so that eval, infer, a resume and export --format hf build and
-  // describe the same model (a later --seq_len within the positions reads the same weights).
+void Session::decide_lm_shape() {
+  // Written into the record, so that eval, infer, generate, a resume and export --format hf
+  // build and describe the same model (a later --seq_len within the positions reads the same
+  // weights), whatever the defaults become.
   const Config& c = rc_.resolved;
-  if (c.width == 0) rc_.decide("width", 768, "gpt's default (GPT-2 small)");
-  if (c.depth == 0) rc_.decide("depth", 12, "gpt's default (GPT-2 small)");
-  if (c.heads == 0) rc_.decide("heads", 12, "gpt's default (GPT-2 small)");
+  const std::string why = c.model + "'s default (GPT-2 small's shape)";
+  if (c.width == 0) rc_.decide("width", 768, why);
+  if (c.depth == 0) rc_.decide("depth", 12, why);
+  if (c.heads == 0) rc_.decide("heads", 12, why);
   if (c.positions == 0 && c.seq_len > 0) rc_.decide("positions", c.seq_len, "the data's windows (--seq_len)");
+  if (c.model != "llama") return;
+  if (c.kv_heads == 0) rc_.decide("kv_heads", rc_.resolved.heads, "--heads: one key/value head per query head");
+  if (c.mlp_width == 0) rc_.decide("mlp_width", llama_mlp_width(rc_.resolved.width), "Llama's rule: 8/3 x --width, up to 256");
+  if (c.rope_theta == 0) rc_.decide("rope_theta", kLlamaRopeTheta, "Hugging Face's LlamaConfig default");
+  if (c.norm_eps == 0) rc_.decide("norm_eps", kLlamaNormEps, "as Llama 2 and 3 ship it");
 }
 
 void Session::settle_unused() {
@@ -214,12 +233,14 @@ void Session::pin(const nlohmann::json& pinned) {
   // The model's stem, as its weights have it (decided from the data, or from --init_from's file).
   if (c.stem == "auto" && pinned.value("stem", "auto") != "auto" && family(c.model).stem)
     rc_.decide("stem", pinned["stem"], "as the run's weights have it");
-  // A gpt's shape as the run decided it (decide_gpt_shape, or from a Hugging Face folder's
-  // config.json): eval, infer and a resume build the model the weights fit.
-  if (c.model == "gpt") {
+  // A language model's shape as the run decided it (decide_lm_shape, or from a Hugging Face
+  // folder's config.json): eval, infer, generate and a resume build the model the weights fit.
+  if (c.model == "gpt" || c.model == "llama") {
     const nlohmann::json requested = to_json(c);
-    for (const char* name : {"width", "depth", "heads", "positions"})
-      if (pinned.contains(name) && pinned[name].is_number_integer() && pinned[name] != requested[name])
+    for (const char* name : {"width", "depth", "heads", "positions", "kv_heads", "mlp_width", "rope_theta", "rope_scaling",
+                             "norm_eps", "tie_embeddings"})
+      if (pinned.contains(name) && requested.contains(name) && pinned[name] != requested[name] &&
+          (pinned[name].is_number() ? requested[name].is_number() : pinned[name].type() == requested[name].type()))
         rc_.decide(name, pinned[name], "as the run's weights have it");
   }
   // The model's outputs: a resume keeps them, and the data must still fit them.

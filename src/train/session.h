@@ -120,8 +120,9 @@ class Session {
   nlohmann::json batch_search_;
   // --init_from a Hugging Face folder: width, depth and heads decided by its config.json.
   void shape_from_weights(const InitWeights& w);
-  // --model gpt: width, depth, heads and positions decided (GPT-2 small's, --seq_len's).
-  void decide_gpt_shape();
+  // --model gpt or llama: width, depth, heads and positions decided (GPT-2 small's, --seq_len's),
+  // and llama's key/value heads, MLP width, rotary base and norm epsilon.
+  void decide_lm_shape();
   std::optional<InitWeights> init_weights_;  // read before the stem is decided, loaded into the model
   InitReport init_report_;
   std::vector<std::string> frozen_;

@@ -29,15 +29,7 @@ bool is_conv1d(const std::string& name) {
   return false;
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw usage_error("'" + path + "' cannot be read", kHint);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw usage_error(fmt::format("'{}' is not JSON ({})", path, e.what()), kHint);
-  }
-}
+nlohmann::json read_json(const std::string& path) { return read_hf_json(path, kHint); }
 
 // The shapes config.json implies for every tensor, in gputrain's names (the embedding unpadded).
 std::map<std::string, std::vector<int64_t>> expected_shapes(const GptShape& g) {
@@ -67,6 +59,29 @@ std::map<std::string, std::vector<int64_t>> expected_shapes(const GptShape& g) {
 std::string dims(c10::IntArrayRef v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 }  // namespace
+
+nlohmann::json read_hf_json(const std::string& path, const std::string& hint) {
+  std::ifstream in(path);
+  if (!in) throw usage_error("'" + path + "' cannot be read", hint);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw usage_error(fmt::format("'{}' is not JSON ({})", path, e.what()), hint);
+  }
+}
+
+std::string hf_model_type(const std::string& dir) {
+  const nlohmann::json j = read_hf_json((fs::path(dir) / "config.json").string(), kHint);
+  return j.is_object() && j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+}
+
+void make_hf_folder(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw usage_error(fmt::format("--out '{}' cannot be made a folder ({})", dir, ec ? ec.message() : "a file is there"),
+                      "give a new or existing folder");
+}
 
 bool is_hf_folder(const std::string& path) {
   std::error_code ec;
@@ -151,11 +166,7 @@ std::vector<std::pair<std::string, torch::Tensor>> read_hf_gpt2_weights(const st
 
 void write_hf_gpt2(const std::string& dir, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
                    const GptShape& shape, const std::string& tokenizer) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw usage_error(fmt::format("--out '{}' cannot be made a folder ({})", dir, ec ? ec.message() : "a file is there"),
-                      "give a new or existing folder");
+  make_hf_folder(dir);
   NamedTensors out;
   const auto expected = expected_shapes(shape);
   for (const auto& [name, t] : weights) {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
 #include <torch/types.h>
 
 namespace gputrain {
@@ -18,6 +19,12 @@ struct GptShape {
 
 // Whether `path` is a folder holding a Hugging Face model (a config.json).
 bool is_hf_folder(const std::string& path);
+// DIR/config.json's model_type ("gpt2", "llama"; "" when it has none).
+std::string hf_model_type(const std::string& dir);
+// Creates folder `dir` (--out) for a model's files; a usage error when it cannot be one.
+void make_hf_folder(const std::string& dir);
+// The JSON file `path`; one usage error naming it (with `hint`) when unreadable or not JSON.
+nlohmann::json read_hf_json(const std::string& path, const std::string& hint);
 
 // DIR/config.json as a GPT-2 shape. Exit 2 naming the file for another model type, or a GPT-2
 // variant gputrain's gpt does not compute (untied head, another activation or epsilon, an inner

@@ -60,9 +60,9 @@ def windows(tokens):
     return x, y
 
 
-def reference(hf_dir, x, y):
+def reference(hf_dir, x, y, model_class=GPT2LMHeadModel):
     """The same steps in PyTorch: the Hugging Face model, its mean token loss, torch's AdamW."""
-    model = GPT2LMHeadModel.from_pretrained(hf_dir, attn_implementation="eager")
+    model = model_class.from_pretrained(hf_dir, attn_implementation="eager")
     model.train()
     params = dict(model.named_parameters())  # tied: wte appears once
     decay = [p for p in params.values() if p.dim() >= 2]
