@@ -128,7 +128,15 @@ int run_generate(const GenerateRequest& q) {
   o.seed = q.seed;
   o.end_of_text = decoder ? decoder->end_of_text() : -1;
   o.context = context;
-  o.precision = s.recipe().precision;
+  // Decoding a token reads every weight once: in the run's autocast dtype they are half the
+  // bytes, which is the time (autocast would cast them again at every token). So the model
+  // itself goes to that dtype, as a Hugging Face model loaded in it.
+  const Precision& run = s.recipe().precision;
+  if (run.amp) s.trainer().model().to(run.dtype);
+  fmt::print(stderr, "precision: {}\n",
+             run.amp ? fmt::format("weights in {} (the run's autocast dtype; --no-use_amp decodes in float32)",
+                                   c10::toString(run.dtype))
+                     : "float32");
 
   std::vector<RowText> rows;
   for (size_t r = 0; r < prompts.size(); ++r) rows.emplace_back(decoder ? &*decoder : nullptr, q.stops);

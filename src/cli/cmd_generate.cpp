@@ -71,7 +71,8 @@ int cmd_generate(const std::vector<std::string>& words) {
         "Writes what a trained language model (--model gpt) continues a prompt with, token by token,\n"
         "to stdout as it comes; the times (to the first token, tokens/s) go to stderr. A key-value\n"
         "cache holds the prompt's keys and values, so each new token is one pass over that token.\n"
-        "--prompt is encoded with the run's tokenizer.json (byte-level BPE); --prompt_ids takes ids.\n"
+        "--prompt is encoded with the run's tokenizer.json (byte-level BPE); --prompt_ids takes ids\n"
+        "(1,2,3;4,5 for two prompts in one batch).\n"
         "--prompts FILE: one prompt per line, generated together in one batch (shorter prompts\n"
         "padded on the left), written as JSON lines. --temperature 0 takes the likeliest token\n"
         "(greedy); otherwise a draw from the model's distribution divided by the temperature, kept\n"
@@ -91,7 +92,12 @@ int cmd_generate(const std::vector<std::string>& words) {
     throw usage_error("generate needs one of --prompt TEXT, --prompt_ids 1,2,3 or --prompts FILE",
                       "e.g. --prompt 'def main():'");
   if (prompt) q.prompts.push_back(*prompt);
-  if (ids) q.prompt_ids.push_back(parse_ids(*ids));
+  if (ids)  // "1,2,3;4,5": several prompts, one batch
+    for (size_t start = 0; start <= ids->size();) {
+      const size_t end = std::min(ids->find(';', start), ids->size());
+      q.prompt_ids.push_back(parse_ids(ids->substr(start, end - start)));
+      start = end + 1;
+    }
   if (file) {
     std::ifstream in(*file);
     if (!in) throw usage_error("--prompts file '" + *file + "' cannot be read", "give a text file with one prompt per line");
@@ -112,7 +118,7 @@ int cmd_generate(const std::vector<std::string>& words) {
   for (const auto& s : args.take_values("stop")) q.stops.push_back(unescape(s));
   for (const auto& s : q.stops)
     if (s.empty()) throw usage_error("--stop is empty", "give the text that ends a generation, e.g. --stop '\\n\\n'");
-  q.json = args.take_switch("json") || q.prompts.size() > 1;
+  q.json = args.take_switch("json") || q.prompts.size() + q.prompt_ids.size() > 1;
   if (!args.positionals.empty()) throw usage_error("unexpected argument '" + args.positionals[0] + "' to generate");
   if (auto problems = run_folder_flags_given(args.flags, "generate"); !problems.empty())
     throw Error(problems, "gputrain generate --help lists its flags", kExitUsage);

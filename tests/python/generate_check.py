@@ -51,7 +51,8 @@ def main():
          "--seq_len", "64", "--max_steps", "2", "--eval_every", "0", "--eval_tokens", "0",
          "--output_dir", d("run")])
     ckpt = d("run/checkpoints/last.pt")
-    gen = [gputrain, "generate", "--checkpoint", ckpt]
+    # float32, as transformers' side (the run trained in bf16 autocast, in which generate decodes by default)
+    gen = [gputrain, "generate", "--checkpoint", ckpt, "--no-use_amp"]
     problems = []
 
     def lines(out):
