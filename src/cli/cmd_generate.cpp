@@ -101,8 +101,10 @@ int cmd_generate(const std::vector<std::string>& words) {
   if (file) {
     std::ifstream in(*file);
     if (!in) throw usage_error("--prompts file '" + *file + "' cannot be read", "give a text file with one prompt per line");
-    for (std::string line; std::getline(in, line);)
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
       if (!line.empty()) q.prompts.push_back(line);
+    }
     if (q.prompts.empty()) throw usage_error("--prompts file '" + *file + "' has no prompt", "write one prompt per line");
   }
   for (const auto& p : q.prompts)
