@@ -49,7 +49,7 @@ FROM ${BASE}
 # saves a checkpoint and exits 143 (a program that is PID 1 itself gets no default signal
 # handling, and nothing would reap its children). Unpinned: Debian 12 keeps its interface fixed
 # and only ships fixes, which a pin would keep out. Nothing else: the install tree brings the
-# libraries the binary loads (torch, CUDA, libpng, libturbojpeg, libcrypto, PCRE2).
+# libraries the binary loads (torch, CUDA, libpng, libturbojpeg, libcrypto, PCRE2, SentencePiece).
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \

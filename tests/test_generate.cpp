@@ -129,12 +129,12 @@ TEST_CASE("generate: stops at the end-of-text id, a stop request and the context
   const auto all = generate(*net, torch::kCPU, prompts, o, [](size_t, int64_t) { return true; });
   REQUIRE(all[0].ids.size() == 7);  // prompt and new ids fill the 10 positions
   CHECK(all[0].stop == GenerationEnd::kContext);
-  o.end_of_text = all[0].ids[2];
+  o.end_of_text = {all[0].ids[2]};
   const auto eot = generate(*net, torch::kCPU, prompts, o, [](size_t, int64_t) { return true; });
-  const auto first = std::find(all[0].ids.begin(), all[0].ids.end(), o.end_of_text) - all[0].ids.begin();
+  const auto first = std::find(all[0].ids.begin(), all[0].ids.end(), all[0].ids[2]) - all[0].ids.begin();
   CHECK(eot[0].ids == std::vector<int64_t>(all[0].ids.begin(), all[0].ids.begin() + first + 1));
   CHECK(eot[0].stop == GenerationEnd::kEndOfText);
-  o.end_of_text = -1;
+  o.end_of_text.clear();
   int seen = 0;
   const auto stopped = generate(*net, torch::kCPU, prompts, o, [&](size_t, int64_t) { return ++seen < 2; });
   CHECK(stopped[0].ids.size() == 2);

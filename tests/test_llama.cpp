@@ -78,3 +78,17 @@ TEST_CASE("llama: logits, 3 AdamW steps, export and greedy text equal Hugging Fa
   }
   CHECK(code == 0);
 }
+
+TEST_CASE("llama: LoRA adapters train as the same adapters in PyTorch, and export merges them (tests/python/lora_check.py)",
+          "[models][python][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("lora_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  if (code == 77) {
+    WARN("transformers is not installed (.pydeps-text): LoRA not compared with PyTorch");
+    return;
+  }
+  CHECK(code == 0);
+}

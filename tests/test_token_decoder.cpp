@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "test_python.h"
 #include "test_util.h"
 #include "text/token_decoder.h"
 
@@ -100,4 +101,18 @@ TEST_CASE("token decoder: each ill-formed UTF-8 subpart becomes one U+FFFD", "[t
   CHECK(valid_utf8("\xC0\xAF") == r + r);       // an overlong slash: no well-formed prefix
   CHECK(valid_utf8("\xED\xA0\x80") == r + r + r);  // a surrogate
   CHECK(valid_utf8("\xF0\x9F\x98") == r);       // an emoji cut short
+}
+
+TEST_CASE("sentencepiece: a .model encodes prompts and decodes texts as the sentencepiece package (tests/python/sentencepiece_check.py)",
+          "[text][python][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("sentencepiece_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  if (code == 77) {
+    WARN("sentencepiece is not installed (.pydeps-text): .model tokenizers not compared with it");
+    return;
+  }
+  CHECK(code == 0);
 }

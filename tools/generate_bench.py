@@ -2,8 +2,7 @@
 """Decoding speed: `gputrain generate` against transformers' generate with its static cache.
 
 One random Llama (the shape below, made here with transformers; bf16: both sides hold it in bf16), the same
-weights on both sides: gputrain reads the folder with --init_from (one training step at a
-learning rate of 1e-12 makes the checkpoint generate reads). Both decode greedily from prompts
+weights on both sides: `gputrain generate --checkpoint` reads the saved folder. Both decode greedily from prompts
 of --prompt tokens to --new tokens, for each batch size, in alternating rounds; the figure is
 the decode rate after the first token (batch x (new - 1) tokens over the time after the first),
 the median of the rounds. gputrain prints it on stderr; transformers' is the time of a
@@ -31,14 +30,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".pydeps-text"))
 
 
-def write_shard(path, tokens):
-    header = np.zeros(256, dtype=np.int32)
-    header[:3] = (20240801, 7, len(tokens))  # uint32 tokens: any vocabulary
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype=np.uint32).tobytes())
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gputrain", default=os.path.join(ROOT, "build", "gputrain"))
@@ -64,14 +55,8 @@ def main():
     model = LlamaForCausalLM(config).eval()
     model.save_pretrained(os.path.join(work, "hf"))
     rng = np.random.default_rng(0)
-    write_shard(os.path.join(work, "train.bin"), rng.integers(0, a.vocab, 16 * a.prompt + 1).tolist())
     amp = ["--no-use_amp"] if a.precision == "fp32" else ["--use_amp", "--amp_dtype", "bf16"]
-    subprocess.run([a.gputrain, "train", "--dataset", "tokens", "--train_file", os.path.join(work, "train.bin"),
-                    "--vocab_size", str(a.vocab), "--seq_len", str(a.prompt), "--model", "llama", "--init_from",
-                    os.path.join(work, "hf"), "--batch_size", "4", "--max_steps", "1", "--lr", "1e-12",
-                    "--val_split", "0", "--eval_every", "0", "--output_dir", os.path.join(work, "run")] + amp,
-                   check=True, stdout=subprocess.DEVNULL)
-    checkpoint = os.path.join(work, "run", "checkpoints", "last.pt")
+    checkpoint = os.path.join(work, "hf")
     # bf16: the model in bf16, as transformers loads one with dtype=torch.bfloat16 (and as
     # gputrain decodes a run trained in bf16 autocast).
     model = model.to(torch.bfloat16 if a.precision == "bf16" else torch.float32)

@@ -46,8 +46,10 @@ max_debs_bytes=$((48 * 1024 * 1024))
 # libgloo-dev: headers only (torch's ProcessGroupGloo.hpp includes them; gloo's code is in libtorch).
 # libssl-dev: libcrypto's SHA-256 (src/core/sha256.cpp), and libssl3 its library.
 # libpcre2-dev: byte-level BPE's Unicode regexes (src/text/token_encoder.cpp), and libpcre2-8-0 its library.
+# libsentencepiece-dev: .model tokenizers (src/text/sentencepiece.cpp), and libsentencepiece0 its library.
 debs=(libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev
-      zlib1g libpng16-16 libturbojpeg0 libjpeg62-turbo libgloo-dev libssl-dev libssl3 libpcre2-dev libpcre2-8-0)
+      zlib1g libpng16-16 libturbojpeg0 libjpeg62-turbo libgloo-dev libssl-dev libssl3 libpcre2-dev libpcre2-8-0
+      libsentencepiece-dev libsentencepiece0)
 
 fetch_debs() {
   local sudo=""

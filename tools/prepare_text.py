@@ -34,8 +34,18 @@ tokens) and DIR/val_000000.bin. Each file is a header of 256 little-endian int32
 20240801, version 7 and uint32 tokens. DIR/meta.json records the tokenizer, the counts and the
 inputs. Every file is written under a temporary name and renamed into place.
 
-Errors (no input files, an output that is a file, a bad tokenizer) print one line and exit 2,
-before anything is written.
+Instruction data (--instructions --pack T), for fine-tuning: INPUT is JSONL, one example a line,
+{"prompt": ..., "response": ...} or Alpaca's {"instruction": ..., "input": ..., "output": ...}.
+Each example becomes end-of-text + the prompt in --template (default: "### Instruction:\n{prompt}
+\n\n### Response:\n") + the response, and examples are packed whole into windows of T tokens
+(the --seq_len to train with), the rest of a window filled with end-of-text tokens; an example
+longer than T is left out and counted. Beside each shard, X.mask.npy (uint8, one per token)
+marks the tokens the loss trains on: the response's and the end-of-text after it, never the
+prompt's. meta.json records packed_seq_len, and DIR/prompt_template.txt is the template for
+`gputrain generate --prompt_template`. Examples are split between train and val as documents are.
+
+Errors (no input files, an output that is a file, a bad tokenizer, a bad example) print one line
+and exit 2, before anything is written.
 """
 import argparse
 import fnmatch
@@ -349,6 +359,104 @@ def one_line(error):
     return " ".join(str(error).split()) or type(error).__name__
 
 
+# --- Instructions ------------------------------------------------------------------------
+
+DEFAULT_TEMPLATE = "### Instruction:\n{prompt}\n\n### Response:\n"
+
+
+def read_examples(paths):
+    """(prompt, response) pairs from JSONL files, in file and line order."""
+    examples = []
+    for path in paths:
+        text = read_document(path)
+        if text is None:
+            fail(f"{path}: not UTF-8 text")
+        # "\n" alone ends a line: JSON may hold U+2028 and the like unescaped, which splitlines splits on.
+        for n, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                fail(f"{where}: not JSON ({e.msg})")
+            if isinstance(obj, dict) and "prompt" in obj and "response" in obj:
+                prompt, response = obj["prompt"], obj["response"]
+            elif isinstance(obj, dict) and "instruction" in obj and "output" in obj:
+                prompt, extra, response = obj["instruction"], obj.get("input") or "", obj["output"]
+                if not isinstance(extra, str):
+                    fail(f"{where}: the input must be a string")
+                if isinstance(prompt, str) and extra:
+                    prompt = prompt + "\n\n" + extra  # Alpaca's input is context for its instruction
+            else:
+                fail(f'{where}: an example is {{"prompt": ..., "response": ...}} '
+                     '(or Alpaca\'s {"instruction": ..., "input": ..., "output": ...})')
+            if not isinstance(prompt, str) or not isinstance(response, str):
+                fail(f"{where}: the prompt and the response must be strings")
+            if not response:
+                fail(f"{where}: the response is empty (nothing to train on)")
+            examples.append((prompt, response))
+    return examples
+
+
+def pack_examples(examples, tokenizer, template, window):
+    """Tokens and loss mask of the examples packed whole into windows of `window` tokens.
+
+    Window k is tokens [k*window, (k+1)*window] (window + 1 tokens: the last is the next
+    window's first, as the trainer reads them). Each window starts with end-of-text, and each
+    example is end-of-text + prompt + response; the token after an example's response (the next
+    example's end-of-text, or filling) is an end-of-text the model learns to end its answer
+    with. Returns (tokens uint32, mask uint8, windows, left out as too long)."""
+    prompts = tokenizer.encode_batch([template.replace("{prompt}", p) for p, _ in examples])
+    responses = tokenizer.encode_batch([r for _, r in examples])
+    eot = tokenizer.eot
+    tokens, response, windows, used, too_long = [], [], 0, 0, 0
+
+    def fill(n):  # end-of-text tokens after a window's last example
+        tokens.append(np.full(n, eot, dtype=np.uint32))
+        response.append(np.zeros(n, dtype=np.uint8))
+
+    for (_, text), p, r in zip(examples, prompts, responses):
+        if len(r) == 0:
+            fail(f"the response {text[:40]!r} encodes to no token (the tokenizer drops it): nothing to train on")
+        n = 1 + len(p) + len(r)
+        if n > window:
+            too_long += 1
+            continue
+        if used + n > window:  # the example opens the next window
+            fill(window - used)
+            windows, used = windows + 1, 0
+        tokens += [np.asarray([eot], dtype=np.uint32), p.astype(np.uint32, copy=False), r.astype(np.uint32, copy=False)]
+        response += [np.zeros(1 + len(p), dtype=np.uint8), np.ones(len(r), dtype=np.uint8)]
+        used += n
+    if used == 0:  # no example fits
+        return np.zeros(0, np.uint32), np.zeros(0, np.uint8), 0, too_long
+    fill(window - used + 1)  # + 1: the last window's (window + 1)-th token
+    tokens, response = np.concatenate(tokens), np.concatenate(response)
+    mask = response.copy()
+    mask[1:] |= response[:-1] & (response[1:] == 0)  # the end-of-text after a response
+    return tokens, mask, windows + 1, too_long
+
+
+def write_packed(out, split, tokens, mask, window, shard_tokens, fmt):
+    """Shards of whole windows, each followed by its mask; returns the shard names."""
+    per_shard = max(1, shard_tokens // window)
+    windows = (len(tokens) - 1) // window
+    names = []
+    for first in range(0, windows, per_shard):
+        last = min(windows, first + per_shard)
+        part = slice(first * window, last * window + 1)  # + 1: the last window's last token
+        name = f"{split}_{len(names):06d}.bin"
+        write_shard(os.path.join(out, name), tokens[part], fmt)
+        write_atomic(os.path.join(out, mask_name(name)), lambda f, m=mask[part]: np.save(f, m))
+        names.append(name)
+    return names
+
+
+def mask_name(shard):
+    return shard[:-len(".bin")] + ".mask.npy"
+
+
 # --- Output ------------------------------------------------------------------------------
 
 def write_atomic(path, write):
@@ -426,7 +534,8 @@ def remove_stale(out, keep):
     """Shards a previous, longer run left in DIR would be read as part of this one, and its
     tokenizer of the other kind would contradict meta.json."""
     for name in os.listdir(out):
-        ours = re.fullmatch(r"(train|val)_\d{6}\.bin", name) or name in ("tokenizer.json", "tokenizer.model")
+        ours = (re.fullmatch(r"(train|val)_\d{6}\.(bin|mask\.npy)", name)
+                or name in ("tokenizer.json", "tokenizer.model", "prompt_template.txt"))
         if ours and name not in keep:
             os.unlink(os.path.join(out, name))
 
@@ -450,6 +559,9 @@ def parse_args(argv):
                     help="tokens per shard (default 100000000, as llm.c's fineweb.py)")
     ap.add_argument("--glob", metavar="PATTERN", help="file names to take from folders (default: every file)")
     ap.add_argument("--seed", type=int, default=1337, help="document shuffle seed (default 1337)")
+    ap.add_argument("--instructions", action="store_true", help="INPUT is JSONL prompt/response examples")
+    ap.add_argument("--pack", type=int, metavar="T", help="--instructions: window length (the --seq_len to train with)")
+    ap.add_argument("--template", metavar="TEXT", help="--instructions: the prompt's text around {prompt}")
     args = ap.parse_args(argv)
 
     if args.train_tokenizer and args.tokenizer:
@@ -470,21 +582,39 @@ def parse_args(argv):
         ap.error("--val-docs must be 0 or more")
     if not 1 <= args.shard_tokens < 2**31:
         ap.error("--shard-tokens must be in [1, 2^31) (the header's count is an int32)")
+    if args.instructions:
+        if args.pack is None:
+            ap.error("--instructions needs --pack T, the --seq_len the model will train with")
+        if args.pack < 2:
+            ap.error("--pack must be 2 or more")
+        if args.train_tokenizer:
+            ap.error("--instructions takes the model's own tokenizer (--tokenizer), not a trained one")
+        if args.template is None:
+            args.template = DEFAULT_TEMPLATE
+        if args.template.count("{prompt}") != 1:
+            ap.error("--template must hold {prompt} once (where the prompt goes)")
+    elif args.pack is not None or args.template is not None:
+        ap.error("--pack and --template are for --instructions")
     if args.tokenizer is None:
         args.tokenizer = "bytes"
     return args
 
 
-def run(args):
-    started = time.monotonic()
-    out = args.out
-    if os.path.exists(out) and not os.path.isdir(out):
-        fail(f"{out}: exists and is not a folder")
-
-    # Everything that can fail is checked before the first file is written.
+def input_paths(args):
+    """The input files, after checking that --out can be a folder."""
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        fail(f"{args.out}: exists and is not a folder")
     paths = find_files(args.inputs, args.glob)
     if not paths:
         fail("no input files" + (f" match --glob '{args.glob}'" if args.glob else ""))
+    return paths
+
+
+def run(args):
+    started = time.monotonic()
+    out = args.out
+    # Everything that can fail is checked before the first file is written.
+    paths = input_paths(args)
     docs, skipped, corpus_bytes = usable_documents(paths)
     if not docs:
         fail(f"none of the {len(paths)} input file(s) is non-empty UTF-8 text")
@@ -549,10 +679,68 @@ def run(args):
     print(f"  wrote {out} in {elapsed:.1f}s")
 
 
+def run_instructions(args):
+    started = time.monotonic()
+    out = args.out
+    # Everything is read, tokenized and packed in memory before the first file is written.
+    paths = input_paths(args)
+    examples = read_examples(paths)
+    if not examples:
+        fail(f"none of the {len(paths)} input file(s) holds an example")
+    tokenizer = load_tokenizer(args.tokenizer, args.eot_token)
+    splits = dict(zip(("train", "val"), split_documents(examples, args.seed, args.val_fraction, args.val_docs)))
+    packed = {split: pack_examples(ex, tokenizer, args.template, args.pack) for split, ex in splits.items()}
+    if packed["train"][2] == 0:
+        fail(f"no train example fits in --pack {args.pack} tokens (a longer --pack, or shorter examples)")
+
+    os.makedirs(out, exist_ok=True)
+    tokenizer.save(os.path.join(out, tokenizer.file_name))
+    write_text(os.path.join(out, "prompt_template.txt"), args.template)
+    fmt = FORMAT_U16 if tokenizer.vocab_size <= 2**16 else FORMAT_U32
+    files = {}
+    for split, (tokens, mask, windows, _) in packed.items():
+        files[split] = write_packed(out, split, tokens, mask, args.pack, args.shard_tokens, fmt) if windows else []
+    kept = [name for names in files.values() for name in names]
+    remove_stale(out, kept + [mask_name(n) for n in kept] + [tokenizer.file_name, "prompt_template.txt"])
+
+    source = args.tokenizer if args.tokenizer == "bytes" else os.path.abspath(args.tokenizer)
+    counts = {split: {"examples": len(splits[split]) - packed[split][3], "too_long": packed[split][3],
+                      "windows": packed[split][2], "tokens": len(packed[split][0]),
+                      "loss_tokens": int(packed[split][1].sum())} for split in packed}
+    meta = {
+        "tokenizer": tokenizer.kind,
+        "tokenizer_file": tokenizer.file_name,
+        "tokenizer_source": source,
+        "vocab_size": tokenizer.vocab_size,
+        "eot": tokenizer.eot,
+        "format": {"magic": fmt["magic"], "version": fmt["version"], "token_bytes": fmt["dtype"].itemsize,
+                   "header_bytes": HEADER_INTS * 4},
+        "packed_seq_len": args.pack,
+        "prompt_template": args.template,
+        "train_tokens": counts["train"]["tokens"],
+        "val_tokens": counts["val"]["tokens"],
+        "files": files,
+        "examples": counts,
+        "seed": args.seed,
+        "shard_tokens": args.shard_tokens,
+        "python": sys.version,
+        "inputs": [os.path.abspath(p) for p in args.inputs],
+    }
+    write_text(os.path.join(out, "meta.json"), json.dumps(meta, indent=1) + "\n")
+
+    print(f"{PROG}: {len(examples):,} examples packed into windows of {args.pack} tokens")
+    print(f"  tokenizer: {source}, vocab {tokenizer.vocab_size:,}, end-of-text {tokenizer.eot} "
+          f"-> {tokenizer.file_name}")
+    for split, n in counts.items():
+        print(f"  {split}: {n['examples']:,} examples ({n['too_long']} left out as longer than {args.pack}), "
+              f"{n['windows']:,} windows, {n['loss_tokens']:,} of {n['tokens']:,} tokens trained on")
+    print(f"  wrote {out} in {time.monotonic() - started:.1f}s; train with --seq_len {args.pack}")
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
-        run(args)
+        run_instructions(args) if args.instructions else run(args)
     except Failure as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

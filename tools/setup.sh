@@ -46,10 +46,12 @@ say() { echo "setup: $*"; }
 # --- Debian packages --------------------------------------------------------------------
 # libgloo-dev: the headers torch's ProcessGroupGloo.hpp includes (src/parallel/comm.cpp);
 # libssl-dev: libcrypto's SHA-256 (src/core/sha256.cpp); libpcre2-dev: the Unicode regexes of
-# byte-level BPE tokenizers (src/text/token_encoder.cpp);
+# byte-level BPE tokenizers (src/text/token_encoder.cpp); libsentencepiece-dev: .model tokenizers
+# (src/text/sentencepiece.cpp);
 # python3-venv and ca-certificates: the torch virtualenv on a bare Debian (Docker's base).
 apt_packages=(cmake ninja-build ccache g++ python3 python3-venv ca-certificates libcxxopts-dev nlohmann-json3-dev
-              catch2 zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libgloo-dev libssl-dev libpcre2-dev dataset-fashion-mnist)
+              catch2 zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libgloo-dev libssl-dev libpcre2-dev
+              libsentencepiece-dev dataset-fashion-mnist)
 # clang: the libFuzzer targets; shellcheck: scripts/ are tested with it; time: GNU time, for a
 # test's peak memory of a refused hostile checkpoint.
 [ "${GPUTRAIN_TEST_TOOLS:-1}" = 0 ] || apt_packages+=(clang libclang-rt-14-dev shellcheck time)

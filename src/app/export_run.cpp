@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "config/resolved.h"
 #include "core/error.h"
+#include "models/lora.h"
 #include "train/checkpoint.h"
 #include "weights/hf_gpt2.h"
 #include "weights/hf_llama.h"
@@ -94,7 +95,7 @@ int run_export(const ExportRequest& q) {
     throw usage_error("checkpoint '" + q.checkpoint + "' holds no EMA of the weights",
                       "the run had no --ema_decay; export its weights with --weights raw");
   const bool ema = q.weights != "raw" && !stored.ema.empty();
-  const NamedTensors& weights = ema ? stored.ema : stored.raw;
+  NamedTensors& weights = ema ? stored.ema : stored.raw;
   if (!q.allow_non_finite) {
     std::vector<std::string> bad;
     for (const auto& [name, t] : weights)
@@ -114,6 +115,16 @@ int run_export(const ExportRequest& q) {
     const auto resolved = read_config_record(record).resolved;
     if (resolved.is_object() && resolved.contains("model") && resolved["model"].is_string())
       info["gputrain_model"] = resolved["model"].get<std::string>();
+    // LoRA adapters are folded into their weights: what is written is the plain model.
+    const auto number = [&](const char* name) {
+      return resolved.is_object() && resolved.contains(name) && resolved[name].is_number() ? resolved[name].get<double>() : 0.0;
+    };
+    const double rank = number("lora_rank"), alpha = number("lora_alpha");
+    if (rank > 0 && alpha > 0) {
+      const int64_t merged = merge_lora(weights, alpha / rank);
+      info["gputrain_lora"] = fmt::format("{} adapters of rank {} merged (alpha {})", merged, rank, alpha);
+      fmt::print("merged {} LoRA adapters of rank {} into their weights (scale {} / {})\n", merged, rank, alpha, rank);
+    }
   }
   if (q.format == "hf") return export_hf(q, weights, meta, ema);
   save_safetensors(q.out, weights, info);

@@ -2,17 +2,20 @@
 #include "app/generate_run.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/load_hf_folder.h"
 #include "app/load_trained.h"
 #include "core/error.h"
 #include "data/token_dataset.h"
 #include "text/generate.h"
 #include "text/token_decoder.h"
 #include "text/token_encoder.h"
+#include "weights/hf_gpt2.h"
 
 namespace gputrain {
 namespace {
@@ -65,6 +68,17 @@ class RowText {
   bool stopped_ = false;
 };
 
+// A Hugging Face folder's end-of-text tokens: config.json's eos_token_id, one or a list (Llama 3
+// Instruct ends a turn with one and a text with another), else `fallback` (the tokenizer's guess).
+std::vector<int64_t> hf_end_of_text(const std::string& dir, std::vector<int64_t> fallback) {
+  const auto config = read_hf_json((std::filesystem::path(dir) / "config.json").string(), "a Hugging Face folder");
+  const auto eos = config.value("eos_token_id", nlohmann::json());
+  std::vector<int64_t> ids;
+  for (const auto& id : eos.is_array() ? eos : nlohmann::json::array({eos}))
+    if (id.is_number_integer()) ids.push_back(id.get<int64_t>());
+  return ids.empty() ? fallback : ids;
+}
+
 void write(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);
@@ -79,7 +93,8 @@ int run_generate(const GenerateRequest& q) {
   for (const auto& f : flags)
     if (f.name == "tokenizer") given_tokenizer = f.value.value_or("");
   std::erase_if(flags, [](const FlagArg& f) { return f.name == "tokenizer"; });
-  Trained t = load_trained(q.checkpoint, flags);
+  const bool hf = is_hf_folder(q.checkpoint);
+  Trained t = hf ? load_hf_folder(q.checkpoint, flags) : load_trained(q.checkpoint, flags);
   Session& s = *t.session;
   const Config& c = s.config();
   std::string tokenizer = c.tokenizer;
@@ -108,6 +123,8 @@ int run_generate(const GenerateRequest& q) {
   if (!q.prompts.empty()) {
     const TokenEncoder encoder = TokenEncoder::load(tokenizer);
     for (const auto& p : q.prompts) prompts.push_back(encoder.encode(p));
+    if (q.lead_with_end_of_text && decoder->end_of_text() >= 0)
+      for (auto& p : prompts) p.insert(p.begin(), decoder->end_of_text());
   }
   const int64_t vocab = c.num_classes, context = c.positions;
   for (const auto& p : prompts) {
@@ -126,7 +143,8 @@ int run_generate(const GenerateRequest& q) {
   o.top_k = q.top_k;
   o.top_p = q.top_p;
   o.seed = q.seed;
-  o.end_of_text = decoder ? decoder->end_of_text() : -1;
+  if (decoder && decoder->end_of_text() >= 0) o.end_of_text = {decoder->end_of_text()};
+  if (hf) o.end_of_text = hf_end_of_text(q.checkpoint, o.end_of_text);
   o.context = context;
   // Decoding a token reads every weight once: in the run's autocast dtype they are half the
   // bytes, which is the time (autocast would cast them again at every token). So the model

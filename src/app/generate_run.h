@@ -20,6 +20,9 @@ struct GenerateRequest {
   uint64_t seed = 0;
   std::vector<std::string> stops;  // --stop strings: a row ends before the first it writes
   bool json = false;               // one JSON line per prompt instead of the streamed text
+  // --prompt_template: each prompt's ids start with the end-of-text token, as each example of
+  // tools/prepare_text.py --instructions does.
+  bool lead_with_end_of_text = false;
   std::vector<FlagArg> flags;      // --device and the like, over the checkpoint's configuration
 };
 

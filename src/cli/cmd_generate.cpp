@@ -1,6 +1,8 @@
 // `gputrain generate --checkpoint C --prompt TEXT`: text from a trained language model.
 #include <cmath>
 #include <fstream>
+#include <iterator>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -55,23 +57,40 @@ std::string unescape(const std::string& s) {
   return out;
 }
 
+constexpr std::string_view kPromptSlot = "{prompt}";
+
+// A --prompt_template file: text with {prompt} once, where each prompt goes.
+std::string read_template(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw usage_error("--prompt_template file '" + path + "' cannot be read", "give the prompt_template.txt beside the instruction shards");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find(kPromptSlot);
+  if (at == std::string::npos || text.find(kPromptSlot, at + 1) != std::string::npos)
+    throw usage_error("--prompt_template file '" + path + "' must hold {prompt} once",
+                      "e.g. a file with '### Instruction:\\n{prompt}\\n\\n### Response:\\n'");
+  return text;
+}
+
 }  // namespace
 
 int cmd_generate(const std::vector<std::string>& words) {
   Args args = parse_command_line(words,
                                  {{"checkpoint", true}, {"prompt", true}, {"prompt_ids", true}, {"prompts", true},
                                   {"max_new_tokens", true}, {"temperature", true}, {"top_k", true}, {"top_p", true},
-                                  {"seed", true}, {"stop", true}, {"json", false}},
+                                  {"seed", true}, {"stop", true}, {"json", false}, {"prompt_template", true}},
                                  true);
   if (args.take_switch("help")) {
     fmt::print(
-        "usage: gputrain generate --checkpoint FILE (--prompt TEXT | --prompt_ids 1,2,3 | --prompts FILE)\n"
+        "usage: gputrain generate --checkpoint FILE|DIR (--prompt TEXT | --prompt_ids 1,2,3 | --prompts FILE)\n"
         "                         [--max_new_tokens 256] [--temperature 1] [--top_k 0] [--top_p 1] [--seed 0]\n"
-        "                         [--stop STRING]... [--json] [--device cpu|cuda]\n\n"
-        "Writes what a trained language model (--model gpt) continues a prompt with, token by token,\n"
-        "to stdout as it comes; the times (to the first token, tokens/s) go to stderr. A key-value\n"
+        "                         [--stop STRING]... [--json] [--prompt_template FILE] [--device cpu|cuda]\n\n"
+        "Writes what a trained language model (--model gpt or llama) continues a prompt with, token by\n"
+        "token, to stdout as it comes; the times (to the first token, tokens/s) go to stderr. A key-value\n"
         "cache holds the prompt's keys and values, so each new token is one pass over that token.\n"
-        "--prompt is encoded with the run's tokenizer.json (byte-level BPE); --prompt_ids takes ids\n"
+        "--checkpoint: a run's checkpoint, or a Hugging Face GPT-2 or Llama folder (config.json,\n"
+        "safetensors, and its tokenizer.json or tokenizer.model).\n"
+        "--prompt is encoded with the run's tokenizer (a byte-level BPE tokenizer.json, or a\n"
+        "SentencePiece .model); --prompt_ids takes ids\n"
         "(1,2,3;4,5 for two prompts in one batch).\n"
         "--prompts FILE: one prompt per line, generated together in one batch (shorter prompts\n"
         "padded on the left), written as JSON lines. --temperature 0 takes the likeliest token\n"
@@ -80,7 +99,10 @@ int cmd_generate(const std::vector<std::string>& words) {
         "A text ends at the end-of-text token, at a --stop string (left out of the text; \\n and \\t\n"
         "in it are a newline and a tab; give it several times for several), at --max_new_tokens\n"
         "or at the model's context.\n"
-        "--json: one JSON line per prompt (prompt_ids, ids, text, stop) instead of the text.\n");
+        "--json: one JSON line per prompt (prompt_ids, ids, text, stop) instead of the text.\n"
+        "--prompt_template FILE: each prompt goes where the file's text says {{prompt}}, as in the\n"
+        "instruction data the model was fine-tuned on (prompt_template.txt beside the shards that\n"
+        "tools/prepare_text.py --instructions writes), after an end-of-text token as there.\n");
     return 0;
   }
   GenerateRequest q;
@@ -109,6 +131,14 @@ int cmd_generate(const std::vector<std::string>& words) {
   }
   for (const auto& p : q.prompts)
     if (p.empty()) throw usage_error("--prompt is empty", "give the text the model continues");
+  if (const auto path = args.take_value("prompt_template")) {
+    if (!q.prompt_ids.empty())
+      throw usage_error("--prompt_template wraps text prompts, and --prompt_ids gives ids", "give --prompt TEXT");
+    const std::string text = read_template(*path);
+    const size_t at = text.find(kPromptSlot);
+    for (auto& p : q.prompts) p = text.substr(0, at) + p + text.substr(at + kPromptSlot.size());
+    q.lead_with_end_of_text = true;
+  }
   if (const auto v = args.take_value("max_new_tokens"))
     q.max_new_tokens = whole("max_new_tokens", *v, 1, 1 << 24, "a whole number of tokens from 1");
   if (const auto v = args.take_value("temperature"))

@@ -107,6 +107,8 @@ struct Config {
   bool freeze_bn = false;        // BatchNorm layers of frozen parts keep their running statistics
   double layer_decay = 0;        // timm's --layer-decay: lr x decay^(layers after this one); 0 = off
   double backbone_lr_scale = 1;  // lr multiplier of everything but the head
+  int64_t lora_rank = 0;         // gpt, llama: LoRA adapters of this rank on the blocks' projections; 0 = off
+  double lora_alpha = 0;         // LoRA's scale is alpha / rank; 0 = the rank (decided)
 
   // Optimization
   std::string optimizer = "adamw";  // sgd | adam | adamw

@@ -187,6 +187,11 @@ std::vector<Field> make_fields() {
        {}, 0, 1},
       {"backbone_lr_scale", &C::backbone_lr_scale, "finetune",
        "learning-rate multiplier of everything but the head (1 = the same lr)", {}, 0, 1e6},
+      {"lora_rank", &C::lora_rank, "finetune",
+       "gpt, llama: train LoRA adapters of this rank on every attention and MLP projection, the rest frozen; "
+       "export merges them (0 = off)", {}, 0, 65536},
+      {"lora_alpha", &C::lora_alpha, "finetune", "LoRA: the adapters' output is scaled by alpha / rank (0 = the rank)",
+       {}, 0, 1e6},
 
       {"optimizer", &C::optimizer, "optim", "optimizer", {"sgd", "adam", "adamw"}},
       {"lr", &C::lr, "optim", "peak learning rate", {}, 0, float_max},

@@ -175,6 +175,11 @@ std::vector<std::string> config_problems(const Config& c) {
   if (c.unfreeze_at_epoch > 0 && c.freeze.empty())
     problems.push_back("--unfreeze_at_epoch needs --freeze (what is frozen until then)");
   if (c.freeze_bn && c.freeze.empty()) problems.push_back("--freeze_bn needs --freeze (the BatchNorm layers to keep)");
+  if (c.lora_rank > 0 && c.model != "gpt" && c.model != "llama")
+    problems.push_back("--lora_rank is for --model gpt or llama (got --model " + c.model + ")");
+  if (c.lora_rank > 0 && !c.freeze.empty())
+    problems.push_back("--lora_rank trains the adapters alone; --freeze has nothing left to freeze");
+  if (c.lora_alpha > 0 && c.lora_rank == 0) problems.push_back("--lora_alpha needs --lora_rank (the adapters it scales)");
   if (c.unfreeze_at_epoch >= c.epochs && c.unfreeze_at_epoch > 0)
     problems.push_back(fmt::format("unfreeze_at_epoch '{}' (expected < --epochs {}: epochs count from 0)", c.unfreeze_at_epoch, c.epochs));
   if (c.nesterov && c.optimizer == "sgd" && c.momentum == 0)

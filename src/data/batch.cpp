@@ -18,6 +18,12 @@ torch::Tensor& Batch::at(std::string_view name) {
 
 const torch::Tensor& Batch::at(std::string_view name) const { return const_cast<Batch*>(this)->at(name); }
 
+bool Batch::has(std::string_view name) const {
+  for (const auto& n : names)
+    if (n == name) return true;
+  return false;
+}
+
 Batch Batch::map(const std::function<torch::Tensor(const torch::Tensor&)>& f) const {
   Batch out;
   out.names = names;

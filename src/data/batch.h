@@ -27,6 +27,7 @@ struct Batch {
   // The field `name`; a batch without it is a logic error (std::out_of_range naming it).
   torch::Tensor& at(std::string_view name);
   const torch::Tensor& at(std::string_view name) const;
+  bool has(std::string_view name) const;
   torch::Tensor& x() { return at("x"); }
   const torch::Tensor& x() const { return at("x"); }
   torch::Tensor& y() { return at(target); }

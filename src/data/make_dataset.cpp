@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/install_dirs.h"
@@ -317,6 +319,32 @@ DataSplits make_jsonl(const Config& c) {
   return s;
 }
 
+// The end-of-text token of packed instruction shards (their meta.json names packed_seq_len), or
+// -1 for plain text. Packed windows hold whole examples at one --seq_len only.
+int64_t packed_eot(const std::vector<std::string>& files, int64_t seq_len) {
+  const fs::path meta_path = fs::path(files.front()).parent_path() / "meta.json";
+  std::ifstream in(meta_path);
+  if (!in) return -1;  // shards from elsewhere (llm.c's, nanoGPT's) carry no meta.json
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw usage_error(fmt::format("{}: not JSON ({})", meta_path.string(), e.what()),
+                      "write the shards again with tools/prepare_text.py");
+  }
+  const auto packed = meta.find("packed_seq_len");
+  if (!meta.is_object() || packed == meta.end()) return -1;
+  const auto eot = meta.find("eot");
+  if (!packed->is_number_integer() || eot == meta.end() || !eot->is_number_integer() || eot->get<int64_t>() < 0)
+    throw usage_error(meta_path.string() + ": packed_seq_len and eot must be integers",
+                      "write the shards again with tools/prepare_text.py --instructions");
+  if (packed->get<int64_t>() != seq_len)
+    throw usage_error(fmt::format("--seq_len {}: {} holds examples packed into windows of {}", seq_len,
+                                  files.front(), packed->get<int64_t>()),
+                      fmt::format("train with --seq_len {}, or pack again with --pack {}", packed->get<int64_t>(), seq_len));
+  return eot->get<int64_t>();
+}
+
 // Token shards: windows of --seq_len, the vocabulary from the tokenizer (never from the data, whose
 // largest id may be below it), the val shards in order up to --eval_tokens.
 DataSplits make_tokens(const Config& c) {
@@ -340,18 +368,20 @@ DataSplits make_tokens(const Config& c) {
     throw usage_error("--eval_tokens caps the val shards, and there are none (no --test_file)",
                       "give --test_file 'data/val_*.bin', or drop --eval_tokens");
   DataSplits s;
-  auto train = std::make_shared<TokenDataset>(train_files, c.seq_len, vocab);
+  auto train = std::make_shared<TokenDataset>(train_files, c.seq_len, vocab, 0, packed_eot(train_files, c.seq_len));
   s.train = train;
   std::string eval_name = "val";
   const int64_t eval_windows = c.eval_tokens > 0 ? (c.eval_tokens + c.seq_len - 1) / c.seq_len : 0;
   if (!c.test_file.empty()) {
-    s.test = std::make_shared<TokenDataset>(expand_shards(c.test_file), c.seq_len, vocab, eval_windows);
+    const auto test_files = expand_shards(c.test_file);
+    s.test = std::make_shared<TokenDataset>(test_files, c.seq_len, vocab, eval_windows, packed_eot(test_files, c.seq_len));
   } else {
     eval_name = hold_out(c, s, "validation windows", "no --test_file");
   }
-  s.description = fmt::format("tokens {} ({} file{}, {}, {} tokens){}: vocabulary {} ({}), windows of {}: {} train, {} {}",
+  s.description = fmt::format("tokens {} ({} file{}, {}, {} tokens{}){}: vocabulary {} ({}), windows of {}: {} train, {} {}",
                               c.train_file, train_files.size(), train_files.size() == 1 ? "" : "s",
                               train->shards().front().format, train->tokens(),
+                              train->packed() ? ", packed examples, loss on responses" : "",
                               c.test_file.empty() ? "" : " + " + c.test_file, vocab, vocab_from, c.seq_len,
                               s.train->size(), s.test->size(), eval_name);
   return s;
@@ -363,7 +393,10 @@ std::string tokenizer_of(const Config& c) {
   if (c.vocab_size > 0) return c.tokenizer;
   // Absolute: the run's record keeps it for export, which may run from another folder.
   if (!c.tokenizer.empty()) return fs::absolute(c.tokenizer).string();
-  return fs::absolute(fs::path(expand_shards(c.train_file).front()).parent_path() / "tokenizer.json").string();
+  // tools/prepare_text.py writes tokenizer.json, or tokenizer.model for a SentencePiece one.
+  const fs::path folder = fs::path(expand_shards(c.train_file).front()).parent_path();
+  const bool sentencepiece = !fs::exists(folder / "tokenizer.json") && fs::exists(folder / "tokenizer.model");
+  return fs::absolute(folder / (sentencepiece ? "tokenizer.model" : "tokenizer.json")).string();
 }
 
 std::string dataset_dir(const Config& c) {

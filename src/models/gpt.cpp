@@ -12,8 +12,10 @@
 #include "core/error.h"
 #include "data/schema.h"
 #include "models/checkpoint_block.h"
+#include "models/documents.h"
 #include "models/family.h"
 #include "models/gpt.h"
+#include "models/lora.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -31,12 +33,12 @@ class Block : public nn::Module {
   Block(int64_t d, int64_t heads, double dropout, int64_t layers) : heads_(heads), dropout_(dropout) {
     ln_1 = register_module("ln_1", nn::LayerNorm(nn::LayerNormOptions({d})));
     auto attn = register_module("attn", std::make_shared<nn::Module>());
-    c_attn = attn->register_module("c_attn", nn::Linear(d, 3 * d));
-    attn_proj = attn->register_module("c_proj", nn::Linear(d, d));
+    c_attn = attn->register_module("c_attn", Projection(d, 3 * d, true));
+    attn_proj = attn->register_module("c_proj", Projection(d, d, true));
     ln_2 = register_module("ln_2", nn::LayerNorm(nn::LayerNormOptions({d})));
     auto mlp = register_module("mlp", std::make_shared<nn::Module>());
-    c_fc = mlp->register_module("c_fc", nn::Linear(d, 4 * d));
-    mlp_proj = mlp->register_module("c_proj", nn::Linear(4 * d, d));
+    c_fc = mlp->register_module("c_fc", Projection(d, 4 * d, true));
+    mlp_proj = mlp->register_module("c_proj", Projection(4 * d, d, true));
     torch::NoGradGuard no_grad;
     const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(layers));
     for (auto* l : {&c_attn, &attn_proj, &c_fc, &mlp_proj}) {
@@ -46,8 +48,9 @@ class Block : public nn::Module {
     }
   }
 
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto h = x + dropout(attn_proj(attention(ln_1(x))));
+  // `mask` [B, 1, T, T]: which tokens each one sees (packed examples); undefined: causal.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {}) {
+    auto h = x + dropout(attn_proj(attention(ln_1(x), mask)));
     return mlp(h);
   }
 
@@ -75,7 +78,7 @@ class Block : public nn::Module {
   }
 
   nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
-  nn::Linear c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
+  Projection c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};  // LoRA's targets (lora.h)
 
  private:
   torch::Tensor dropout(const torch::Tensor& x) { return torch::dropout(x, dropout_, is_training()); }
@@ -83,11 +86,12 @@ class Block : public nn::Module {
 
   // Causal self-attention through ATen's fused kernel (flash or memory-efficient on GPUs, the
   // flash kernel on CPUs): the T x T scores are never held whole.
-  torch::Tensor attention(const torch::Tensor& x) {
+  torch::Tensor attention(const torch::Tensor& x, const torch::Tensor& mask) {
     const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
     auto qkv = c_attn(x).view({B, T, 3, heads_, d / heads_}).permute({2, 0, 3, 1, 4});  // 3, B, H, T, d/H
-    auto y = at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*attn_mask=*/{},
-                                              is_training() ? dropout_ : 0.0, /*is_causal=*/true);
+    auto y = at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2],
+                                              mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt,
+                                              is_training() ? dropout_ : 0.0, /*is_causal=*/!mask.defined());
     return y.transpose(1, 2).reshape({B, T, d});
   }
 
@@ -150,7 +154,10 @@ class Gpt : public Net {
     return torch::nn::functional::linear(head.hidden, head.weight);
   }
 
-  torch::Tensor forward_batch(const Batch& b) override { return forward(b.at("input_ids")); }
+  torch::Tensor forward_batch(const Batch& b) override {
+    const auto head = forward_head(b);
+    return torch::nn::functional::linear(head.hidden, head.weight);
+  }
 
   torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache) override {
     const int64_t t = ids.size(1), length = cache.length;
@@ -165,20 +172,24 @@ class Gpt : public Net {
     cache.length += t;
     return torch::nn::functional::linear(ln_f_(x), wte_->weight.narrow(0, 0, g_.vocab));
   }
-  HeadInput forward_head(const Batch& b) override { return forward_head(b.at("input_ids")); }
+  HeadInput forward_head(const Batch& b) override {
+    const auto& ids = b.at("input_ids");
+    return forward_head(ids, documents_of(b, ids));
+  }
 
  private:
-  HeadInput forward_head(const torch::Tensor& ids) {
+  HeadInput forward_head(const torch::Tensor& ids, const Documents& docs = {}) {
     const int64_t T = ids.size(1);
     if (T > g_.positions)
       throw std::invalid_argument(fmt::format("{} tokens in a sample, above the model's {} positions", T, g_.positions));
-    auto x = wte_(ids) + wpe_(torch::arange(T, ids.options()));
+    auto x = wte_(ids) + wpe_(docs.positions.defined() ? docs.positions : torch::arange(T, ids.options()));
     x = torch::dropout(x, dropout_, is_training());
+    const auto& mask = docs.mask;
     for (auto& block : blocks_) {
       if (checkpointing_ && checkpointing_active(*this))
-        x = checkpoint_block(block, [b = block.get()](const torch::Tensor& t) { return b->forward(t); }, x);
+        x = checkpoint_block(block, [b = block.get(), mask](const torch::Tensor& t) { return b->forward(t, mask); }, x);
       else
-        x = block->forward(x);
+        x = block->forward(x, mask);
     }
     // The head is the token embedding (tied), its real rows: logits over the vocabulary.
     return {ln_f_(x), wte_->weight.narrow(0, 0, g_.vocab)};

@@ -12,8 +12,10 @@
 #include "core/error.h"
 #include "data/schema.h"
 #include "models/checkpoint_block.h"
+#include "models/documents.h"
 #include "models/family.h"
 #include "models/llama.h"
+#include "models/lora.h"
 #include "models/registry.h"
 
 namespace gputrain {
@@ -123,7 +125,7 @@ class Block : public nn::Module {
   Block(const Shape& g, double dropout) : g_(g), dropout_(dropout) {
     input_layernorm = register_module("input_layernorm", std::make_shared<RmsNorm>(g.d, g.eps));
     auto attn = register_module("self_attn", std::make_shared<nn::Module>());
-    const auto linear = [](int64_t in, int64_t out) { return nn::Linear(nn::LinearOptions(in, out).bias(false)); };
+    const auto linear = [](int64_t in, int64_t out) { return Projection(in, out, false); };
     q_proj = attn->register_module("q_proj", linear(g.d, g.heads * g.head_dim));
     k_proj = attn->register_module("k_proj", linear(g.d, g.kv_heads * g.head_dim));
     v_proj = attn->register_module("v_proj", linear(g.d, g.kv_heads * g.head_dim));
@@ -157,22 +159,34 @@ class Block : public nn::Module {
       k = keys->narrow(2, 0, length + T);
       v = values->narrow(2, 0, length + T);
     }
-    // Each key/value head serves heads / kv_heads query heads in a row (Hugging Face's repeat_kv).
-    if (g_.kv_heads != g_.heads) {
-      k = k.repeat_interleave(g_.heads / g_.kv_heads, 1);
-      v = v.repeat_interleave(g_.heads / g_.kv_heads, 1);
-    }
     const bool causal = !mask.defined() && T > 1;
-    auto y = at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt,
+    const auto attend = [&](const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value) {
+      return at::scaled_dot_product_attention(query, key, value, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt,
                                               is_training() ? dropout_ : 0.0, causal);
+    };
+    const int64_t group = g_.heads / g_.kv_heads;
+    torch::Tensor y;
+    if (group > 1 && T == 1) {
+      // Decoding: a key/value head's query heads become its rows of queries, which see the same
+      // keys, so the cache is read as it is instead of copied group times at every token.
+      y = attend(q.reshape({B, g_.kv_heads, group, g_.head_dim}), k, v).reshape({B, g_.heads, 1, g_.head_dim});
+    } else {
+      // Each key/value head serves heads / kv_heads query heads in a row (Hugging Face's repeat_kv).
+      if (group > 1) {
+        k = k.repeat_interleave(group, 1);
+        v = v.repeat_interleave(group, 1);
+      }
+      y = attend(q, k, v);
+    }
     const auto r = x + o_proj(y.transpose(1, 2).reshape({B, T, g_.heads * g_.head_dim}));
     const auto m = post_attention_layernorm->forward(r);
     return r + down_proj(torch::silu(gate_proj(m)) * up_proj(m));
   }
 
   std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
-  nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  // LoRA's targets (lora.h).
+  Projection q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Projection gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
   Shape g_;
@@ -203,8 +217,14 @@ class Llama : public Net {
     const auto head = forward_head(ids);
     return torch::nn::functional::linear(head.hidden, head.weight);
   }
-  torch::Tensor forward_batch(const Batch& b) override { return forward(b.at("input_ids")); }
-  HeadInput forward_head(const Batch& b) override { return forward_head(b.at("input_ids")); }
+  torch::Tensor forward_batch(const Batch& b) override {
+    const auto head = forward_head(b);
+    return torch::nn::functional::linear(head.hidden, head.weight);
+  }
+  HeadInput forward_head(const Batch& b) override {
+    const auto& ids = b.at("input_ids");
+    return forward_head(ids, documents_of(b, ids));
+  }
 
   torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache) override {
     const int64_t t = ids.size(1), length = cache.length;
@@ -222,18 +242,22 @@ class Llama : public Net {
   }
 
  private:
-  HeadInput forward_head(const torch::Tensor& ids) {
+  HeadInput forward_head(const torch::Tensor& ids, Documents docs = {}) {
     const int64_t T = ids.size(1);
     if (T > g_.positions)
       throw std::invalid_argument(fmt::format("{} tokens in a sample, above the model's {} positions", T, g_.positions));
     auto x = embed_tokens_(ids);
+    if (!docs.positions.defined()) docs.positions = torch::arange(T, ids.options()).unsqueeze(0);
     // The angles in the hidden states' dtype, as Hugging Face's (float32 under autocast too).
-    const auto [cos, sin] = rotary_.at(torch::arange(T, ids.options()).unsqueeze(0), x.scalar_type());
+    const auto [cos, sin] = rotary_.at(docs.positions, x.scalar_type());
+    const auto& mask = docs.mask;
     for (auto& block : blocks_) {
       if (checkpointing_ && checkpointing_active(*this))
-        x = checkpoint_block(block, [b = block.get(), c = cos, s = sin](const torch::Tensor& t) { return b->forward(t, c, s); }, x);
+        x = checkpoint_block(
+            block, [b = block.get(), c = cos, s = sin, mask](const torch::Tensor& t) { return b->forward(t, c, s, nullptr, nullptr, 0, 0, mask); },
+            x);
       else
-        x = block->forward(x, cos, sin);
+        x = block->forward(x, cos, sin, nullptr, nullptr, 0, 0, mask);
     }
     return {norm_->forward(x), head_weight()};
   }

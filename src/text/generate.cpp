@@ -86,7 +86,7 @@ std::vector<Generation> generate(Net& model, torch::Device device, const std::ve
       const int64_t id = ids[static_cast<int64_t>(r)];
       out[r].ids.push_back(id);
       if (times && step > 0) ++times->decoded;
-      const bool eot = id == o.end_of_text;
+      const bool eot = std::find(o.end_of_text.begin(), o.end_of_text.end(), id) != o.end_of_text.end();
       if (eot || !on_token(r, id)) {
         out[r].stop = eot ? GenerationEnd::kEndOfText : GenerationEnd::kStopString;
         running[r] = false;

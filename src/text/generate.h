@@ -18,7 +18,7 @@ struct GenerateOptions {
   int64_t top_k = 0;         // keep the k likeliest ids (0: all)
   double top_p = 1.0;        // keep the fewest likeliest ids whose probability reaches p (1: all)
   uint64_t seed = 0;         // the draw's generator, on the CPU: the same seed gives the same text on any device
-  int64_t end_of_text = -1;  // a row stops after drawing this id (-1: none)
+  std::vector<int64_t> end_of_text;  // a row stops after drawing one of these ids
   int64_t context = 0;       // the model's positions: prompt and new ids together fit in them
   Precision precision;       // the run's autocast
 };

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "text/byte_level.h"
+#include "text/sentencepiece.h"
 
 namespace gputrain {
 namespace {
@@ -70,6 +71,12 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 }  // namespace
 
 TokenDecoder TokenDecoder::load(const std::string& path) {
+  if (is_sentencepiece_file(path)) {
+    TokenDecoder d;
+    d.sentencepiece_ = std::make_shared<const SentencePieceModel>(path);
+    d.end_of_text_ = d.sentencepiece_->end_of_text();
+    return d;
+  }
   try {
     return read(path);
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
@@ -180,7 +187,21 @@ TokenDecoder TokenDecoder::read(const std::string& path) {
   return d;
 }
 
+std::string TokenDecoder::decode(const std::vector<int64_t>& ids) const {
+  return sentencepiece_ ? sentencepiece_->decode(ids) : valid_utf8(decode_bytes(ids));
+}
+
 std::string TokenDecoder::decode_bytes(const std::vector<int64_t>& ids) const {
+  if (sentencepiece_) {
+    // Byte pieces at the end that do not finish a character yet stay raw bytes, held back.
+    size_t tail = ids.size();
+    while (tail > 0 && sentencepiece_->is_byte(ids[tail - 1])) --tail;
+    std::string bytes;
+    for (size_t i = tail; i < ids.size(); ++i) bytes += sentencepiece_->byte_of(ids[i]);
+    const size_t complete = complete_utf8_length(bytes);
+    const std::vector<int64_t> settled(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(tail + complete));
+    return sentencepiece_->decode(settled) + bytes.substr(complete);
+  }
   std::string out;
   bool first = true;
   for (int64_t id : ids) {

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "text/byte_level.h"
+#include "text/sentencepiece.h"
 #include "text/token_decoder.h"
 
 namespace gputrain {
@@ -88,6 +89,11 @@ TokenEncoder& TokenEncoder::operator=(TokenEncoder&&) noexcept = default;
 TokenEncoder::~TokenEncoder() = default;
 
 TokenEncoder TokenEncoder::load(const std::string& path) {
+  if (is_sentencepiece_file(path)) {
+    TokenEncoder e;
+    e.sentencepiece_ = std::make_shared<const SentencePieceModel>(path);
+    return e;
+  }
   const std::string hint = "give the prompt as ids (--prompt_ids 1,2,3), or a byte-level BPE tokenizer.json";
   const json j = read_tokenizer_json(path, hint);
   const auto refuse = [&](const std::string& what) {
@@ -157,6 +163,7 @@ TokenEncoder TokenEncoder::load(const std::string& path) {
 
 std::vector<int64_t> TokenEncoder::encode(const std::string& text) const {
   if (valid_utf8(text) != text) throw usage_error("the prompt is not UTF-8 text", "give UTF-8 text, or --prompt_ids");
+  if (sentencepiece_) return sentencepiece_->encode(text);
   std::vector<int64_t> out;
   // Added tokens (<|endoftext|>) are matched in the text first, the longest at each place.
   size_t piece = 0;

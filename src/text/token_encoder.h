@@ -10,11 +10,14 @@
 
 namespace gputrain {
 
+class SentencePieceModel;
+
 class TokenEncoder {
  public:
   // Reads `path`. A file that is not a tokenizer.json, or whose model is not BPE over bytes
   // (pre-tokenizer ByteLevel, or a Sequence of regex Splits and a ByteLevel without its own
-  // regex), or that has a normalizer, is a usage error naming it.
+  // regex), or that has a normalizer, is a usage error naming it. A .model is a SentencePiece
+  // model, which encodes through libsentencepiece (text/sentencepiece.h).
   static TokenEncoder load(const std::string& path);
 
   // The ids of `text`, as tokenizers' encode(text, add_special_tokens=False).ids: added tokens
@@ -38,6 +41,7 @@ class TokenEncoder {
   std::vector<std::pair<std::string, int64_t>> added_;  // literal added tokens, longest first
   bool add_prefix_space_ = false;
   bool ignore_merges_ = false;  // Llama 3: a word in the vocabulary is one token, whatever the merges
+  std::shared_ptr<const SentencePieceModel> sentencepiece_;  // a .model: it encodes, not the above
 };
 
 // The byte-level alphabet of GPT-2: byte b as the UTF-8 of a printable code point.

@@ -17,6 +17,7 @@
 #include "data/schema.h"
 #include "models/imported.h"
 #include "models/llama.h"
+#include "models/lora.h"
 #include "text/token_decoder.h"
 #include "train/amp_check.h"
 #include "train/auto_batch.h"
@@ -74,10 +75,13 @@ void Session::build_trainer() {
   NetPtr model = make_model(c.model, spec);
   if (init_weights_) init_report_ = load_init_weights(*model, f, *init_weights_, c.init_strict);
   init_weights_.reset();  // the file's copy is not needed any more
+  // LoRA: adapters after the pretrained weights are in (the file has none); the rest is frozen.
+  const std::vector<std::string> lora_frozen = c.lora_rank > 0 ? add_lora(*model, c.lora_rank, c.lora_alpha)
+                                                                : std::vector<std::string>();
   if (is_model_file(c.model)) recipe_.report.push_back({"model file", imported_eval_note(c.model)});
   model->to(recipe_.device);
   if (recipe_.channels_last) to_channels_last(*model);
-  frozen_ = frozen_parameters(*model, f, c.freeze);
+  frozen_ = c.lora_rank > 0 ? lora_frozen : frozen_parameters(*model, f, c.freeze);
   set_frozen(*model, frozen_, c.freeze_bn);
   // After the moves: the optimizer must hold the final tensors.
   auto optimizer = make_optimizer(optimizer_spec(c, recipe_.fused_optimizer), *model,
@@ -154,6 +158,8 @@ void Session::decide_lm_shape() {
   if (c.depth == 0) rc_.decide("depth", 12, why);
   if (c.heads == 0) rc_.decide("heads", 12, why);
   if (c.positions == 0 && c.seq_len > 0) rc_.decide("positions", c.seq_len, "the data's windows (--seq_len)");
+  if (c.lora_rank > 0 && c.lora_alpha == 0)
+    rc_.decide("lora_alpha", static_cast<double>(c.lora_rank), "the rank: a scale of 1, as PEFT's defaults (r 8, alpha 8)");
   if (c.model != "llama") return;
   if (c.kv_heads == 0) rc_.decide("kv_heads", rc_.resolved.heads, "--heads: one key/value head per query head");
   if (c.mlp_width == 0) rc_.decide("mlp_width", llama_mlp_width(rc_.resolved.width), "Llama's rule: 8/3 x --width, up to 256");

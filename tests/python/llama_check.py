@@ -18,6 +18,7 @@ For each, with llm.c token shards made here:
   3. greedy `generate` from a checkpoint of the same shape initialised at 0.2 (so that the text
      is not one repeated token) equals its exported folder's arg-max at every step whose top-2
      logit gap exceeds 1e-3;
+     generate --checkpoint on the exported folder writes the same ids;
   4. bad input: a config.json whose intermediate_size disagrees with its weights, and an index naming
      a shard that is not there, exit 2 naming the file, with no run folder.
 Needs transformers (.pydeps-text): without it, prints "transformers absent" and exits 77.
@@ -145,6 +146,19 @@ def main():
         disagree = greedy_agrees(ours, model, prompt)
         if disagree or len(set(ours)) < 3:
             problems.append(f"{name}: greedy {ours} against transformers' {theirs}: {disagree or 'one repeated token'}")
+        # The exported folder itself: the same text; with end-of-text ids in its config.json, it
+        # ends after the first of them that it writes.
+        ends = [ours[5], ours[3]]
+        shutil.copytree(wide + "-hf", wide + "-eos")
+        config = json.load(open(os.path.join(wide + "-eos", "config.json")))
+        json.dump({**config, "eos_token_id": ends}, open(os.path.join(wide + "-eos", "config.json"), "w"))
+        first = min(i for i, t in enumerate(ours) if t in ends)
+        for folder, want in ((wide + "-hf", ours), (wide + "-eos", ours[:first + 1])):
+            said = run([gputrain, "generate", "--checkpoint", folder, "--prompt_ids", ",".join(map(str, prompt)),
+                        "--temperature", "0", "--max_new_tokens", "20", "--json", "--no-use_amp"])
+            from_folder = [json.loads(line) for line in said.splitlines() if line.startswith("{")][0]["ids"]
+            if from_folder != want:
+                problems.append(f"{name}: generate from {folder} wrote {from_folder}, not {want}")
 
     # A config.json that disagrees with its weights; an index naming a shard that is not there.
     shutil.copytree(d("tied"), d("bad"))
