@@ -208,7 +208,7 @@ class Llama : public Net {
     torch::NoGradGuard no_grad;
     embed_tokens_->weight.normal_(0, kInitStd);
     if (!g_.tied) {
-      lm_head_ = register_module("lm_head", nn::Linear(nn::LinearOptions(g_.d, g_.vocab).bias(false)));
+      lm_head_ = register_module("lm_head", Projection(g_.d, g_.vocab, false, /*lora_target=*/false));
       lm_head_->weight.normal_(0, kInitStd);
     }
   }
@@ -238,7 +238,8 @@ class Llama : public Net {
     for (size_t i = 0; i < blocks_.size(); ++i)
       x = blocks_[i]->forward(x, cos, sin, &cache.keys[i], &cache.values[i], length, cache.capacity, mask);
     cache.length += t;
-    return torch::nn::functional::linear(norm_->forward(x), head_weight());
+    const auto h = norm_->forward(x);
+    return g_.tied ? torch::nn::functional::linear(h, head_weight()) : lm_head_->forward(h);
   }
 
  private:
@@ -270,7 +271,7 @@ class Llama : public Net {
   nn::Embedding embed_tokens_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<RmsNorm> norm_;
-  nn::Linear lm_head_{nullptr};
+  Projection lm_head_{nullptr};  // not LoRA's: the head of a fine-tune stays as pretrained
 };
 
 }  // namespace

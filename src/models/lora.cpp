@@ -5,6 +5,8 @@
 #include <map>
 #include <stdexcept>
 
+#include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
 namespace gputrain {
@@ -12,12 +14,31 @@ namespace gputrain {
 namespace {
 const std::string kA = ".lora_A", kB = ".lora_B";
 
+// oneDNN's linear through the dispatcher (the ops torch.compile's CPU freezing calls; their
+// kernels' C++ signatures).
+torch::Tensor pack_weight(const torch::Tensor& weight, int64_t rows) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("mkldnn::_reorder_linear_weight", "")
+                             .typed<at::Tensor(const at::Tensor&, std::optional<int64_t>)>();
+  return op.call(weight, rows);
+}
+
+torch::Tensor packed_linear(const torch::Tensor& x, const torch::Tensor& packed, const torch::Tensor& bias) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, c10::string_view,
+                            torch::List<std::optional<at::Scalar>>, std::optional<c10::string_view>)>();
+  return op.call(x, packed, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, "none",
+                 torch::List<std::optional<at::Scalar>>(), "");
+}
+
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 }  // namespace
 
-ProjectionImpl::ProjectionImpl(int64_t in, int64_t out, bool with_bias) {
+ProjectionImpl::ProjectionImpl(int64_t in, int64_t out, bool with_bias, bool lora) : lora_target(lora) {
   // nn.Linear's initialisation; the model families then set their own.
   weight = register_parameter("weight", torch::empty({out, in}));
   torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
@@ -28,7 +49,8 @@ ProjectionImpl::ProjectionImpl(int64_t in, int64_t out, bool with_bias) {
 }
 
 torch::Tensor ProjectionImpl::forward(const torch::Tensor& x) {
-  auto y = torch::nn::functional::linear(x, weight, bias);
+  auto y = packed.defined() && x.scalar_type() == weight.scalar_type() ? packed_linear(x, packed, bias)
+                                                                       : torch::nn::functional::linear(x, weight, bias);
   if (lora_A.defined())
     y = y + torch::nn::functional::linear(torch::nn::functional::linear(x, lora_A), lora_B) * lora_scale;
   return y;
@@ -46,7 +68,7 @@ void ProjectionImpl::add_lora(int64_t rank, double scale) {
 std::vector<std::string> add_lora(torch::nn::Module& model, int64_t rank, double alpha) {
   int64_t adapted = 0;
   for (const auto& m : model.modules(/*include_self=*/false))
-    if (auto* p = dynamic_cast<ProjectionImpl*>(m.get())) {
+    if (auto* p = dynamic_cast<ProjectionImpl*>(m.get()); p && p->lora_target) {
       p->add_lora(rank, alpha / static_cast<double>(rank));
       ++adapted;
     }
@@ -55,6 +77,29 @@ std::vector<std::string> add_lora(torch::nn::Module& model, int64_t rank, double
   for (const auto& p : model.named_parameters())
     if (!is_lora_parameter(p.key())) frozen.push_back(p.key());
   return frozen;
+}
+
+int64_t pack_for_decoding(torch::nn::Module& model, int64_t rows) {
+  if (!at::hasMKLDNN()) return 0;
+  int64_t packed = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& m : model.modules(/*include_self=*/false))
+    if (auto* p = dynamic_cast<ProjectionImpl*>(m.get())) {
+      const auto dtype = p->weight.scalar_type();
+      if (!p->weight.device().is_cpu() || (dtype != torch::kFloat && dtype != torch::kBFloat16)) continue;
+      try {
+        p->packed = pack_weight(p->weight, rows);
+        ++packed;
+      } catch (const c10::Error&) {  // a build or CPU without the kernel: the plain product
+        return packed;
+      }
+    }
+  return packed;
+}
+
+void unpack_after_decoding(torch::nn::Module& model) {
+  for (const auto& m : model.modules(/*include_self=*/false))
+    if (auto* p = dynamic_cast<ProjectionImpl*>(m.get())) p->packed = torch::Tensor();
 }
 
 bool is_lora_parameter(const std::string& name) { return ends_with(name, kA) || ends_with(name, kB); }

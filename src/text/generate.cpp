@@ -11,6 +11,7 @@
 
 #include "core/autocast.h"
 #include "core/error.h"
+#include "models/lora.h"
 
 namespace gputrain {
 
@@ -59,6 +60,12 @@ std::vector<Generation> generate(Net& model, torch::Device device, const std::ve
 
   c10::InferenceMode inference;
   model.eval();
+  // Weights laid out for products of `rows` rows, while this runs (models/lora.h).
+  pack_for_decoding(model, static_cast<int64_t>(rows));
+  struct Unpack {
+    Net& m;
+    ~Unpack() { unpack_after_decoding(m); }
+  } unpack{model};
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   std::vector<int64_t> padded(rows * longest, 0), pad(rows);
   for (size_t r = 0; r < rows; ++r) {

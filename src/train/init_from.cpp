@@ -169,9 +169,11 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
   for (bool again = true; again;) {
     again = false;
     for (const auto& p : kPrefixes) {
+      // A prefix the family's own names start with is theirs (llama's "model."), not a wrapper's.
+      const bool own = std::any_of(f.layers.begin(), f.layers.end(), [&](const auto& l) { return l.rfind(p, 0) == 0; });
       const bool all = std::all_of(w.tensors.begin(), w.tensors.end(),
                                    [&](const auto& t) { return t.first.size() > p.size() && t.first.rfind(p, 0) == 0; });
-      if (!all) continue;
+      if (own || !all) continue;
       for (auto& t : w.tensors) t.first.erase(0, p.size());
       w.stripped.push_back(p);
       again = true;

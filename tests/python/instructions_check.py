@@ -8,8 +8,9 @@ loss falls on the responses only -> a small Llama fine-tuned on them -> `generat
      tokens, each starting with end-of-text; the mask beside it marks exactly each response and
      the end-of-text after it (never a prompt token); Alpaca's keys are read too; a bad line,
      or --pack without --instructions, exits 2 naming it, before anything is written;
-  2. gputrain trains a small Llama on them (--seq_len 64); another --seq_len exits 2;
-  3. its greedy answers to the eight prompts (one batch), each wrapped in prompt_template.txt
+  2. gputrain trains a small Llama (tied head) on them (--seq_len 64); another --seq_len exits 2;
+     a LoRA run continues from its checkpoint (--init_from, --lora_rank 4) for 20 steps;
+  3. both runs' greedy answers to the eight prompts (one batch), each wrapped in prompt_template.txt
      after an end-of-text token as in training, are the responses, each ending with the
      end-of-text token it learned to end a response with.
 Prints one line; 0 = pass, 1 = a check failed, 2 = a command failed.
@@ -86,7 +87,8 @@ def main():
     # 2. Fine-tuning (from scratch here: the README's walk starts from a pretrained folder).
     data = ["--dataset", "tokens", "--train_file", d("sft/train_*.bin"), "--test_file", d("sft/val_*.bin")]
     # (lr 3e-3 for 400 steps: every seed tried learned all eight; 1e-2 or 200 steps missed some.)
-    model = ["--model", "llama", "--width", "64", "--depth", "2", "--heads", "4", "--kv_heads", "2", "--lr", "0.003",
+    model = ["--model", "llama", "--width", "64", "--depth", "2", "--heads", "4", "--kv_heads", "2", "--tie_embeddings",
+             "--lr", "0.003",
              "--batch_size", "8", "--max_steps", "400", "--epochs", "1000", "--warmup_steps", "20", "--no-use_amp",
              "--label_smoothing", "0", "--num_workers", "0", "--log_every", "100", "--eval_every", "400"]
     said = run([gputrain, "train"] + data + model + ["--seq_len", "32", "--output_dir", d("wrong")], expect=2)
@@ -96,15 +98,21 @@ def main():
     if "packed examples, loss on responses" not in said:
         problems.append("the data line does not say the windows are packed examples")
 
-    # 3. Its answers, the eight prompts in one batch.
+    # 3. Its answers, the eight prompts in one batch; and the same after a few LoRA steps from its
+    # checkpoint (a tied llama: every name starts with "model.", which --init_from keeps).
+    run([gputrain, "train"] + data + model + ["--seq_len", str(PACK), "--init_from", d("run/checkpoints/last.pt"),
+                                              "--lora_rank", "4", "--lr", "1e-3", "--max_steps", "20",
+                                              "--output_dir", d("lora")])
     with open(d("prompts.txt"), "w") as f:
         f.write("".join(prompt + "\n" for prompt, _ in PAIRS))
-    said = run([gputrain, "generate", "--checkpoint", d("run/checkpoints/last.pt"), "--prompts", d("prompts.txt"),
-                "--prompt_template", d("sft/prompt_template.txt"), "--temperature", "0"])
-    rows = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
-    answers = [(r["text"], r["stop"], r["prompt_ids"][0]) for r in rows]
-    if answers != [(response, "end_of_text", EOT) for _, response in PAIRS]:
-        problems.append(f"answered {answers}, not each response then end of text (after a leading end-of-text)")
+    for run_dir in ("run", "lora"):
+        said = run([gputrain, "generate", "--checkpoint", d(run_dir + "/checkpoints/last.pt"), "--prompts",
+                    d("prompts.txt"), "--prompt_template", d("sft/prompt_template.txt"), "--temperature", "0"])
+        rows = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
+        answers = [(r["text"], r["stop"], r["prompt_ids"][0]) for r in rows]
+        if answers != [(response, "end_of_text", EOT) for _, response in PAIRS]:
+            problems.append(f"{run_dir}: answered {answers}, not each response then end of text (after a leading "
+                            "end-of-text)")
 
     if problems:
         print("FAIL: " + "; ".join(problems))
