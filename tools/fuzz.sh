@@ -34,7 +34,7 @@ build fuzz_config tests/fuzz/fuzz_config.cpp src/config/config.cpp src/config/fi
   src/config/validate.cpp src/config/fit_target.cpp src/config/profile_range.cpp src/core/text.cpp src/core/metric.cpp
 build fuzz_csv tests/fuzz/fuzz_csv.cpp src/data/csv.cpp src/data/csv_dataset.cpp src/data/labels.cpp src/core/text.cpp
 build fuzz_tokenizer tests/fuzz/fuzz_tokenizer.cpp src/text/token_decoder.cpp src/text/token_encoder.cpp \
-  src/text/byte_level.cpp -- -lpcre2-8
+  src/text/byte_level.cpp src/text/sentencepiece.cpp -- -lpcre2-8 -ldl
 build fuzz_npy tests/fuzz/fuzz_npy.cpp src/data/npy.cpp src/data/npz.cpp src/core/mapped_file.cpp src/core/zip.cpp -- -lz
 image_srcs=(src/data/image_decode.cpp src/data/crop_box.cpp src/data/decode_box.cpp src/data/resample.cpp)
 build fuzz_image tests/fuzz/fuzz_image.cpp "${image_srcs[@]}" -- -lpng -lturbojpeg -ljpeg -lz
