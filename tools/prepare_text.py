@@ -600,6 +600,19 @@ def parse_args(argv):
     return args
 
 
+def tokenizer_meta(tokenizer, source, fmt):
+    """meta.json's tokenizer and shard-format fields, the same for text and instructions."""
+    return {
+        "tokenizer": tokenizer.kind,
+        "tokenizer_file": tokenizer.file_name,
+        "tokenizer_source": source,
+        "vocab_size": tokenizer.vocab_size,
+        "eot": tokenizer.eot,
+        "format": {"magic": fmt["magic"], "version": fmt["version"], "token_bytes": fmt["dtype"].itemsize,
+                   "header_bytes": HEADER_INTS * 4},
+    }
+
+
 def input_paths(args):
     """The input files, after checking that --out can be a folder."""
     if os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -643,13 +656,7 @@ def run(args):
     else:
         source = args.tokenizer if args.tokenizer == "bytes" else os.path.abspath(args.tokenizer)
     meta = {
-        "tokenizer": tokenizer.kind,
-        "tokenizer_file": tokenizer.file_name,
-        "tokenizer_source": source,
-        "vocab_size": tokenizer.vocab_size,
-        "eot": tokenizer.eot,
-        "format": {"magic": fmt["magic"], "version": fmt["version"], "token_bytes": fmt["dtype"].itemsize,
-                   "header_bytes": HEADER_INTS * 4},
+        **tokenizer_meta(tokenizer, source, fmt),
         "train_tokens": writers["train"].total,
         "val_tokens": writers["val"].total,
         "files": {"train": writers["train"].files, "val": writers["val"].files},
@@ -708,13 +715,7 @@ def run_instructions(args):
                       "windows": packed[split][2], "tokens": len(packed[split][0]),
                       "loss_tokens": int(packed[split][1].sum())} for split in packed}
     meta = {
-        "tokenizer": tokenizer.kind,
-        "tokenizer_file": tokenizer.file_name,
-        "tokenizer_source": source,
-        "vocab_size": tokenizer.vocab_size,
-        "eot": tokenizer.eot,
-        "format": {"magic": fmt["magic"], "version": fmt["version"], "token_bytes": fmt["dtype"].itemsize,
-                   "header_bytes": HEADER_INTS * 4},
+        **tokenizer_meta(tokenizer, source, fmt),
         "packed_seq_len": args.pack,
         "prompt_template": args.template,
         "train_tokens": counts["train"]["tokens"],
