@@ -5,6 +5,7 @@
                                  [--out net.pt2] [--no-eval] [--weights state_dict.pth]
                                  [--input-dtype float32] [--input-range LOW,HIGH]
     python tools/export_model.py MODULE:CLASS --data train.jsonl [--target FIELD] [--output-name KEY] ...
+    python tools/export_model.py --hf DIR --task classification --num-labels 3 ...   (tools/hf_export.py)
 
 MODULE:CLASS names what builds the model:
   - an importable module and a name in it: `mypkg.models:ConvNeXtTiny` (the current directory is
@@ -67,6 +68,10 @@ import tempfile
 
 import torch
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_export  # noqa: E402
+
 PROG = "export_model"
 
 # Python functions a graph may call besides aten operators: the serializer folds getitem (which
@@ -93,8 +98,13 @@ def fail(message):
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="export_model.py",
                                 description="Export a PyTorch module for gputrain train --model net.pt2.")
-    p.add_argument("target", metavar="MODULE:CLASS",
+    p.add_argument("target", metavar="MODULE:CLASS", nargs="?",
                    help="module path or .py file, a colon, and a class or a function returning a module")
+    p.add_argument("--hf", metavar="DIR", help="a Hugging Face model folder or config.json instead (tools/hf_export.py)")
+    p.add_argument("--task", help="--hf: " + ", ".join(hf_export.TASKS))
+    p.add_argument("--num-labels", type=int, help="--hf: the classes of a classification head")
+    p.add_argument("--inputs", help="--hf: the forward's inputs (default input_ids,attention_mask)")
+    p.add_argument("--max-length", type=int, help="--hf: the longest sequence (default the config's positions)")
     p.add_argument("--input-shape", help='one sample\'s shape without the batch, e.g. "3x32x32"')
     p.add_argument("--data", metavar="FILE.jsonl", help="example inputs from gputrain's --dataset jsonl file, by name")
     p.add_argument("--target", dest="target_field", help="--data: the target field (default labels, label or y)")
@@ -108,6 +118,17 @@ def parse_args(argv):
     p.add_argument("--no-eval", action="store_true", help="write no <stem>.eval.pt2")
     p.add_argument("--weights", help="a state_dict file to load into the model before exporting")
     opts = p.parse_args(argv)
+    hf_only = ("task", "num_labels", "inputs", "max_length")
+    if opts.hf:
+        if opts.target or opts.input_shape or opts.data:
+            fail("--hf exports a Hugging Face model: give no MODULE:CLASS, --input-shape or --data with it")
+        if not opts.task:
+            fail("--hf needs --task: " + ", ".join(hf_export.TASKS))
+        return opts
+    if any(getattr(opts, n) is not None for n in hf_only):
+        fail("--task, --num-labels, --inputs and --max-length go with --hf")
+    if not opts.target:
+        fail("give MODULE:CLASS (a module to export) or --hf DIR (a Hugging Face model)")
     if bool(opts.input_shape) == bool(opts.data):
         fail("give --input-shape (one float tensor) or --data FILE.jsonl (named fields), one of them")
     if not opts.data and (opts.target_field or opts.output_name):
@@ -390,14 +411,19 @@ def where_from(node):
     return "; from " + lines[0] + (f": {lines[1]}" if len(lines) > 1 else "")
 
 
-def check_named_program(ep, mode, model, example, fields, target, output_name):
-    """--data: the operators as check_program checks them, then the trained output's shape
-    against the target: [batch, classes] for a class, [batch, positions, classes] per token."""
+def check_operators(ep, mode):
+    """Every call in the graph is one gputrain runs (operator_problem), or one line names it."""
     for node in ep.graph.nodes:
         if node.op == "call_function":
             problem = operator_problem(node)
             if problem:
                 fail(f"{mode} graph node '{node.name}' ({node.target}): {problem}{where_from(node)}")
+
+
+def check_named_program(ep, mode, model, example, fields, target, output_name):
+    """--data: the operators as check_program checks them, then the trained output's shape
+    against the target: [batch, classes] for a class, [batch, positions, classes] per token."""
+    check_operators(ep, mode)
     with torch.no_grad():
         out = model(*example)
     if isinstance(out, dict):
@@ -425,11 +451,7 @@ def check_named_program(ep, mode, model, example, fields, target, output_name):
 
 def check_program(ep, mode, input_shape):
     """The checks gputrain's reader would fail later, here with the module still at hand."""
-    for node in ep.graph.nodes:
-        if node.op == "call_function":
-            problem = operator_problem(node)
-            if problem:
-                fail(f"{mode} graph node '{node.name}' ({node.target}): {problem}{where_from(node)}")
+    check_operators(ep, mode)
     sig = ep.graph_signature
     for spec in sig.input_specs:
         if spec.kind.name not in INPUT_KINDS:
@@ -492,6 +514,12 @@ def values_text(n):
 
 def run(argv):
     opts = parse_args(argv)
+    if opts.hf:
+        for line in hf_export.run_hf(opts, check_operators, fail):
+            print(f"{PROG}: {line}")
+        out = opts.out or "MODEL.pt2"
+        print(f"train it: gputrain train --model {shlex.quote(out)} --dataset jsonl --train_file DATA.jsonl ...")
+        return
     shape = parse_shape(opts.input_shape) if opts.input_shape else None
     value_range = parse_range(opts.input_range) if opts.input_range else None
     fields = read_fields(opts.data, opts.target_field) if opts.data else None

@@ -22,6 +22,7 @@
 #include "data/data_fingerprint.h"
 #include "data/loader.h"
 #include "data/schema.h"
+#include "models/family.h"
 #include "parallel/rank_env.h"
 #include "weights/safetensors.h"
 #include "train/fit.h"
@@ -107,7 +108,7 @@ void print_session(const Session& s) {
 void export_weights(Session& s, const std::string& record, int64_t step) {
   Trainer& t = s.trainer();
   if (t.ema()) t.ema()->swap(t.model());  // the average is what a run with EMA deploys
-  save_safetensors(s.config().export_path, model_tensors(t.model()),
+  save_safetensors(s.config().export_path, with_tied_names(model_tensors(t.model()), family(s.config().model).tied),
                    {{"gputrain_model", s.config().model},
                     {"gputrain_config", record},
                     {"gputrain_version", GPUTRAIN_VERSION},
@@ -274,6 +275,8 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   record["global_batch_size"] = s.global_batch_size();
   if (!s.init_report().record.is_null()) record["init_from"] = s.init_report().record;
   if (!program.is_null()) record["program"] = program;
+  // Tied weights' other names, for `export` (which writes a checkpoint's weights under them).
+  for (const auto& [alias, own] : family(s.config().model).tied) record["tied_weights"][alias] = own;
   if (!ranks.job.empty()) record["job"] = ranks.job;  // what a restart of this job looks for
   if (!root) {
     training = true;

@@ -4,6 +4,7 @@
 #include "models/exported_graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <regex>
@@ -34,6 +35,11 @@ struct Arg {
   int slot = -1;               // Slot; Wrapped: a size (an int or float) passed where a Tensor goes
   std::vector<int> slots;      // Tensors, OptionalTensors (-1: None), Ints (-1: the constant below)
   std::vector<int64_t> ints;  // Ints: the constants
+  // A float constant of float32's lowest or largest value: torch.finfo(x.dtype).min written into
+  // the graph at export, where x was float32 (Hugging Face's attention masks). Under autocast x is
+  // bfloat16 or half, as in PyTorch eager, where finfo gives that type's extreme: so does this
+  // (float32's would not fit, and masked_fill refuses it). -1 lowest, 1 largest, 0 neither.
+  int extreme = 0;
 };
 
 // The Python integer arithmetic a dynamic shape leaves in a graph (x.shape[0] * 2).
@@ -52,6 +58,8 @@ struct Node {
   std::vector<Arg> args;
   std::vector<Output> outputs;
   std::vector<int> release;  // slots whose last reader is this node
+  // An in-place detach_ run as detach: its result replaces its argument's value too.
+  bool writes_back = false;
 };
 
 // "File "net.py", line 9, in forward\n    y = self.fc(x)" -> "net.py:9 (y = self.fc(x))": the
@@ -102,6 +110,14 @@ c10::IValue wrapped(const at::Scalar& s) {
   auto t = c10::scalar_to_tensor(s);
   t.unsafeGetTensorImpl()->set_wrapped_number(true);
   return t;
+}
+
+// The lowest (sign < 0) or largest value of a reduced float type, as the constant it replaces is
+// passed: a wrapped number where a Tensor goes, else a double.
+c10::IValue extreme_of(c10::ScalarType t, int sign, bool as_tensor) {
+  const double v = t == c10::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::max())
+                                       : static_cast<double>(std::numeric_limits<c10::Half>::max());
+  return as_tensor ? wrapped(at::Scalar(sign * v)) : c10::IValue(sign * v);
 }
 
 bool wants_tensor(const c10::TypePtr& type) {
@@ -172,8 +188,9 @@ struct ExportedGraph::Impl {
     return out;
   }
 
-  // The user outputs' names from the module's out_spec (a pytree TreeSpec as JSON text): a
-  // flat dict's keys, else positions.
+  // The user outputs' names from the module's out_spec (a pytree TreeSpec as JSON text): the
+  // keys of a flat dict or of a Hugging Face ModelOutput (whose context lists its keys too),
+  // else positions.
   static std::vector<std::string> names_of_outputs(const json& module, size_t count) {
     std::vector<std::string> names;
     for (size_t i = 0; i < count; ++i) names.push_back(std::to_string(i));
@@ -182,7 +199,7 @@ struct ExportedGraph::Impl {
         if (call.at("fqn").get<std::string>().empty()) {
           const json spec = json::parse(call.at("signature").at("out_spec").get<std::string>());
           const json& tree = spec.at(1);
-          if (tree.at("type").is_string() && tree.at("type").get<std::string>() == "builtins.dict") {
+          if (tree.at("type").is_string() && tree.at("context").is_string()) {
             const json keys = json::parse(tree.at("context").get<std::string>());
             if (keys.is_array() && keys.size() == count)
               for (size_t i = 0; i < count; ++i)
@@ -228,6 +245,7 @@ struct ExportedGraph::Impl {
       const at::Scalar s = kind == "as_int" ? at::Scalar(v.get<int64_t>())
                            : kind == "as_float" ? at::Scalar(number(v))
                                                 : at::Scalar(v.get<bool>());
+      if (kind == "as_float" && std::abs(number(v)) == std::numeric_limits<float>::max()) r.extreme = number(v) < 0 ? -1 : 1;
       if (wants_tensor(type)) r.constant = wrapped(s);
       else if (wants_float(type)) r.constant = s.toDouble();
       else r.constant = kind == "as_int" ? c10::IValue(v.get<int64_t>())
@@ -333,9 +351,20 @@ struct ExportedGraph::Impl {
       const std::string rest = n.target.substr(prefix.size());
       const auto dot1 = rest.find('.'), dot2 = rest.rfind('.');
       if (dot1 == std::string::npos || dot2 == dot1) throw fail(n, "not an operator name");
-      const std::string ns = rest.substr(0, dot1), op = rest.substr(dot1 + 1, dot2 - dot1 - 1);
+      const std::string ns = rest.substr(0, dot1);
+      std::string op = rest.substr(dot1 + 1, dot2 - dot1 - 1);
       std::string overload = rest.substr(dot2 + 1);
       if (overload == "default") overload = "";
+      // detach_ of a tensor the graph made (Hugging Face's DeBERTa detaches a constant it
+      // lifted) stays in that tensor: it runs as detach, whose result takes the argument's place.
+      // Of a graph input, a parameter say, it would change module state, and is refused below.
+      if (n.target == "torch.ops.aten.detach_.default" && positional.size() == 1 && positional[0].contains("as_tensor")) {
+        const auto it = slot_of.find(positional[0].at("as_tensor").at("name").get<std::string>());
+        if (it != slot_of.end() && std::find(input_slots.begin(), input_slots.end(), it->second) == input_slots.end()) {
+          op = "detach";
+          n.writes_back = true;
+        }
+      }
       n.op = c10::Dispatcher::singleton().findSchema({ns + "::" + op, overload});
       if (!n.op)
         throw fail(n, ns == "aten" ? "this LibTorch has no such operator (export with the torch gputrain was built on)"
@@ -534,7 +563,12 @@ std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::
     stack.clear();
     for (const auto& a : n.args) {
       switch (a.kind) {
-        case Arg::Kind::Const: stack.push_back(a.constant); break;
+        case Arg::Kind::Const:
+          if (a.extreme != 0 && !stack.empty() && stack[0].isTensor() && at::isReducedFloatingType(stack[0].toTensor().scalar_type()))
+            stack.push_back(extreme_of(stack[0].toTensor().scalar_type(), a.extreme, a.constant.isTensor()));
+          else
+            stack.push_back(a.constant);
+          break;
         case Arg::Kind::Slot: stack.push_back(slots[a.slot]); break;
         case Arg::Kind::Wrapped: stack.push_back(wrapped(slots[a.slot].toScalar())); break;
         case Arg::Kind::Device: stack.emplace_back(device); break;
@@ -601,6 +635,7 @@ std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::
                                                   list.size(), o.slots.size()));
         for (size_t k = 0; k < o.slots.size(); ++k) slots[o.slots[k]] = list.get(k);
       } else if (o.slot >= 0) {
+        if (n.writes_back) slots[n.args[0].slot] = stack[i];
         slots[o.slot] = std::move(stack[i]);
       }
     }

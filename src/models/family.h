@@ -67,6 +67,13 @@ struct Family {
   // the names are the same).
   std::string twin;
   std::vector<std::pair<std::string, std::string>> twin_names;
+  // Tied weights of a model read from a file: (another name, the parameter's own). The model
+  // registers the parameter once (one tensor to the optimizer and in checkpoints); --init_from
+  // takes it under either name, and `export` writes it under both, as state_dict does.
+  std::vector<std::pair<std::string, std::string>> tied;
+  // A causal language model whose labels are its input ids, as Hugging Face keeps them: the data
+  // shifts each sample's labels one position on (data/shift_labels.h) before the loss sees them.
+  bool shift_labels = false;
 };
 
 // Every family, in the order `gputrain models` lists them.

@@ -107,10 +107,13 @@ class ImportedNet : public Net {
       if (in.kind == GraphInput::Kind::Constant) {
         t = take(in, constants);
       } else if (in.kind != GraphInput::Kind::User) {
-        auto it = own_.find(in.name);
+        GraphInput named = in;
+        for (const auto& [alias, own] : p_.family.tied)
+          if (alias == in.name) named.name = own;  // one tensor under each of a tied weight's names
+        auto it = own_.find(named.name);
         // A non-persistent buffer sits among the constants: module state all the same.
-        const bool stored = in.kind == GraphInput::Kind::Parameter || p_.weights.count(in.name);
-        if (it == own_.end()) it = own_.emplace(in.name, take(in, stored ? p_.weights : p_.constants)).first;
+        const bool stored = in.kind == GraphInput::Kind::Parameter || p_.weights.count(named.name);
+        if (it == own_.end()) it = own_.emplace(named.name, take(named, stored ? p_.weights : p_.constants)).first;
         t = it->second;
       }
       b.tensors.push_back(t);
@@ -276,6 +279,26 @@ std::unique_ptr<Program> load(const std::string& path) {
   p->weights.insert(archive.weights.begin(), archive.weights.end());
   p->constants.insert(archive.constants.begin(), archive.constants.end());
   p->train = std::make_unique<ExportedGraph>(archive.program, path, /*eval=*/false);
+  // The graph reads a tied tensor under each of its names; the module registers it once, under
+  // the name the graph reads first (the module's order: an embedding before the head tied to
+  // it), not the archive's first, which is the alphabet's.
+  std::map<std::string, size_t> order;
+  for (const auto& in : p->train->inputs()) order.emplace(in.name, order.size());
+  const auto rank = [&](const std::string& name) {
+    const auto it = order.find(name);
+    return it == order.end() ? order.size() : it->second;
+  };
+  for (auto& [alias, own] : archive.tied)
+    if (rank(alias) < rank(own)) {
+      p->weights[alias] = p->weights.at(own);
+      p->weights.erase(own);
+      std::swap(alias, own);
+    }
+  p->family.tied = archive.tied;
+  const auto causal = archive.gputrain.find("causal_lm");
+  if (causal != archive.gputrain.end() && !causal->is_boolean())
+    throw usage_error(path + ": extra/gputrain.json: causal_lm is not true or false", kPt2Hint);
+  p->family.shift_labels = causal != archive.gputrain.end() && causal->get<bool>();
   check_names(path, p->weights, *p->train);
   for (const GraphInput* in : p->train->user_inputs())
     if (in->shape.empty() || in->shape[0] >= 0)
@@ -334,7 +357,7 @@ std::unique_ptr<Program> load(const std::string& path) {
   f.width = false;
   std::vector<std::string> parameters;
   for (const auto& in : p->train->inputs())
-    if (in.kind == GraphInput::Kind::Parameter) parameters.push_back(in.name);
+    if (in.kind == GraphInput::Kind::Parameter && p->weights.count(in.name)) parameters.push_back(in.name);
   set_layers_from_names(f, parameters);
   f.twin = "the Python module exported to " + path;
   return p;

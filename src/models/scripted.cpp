@@ -38,7 +38,10 @@ class ScriptedNet : public Net {
  public:
   ScriptedNet(torch::jit::Module module, const std::string& path, const ModelSpec& spec)
       : output_(spec.output_name), module_(std::move(module)) {
+    // A tied parameter (one tensor under two names) is registered once, under its first name.
+    std::set<const c10::TensorImpl*> seen;
     for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+      if (!seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
       auto [owner, leaf] = owner_of(*this, p.name);
       owner->register_parameter(leaf, p.value, /*requires_grad=*/true);
     }
@@ -153,13 +156,12 @@ const Family& scripted_family(const std::string& path) {
   f.named_inputs = true;
   f.width = false;
   std::vector<std::string> parameters;
-  std::set<const c10::TensorImpl*> seen;
+  std::map<const c10::TensorImpl*, std::string> first;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-    // One tensor under two names (tied weights) would be two parameters to the optimizer.
-    if (!seen.insert(p.value.unsafeGetTensorImpl()).second)
-      throw usage_error(path + ": parameter '" + p.name + "' is another parameter's tensor (tied weights), which "
-                               "gputrain does not train yet",
-                        "untie them in the module (give each its own parameter) and save it again");
+    if (auto [it, added] = first.emplace(p.value.unsafeGetTensorImpl(), p.name); !added) {
+      f.tied.emplace_back(p.name, it->second);
+      continue;
+    }
     parameters.push_back(p.name);
   }
   set_layers_from_names(f, parameters);

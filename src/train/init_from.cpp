@@ -187,6 +187,24 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
         t.first = ours + t.first.substr(twin.size());
         break;
       }
+  // A tied parameter may be stored under any of its names (save_pretrained keeps one, state_dict
+  // both): it is loaded under the model's own.
+  for (const auto& [alias, own] : f.tied) {
+    const auto find = [&](const std::string& name) {
+      return std::find_if(w.tensors.begin(), w.tensors.end(), [&](const auto& t) { return t.first == name; });
+    };
+    const auto other = find(alias);
+    if (other == w.tensors.end()) continue;
+    if (const auto it = find(own); it == w.tensors.end()) {
+      other->first = own;
+    } else {
+      if (!it->second.sizes().equals(other->second.sizes()) || !torch::equal(it->second, other->second))
+        throw usage_error(fmt::format("--init_from '{}': '{}' and '{}' are one tied parameter in model {}, and differ in "
+                                      "the file", path, printable(alias), printable(own), f.name),
+                          "tie them in the module that saved the file, or untie them in the model and export it again");
+      w.tensors.erase(other);
+    }
+  }
   return w;
 }
 

@@ -15,6 +15,7 @@
 #include "config/fields.h"
 #include "config/fit_target.h"
 #include "data/schema.h"
+#include "data/shift_labels.h"
 #include "models/imported.h"
 #include "models/llama.h"
 #include "models/lora.h"
@@ -113,6 +114,12 @@ Session::Session(const Config& requested, SessionOptions options)
   if (init_weights_ && init_weights_->gpt.width > 0) shape_from_weights(*init_weights_);
   if (rc_.resolved.model == "gpt" || rc_.resolved.model == "llama") decide_lm_shape();
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
+  if (family(rc_.resolved.model).shift_labels) {
+    auto shifted = std::make_shared<DataSplits>(*data_);
+    shifted->train = shift_labels(data_->train);
+    shifted->test = shift_labels(data_->test);
+    data_ = shifted;
+  }
   resolve_from_data();
 
   if (recipe_.cuda) cuda_reset_peak(recipe_.device.index());  // the run's peak memory is its own

@@ -69,8 +69,12 @@ class Reader {
         throw usage_error(fmt::format("{}: export schema version {}.{}; gputrain reads version {}.x", path_, major,
                                       v.at("minor").get<int>(), kPt2SchemaMajor),
                           "export it again with a torch whose torch.export writes schema 8 (2.5 or later)");
-      a.weights = tensors(root + "data/weights/", name + "_weights_config.json");
-      a.constants = tensors(root + "data/constants/", name + "_constants_config.json");
+      a.weights = tensors(root + "data/weights/", name + "_weights_config.json", &a.tied);
+      a.constants = tensors(root + "data/constants/", name + "_constants_config.json", nullptr);
+      if (members_.count(root + "extra/gputrain.json")) {
+        a.gputrain = json(root + "extra/gputrain.json");
+        if (!a.gputrain.is_object()) throw usage_error(path_ + ": extra/gputrain.json is not a JSON object", kPt2Hint);
+      }
     } catch (const nlohmann::json::exception& e) {
       throw usage_error(path_ + ": " + program_member + ": malformed (" + e.what() + ")", kPt2Hint);
     }
@@ -106,12 +110,16 @@ class Reader {
   }
 
   // The tensors a config describes: {"config": {name: {path_name, use_pickle, tensor_meta}}}.
-  // An archive without the config (no constants) holds none.
-  std::vector<std::pair<std::string, torch::Tensor>> tensors(const std::string& folder, const std::string& config) {
+  // An archive without the config (no constants) holds none. Names on one stored tensor with one
+  // tensor_meta are one tensor: into `tied` as (name, the first name) when given (weights), else
+  // each its own copy (constants).
+  std::vector<std::pair<std::string, torch::Tensor>> tensors(const std::string& folder, const std::string& config,
+                                                             std::vector<std::pair<std::string, std::string>>* tied) {
     std::vector<std::pair<std::string, torch::Tensor>> out;
     if (!members_.count(folder + config)) return out;
     const auto doc = json(folder + config);
-    std::map<std::string, std::string> stored;  // path_name -> the first name stored there
+    // path_name -> the first name stored there and its tensor_meta
+    std::map<std::string, std::pair<std::string, nlohmann::json>> stored;
     for (const auto& [key, entry] : doc.at("config").items()) {
       const std::string where = path_ + ": " + key;
       if (entry.value("use_pickle", false))
@@ -128,13 +136,17 @@ class Reader {
       };
       const auto sizes = ints(meta.at("sizes")), strides = ints(meta.at("strides"));
       const int64_t offset = meta.at("storage_offset").at("as_int").get<int64_t>();
-      // Two names on one stored tensor are tied weights (out.weight = emb.weight): one parameter
-      // under two names, which gputrain's optimizer and exports do not hold yet.
+      // Two names on one stored tensor are tied weights (out.weight = emb.weight): one tensor
+      // under two names. Two different views of one storage are not a module's parameters.
       const std::string stored_at = entry.at("path_name").get<std::string>();
-      if (auto [it, added] = stored.emplace(stored_at, key); !added)
-        throw usage_error(where + ": shares its stored tensor with '" + it->second + "' (tied weights), which gputrain "
-                                  "does not train yet",
-                          "untie them in the module (give each its own parameter) and export again");
+      if (auto [it, added] = stored.emplace(stored_at, std::pair{key, meta}); !added) {
+        if (it->second.second != meta)
+          throw usage_error(where + ": another view of the tensor stored for '" + it->second.first + "'", kPt2Hint);
+        if (tied) {
+          tied->emplace_back(key, it->second.first);
+          continue;
+        }
+      }
       const auto [data, size] = bytes(folder + stored_at);
       const int64_t item = static_cast<int64_t>(c10::elementSize(*dtype));
       const auto need = sizes.size() == strides.size() && offset >= 0 ? extent(sizes, strides, offset) : std::nullopt;

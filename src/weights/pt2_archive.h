@@ -17,6 +17,12 @@ struct Pt2Archive {
   // The lifted parameters and buffers (by state_dict name) and tensor constants and
   // non-persistent buffers (by the name the signature gives them), on the CPU, by name.
   std::vector<std::pair<std::string, torch::Tensor>> weights, constants;
+  // Tied weights: (a name, the name in `weights` whose tensor it is), as state_dict lists a
+  // parameter shared by two modules (an LM head tied to its embedding) under both names.
+  std::vector<std::pair<std::string, std::string>> tied;
+  // <root>/extra/gputrain.json, written by tools/export_model.py: what the graph does not say
+  // ({"causal_lm": true}); an empty object when the archive has none.
+  nlohmann::json gputrain = nlohmann::json::object();
 };
 
 // The export-schema major version read (torch.export's serializer, PyTorch 2.5 and later).

@@ -90,6 +90,18 @@ NamedTensors model_tensors(const torch::nn::Module& model) {
   return out;
 }
 
+NamedTensors with_tied_names(NamedTensors tensors, const std::vector<std::pair<std::string, std::string>>& tied) {
+  const size_t own = tensors.size();
+  for (const auto& [alias, name] : tied)
+    for (size_t i = 0; i < own; ++i)
+      if (tensors[i].first == name) {
+        const torch::Tensor shared = tensors[i].second;  // (emplace_back may move what tensors[i] is)
+        tensors.emplace_back(alias, shared);
+        break;
+      }
+  return tensors;
+}
+
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   // Contiguous CPU copies first: the header needs every byte size, and channels_last weights
   // must be stored in the NCHW order their shape describes.

@@ -22,6 +22,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 // ("layer1.0.conv1.weight", "bn1.running_mean", "bn1.num_batches_tracked").
 NamedTensors model_tensors(const torch::nn::Module& model);
 
+// `tensors` with each tied weight's other names beside its own, as state_dict lists a shared
+// parameter: `tied` holds (another name, the name in `tensors`). safetensors cannot alias, so
+// each name is written with its copy.
+NamedTensors with_tied_names(NamedTensors tensors, const std::vector<std::pair<std::string, std::string>>& tied);
+
 // Reads a safetensors file with strict checks (header length against the file size, known
 // dtypes, shapes matching their byte spans, offsets in bounds, contiguous, not overlapping).
 // A bad file is a usage error (exit 2) naming the file and what is wrong with it.

@@ -216,6 +216,13 @@ def set_key(key, value):
     return edit
 
 
+def share_storage(state_name, with_name):
+    """`state_name` stored at `with_name`'s path: a view of another tensor's storage, not a tie."""
+    def edit(config):
+        config["config"][state_name]["path_name"] = config["config"][with_name]["path_name"]
+    return edit
+
+
 def nest_verifiers(depth):
     """An edit of model.json: the verifier list nested `depth` lists deep."""
     def edit(program):
@@ -307,6 +314,7 @@ def main():
         # 512 bytes viewed as 2^30 values through zero strides: refused before any is made.
         "zero_stride.pt2": with_json(good, weights, set_weight_meta("fc1.weight", [32768, 32768], [0, 0])),
         "deep.pt2": with_json(good, program, nest_verifiers(100)),
+        "overlap.pt2": with_json(good, weights, share_storage("fc2.weight", "fc1.weight")),
         "empty_spec.pt2": with_json(good, program, empty_first_input_spec),
         "unknown_arg.pt2": with_json(good, program, bogus_relu_argument),
         "from_file.pt2": with_json(good, program, insert_from_file(path("from_file_marker"))),
