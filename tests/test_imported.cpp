@@ -532,3 +532,18 @@ TEST_CASE("Hugging Face programs: BERT, DistilBERT, DeBERTa-v2 and GPT-2 (tied h
   }
   CHECK(code == 0);
 }
+
+TEST_CASE("text data: a CSV of reviews tokenized by a BERT folder's tokenizer trains that BERT as transformers "
+          "does, evaluates and infers, and bad texts, labels, vocabularies and inputs are one line (tests/python/text_check.py)",
+          "[imported][python][data][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("text_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  if (code == 77) {
+    WARN("transformers is not installed (.pydeps-text): --dataset text not checked against transformers");
+    return;
+  }
+  CHECK(code == 0);
+}

@@ -30,7 +30,10 @@ built-in family in the same rounds: what running a user's Python model costs aga
 data/stdlib, the README's language-model walk) against tools/gpt_pytorch.py's nanoGPT loop, in
 tokens/s.
 
-Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn,resnet50,gpt] [--precisions fp32,bf16]
+--workloads bert times a BERT-style classifier from transformers, exported to a .pt2, against
+the same transformers module in PyTorch (tools/compare_text.py; needs .pydeps-text).
+
+Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn,resnet50,gpt,bert] [--precisions fp32,bf16]
        [--rounds 3] [--markdown out.md] [--no-compile] [--profile] [--imported] [--token_data DIR]
 """
 import argparse
@@ -64,6 +67,12 @@ WORKLOADS = {
     # The small GPT of the README's language-model walk (preset gpt_cpu: 4 layers, width 128, 16 x
     # 256 tokens a step) on its shards (--token_data); the PyTorch side is tools/gpt_pytorch.py.
     "gpt": (["--preset", "gpt_cpu"], 60),
+    # A BERT-style classifier from Hugging Face transformers (4 layers, width 256, 4 heads, BERT's
+    # 30,522-word vocabulary, 3 labels) exported to a .pt2 (tools/export_model.py --hf), on texts
+    # of 128 tokens each (no padding on either side), batch 32; the PyTorch side trains the same
+    # transformers module (tools/compare_text.py makes both).
+    "bert": (["--dataset", "text", "--batch_size", "32", "--optimizer", "adamw", "--lr", "1e-4",
+              "--label_smoothing", "0", "--num_workers", "auto"], 60),
     "resnet50": (["--dataset", "synthetic", "--input_shape", "3x224x224", "--synthetic_train_size", "2048",
                   "--model", "resnet50", "--width", "64", "--batch_size", "128", "--num_workers", "auto"], 40),
 }
@@ -302,6 +311,10 @@ def main():
         if name == "gpt":
             flags = flags + ["--train_file", os.path.join(args.token_data, "train_*.bin"),
                              "--test_file", os.path.join(args.token_data, "val_*.bin")]
+        if name == "bert":
+            import compare_text
+            text_files = tempfile.TemporaryDirectory(prefix="compare_pytorch.")  # removed with the object
+            flags = flags + compare_text.prepare(text_files.name)
         flags = flags + args.gputrain_flags.split()
         steps = args.steps or default_steps
         for precision in args.precisions.split(","):
@@ -315,13 +328,15 @@ def main():
             wl, sw = bench["workload"], row["switches"]
             threads = int(bench["device"].get("intra-op threads", torch.get_num_threads()))
             torch.set_num_threads(threads)
-            gpt = wl["model"] == "gpt"
-            data = None if gpt else load_tensors(wl)
+            gpt, bert = wl["model"] == "gpt", name == "bert"
+            data = None if gpt or bert else load_tensors(wl)
 
             # A language model is timed in tokens/s (a sample is seq_len tokens).
             unit, per_sample = ("tokens/s", wl["seq_len"]) if gpt else ("samples/s", 1)
 
             def pytorch_loop(compiled):
+                if bert:
+                    return compare_text.BertLoop(text_files.name, wl, sw, device, compiled)
                 return GptLoop(wl, sw, compiled) if gpt else PyTorchLoop(wl, sw, data, device, compiled)
 
             sides = {"gputrain": [], "eager": []}

@@ -517,8 +517,8 @@ def run(argv):
     if opts.hf:
         for line in hf_export.run_hf(opts, check_operators, fail):
             print(f"{PROG}: {line}")
-        out = opts.out or "MODEL.pt2"
-        print(f"train it: gputrain train --model {shlex.quote(out)} --dataset jsonl --train_file DATA.jsonl ...")
+        print(f"train it: gputrain train --model {shlex.quote(opts.out)} --dataset text --train_file train.npz ... "
+              f"(texts from tools/prepare_text.py --text-column), or --dataset jsonl --train_file DATA.jsonl")
         return
     shape = parse_shape(opts.input_shape) if opts.input_shape else None
     value_range = parse_range(opts.input_range) if opts.input_range else None

@@ -24,8 +24,12 @@ are loaded back and compared with the model before anything is written.
 """
 import json
 import os
+import sys
 
 import torch
+
+# transformers lives in .pydeps-text beside the venv (tools/setup.sh), not in the venv itself.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".pydeps-text"))
 
 TASKS = {
     "classification": "AutoModelForSequenceClassification",
@@ -145,7 +149,7 @@ def run_hf(opts, check_operators, fail):
     got, want = logits_shape(model, example, opts.task, config)
     if got != want:
         fail(f"{type(model).__name__} gives logits of shape {got}; --task {opts.task} needs {want}")
-    out = opts.out or f"{config.model_type.replace('-', '_')}_{opts.task.replace('-', '_')}.pt2"
+    out = opts.out = opts.out or f"{config.model_type.replace('-', '_')}_{opts.task.replace('-', '_')}.pt2"
     if not out.endswith(".pt2"):
         fail(f"--out {out}: the file name must end in .pt2")
     eval_out = out[:-len(".pt2")] + ".eval.pt2"

@@ -44,6 +44,10 @@ marks the tokens the loss trains on: the response's and the end-of-text after it
 prompt's. meta.json records packed_seq_len, and DIR/prompt_template.txt is the template for
 `gputrain generate --prompt_template`. Examples are split between train and val as documents are.
 
+Labelled texts for a text classifier (--text-column, tools/labelled_text.py): a CSV, TSV or JSONL
+file of texts and labels, tokenized by the model's own tokenizer into DIR/train.npz and
+DIR/test.npz, for `gputrain train --dataset text`.
+
 Errors (no input files, an output that is a file, a bad tokenizer, a bad example) print one line
 and exit 2, before anything is written.
 """
@@ -739,6 +743,12 @@ def run_instructions(args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a == "--text-column" or a.startswith("--text-column=") for a in argv):
+        # Labelled texts for a classifier: tools/labelled_text.py.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import labelled_text
+        return labelled_text.main(argv)
     args = parse_args(argv)
     try:
         run_instructions(args) if args.instructions else run(args)

@@ -17,8 +17,8 @@ using C = Config;
 // Choices shared with other modules (the dataset factory tests that they agree with this list).
 // The models are the families' own (models/family.h): checked where a model is built.
 const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10",    "cifar100",  "image_folder",
-                                            "webdataset",    "csv",   "npy",        "jsonl",     "tokens",
-                                            "synthetic"};
+                                            "webdataset",    "csv",   "npy",        "jsonl",     "text",
+                                            "tokens",        "synthetic"};
 
 std::vector<Field> make_fields() {
   // Hyperparameters meet float32 weights in the update: a larger value cannot be converted

@@ -32,7 +32,9 @@ std::string range_text(const Field& f) {
   return kind;
 }
 
-bool file_based_task(const std::string& dataset) { return dataset == "csv" || dataset == "npy" || dataset == "jsonl"; }
+bool file_based_task(const std::string& dataset) {
+  return dataset == "csv" || dataset == "npy" || dataset == "jsonl" || dataset == "text";
+}
 
 }  // namespace
 
@@ -75,7 +77,7 @@ std::vector<std::string> config_problems(const Config& c) {
     problems.push_back("color_jitter '" + c.color_jitter +
                        "' (expected brightness[,contrast[,saturation[,hue]]] >= 0, hue <= 0.5)");
   if (c.task == "regression" && !file_based_task(c.dataset))
-    problems.push_back("task 'regression' needs float targets from --dataset csv, npy or jsonl (got '" + c.dataset + "')");
+    problems.push_back("task 'regression' needs float targets from --dataset csv, npy, jsonl or text (got '" + c.dataset + "')");
   // At F <= 1 about half the steps, those with a loss above the mean, would be skipped.
   if (c.skip_spikes > 0 && c.skip_spikes <= 1)
     problems.push_back(fmt::format("skip_spikes '{}' (expected 0 for off, or a factor above 1, e.g. 3)", c.skip_spikes));
@@ -112,9 +114,9 @@ std::vector<std::string> config_problems(const Config& c) {
   if (c.tokens_per_step > 0 && c.accumulation_steps != defaults.accumulation_steps)
     problems.push_back("--tokens_per_step decides --accumulation_steps: give one of them (got --accumulation_steps " +
                        std::to_string(c.accumulation_steps) + ")");
-  only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv, npy, jsonl or tokens");
+  only_for(!c.train_file.empty(), file_based, "--train_file is", "for --dataset csv, npy, jsonl, text or tokens");
   only_for(!c.test_file.empty(), file_based || c.dataset == "webdataset", "--test_file is",
-           "for --dataset csv, npy, jsonl, tokens or webdataset (their evaluation files)");
+           "for --dataset csv, npy, jsonl, text, tokens or webdataset (their evaluation files)");
   if (c.dataset == "webdataset" && c.data_dir.empty())
     problems.push_back("dataset 'webdataset' needs --data_dir: its training shards, e.g. 'shards/train-{000000..000127}.tar'");
   only_for(c.shuffle_buffer != defaults.shuffle_buffer, c.dataset == "webdataset", "--shuffle_buffer is",

@@ -127,7 +127,10 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
     if (is_target && f.varies()) f.pad = -100;  // cross-entropy's ignore index: padding is not trained on
     JsonlDataset::Column c;
     c.start = std::move(r.start);
-    if (f.dtype == DType::kI64) c.ints.assign(r.values.begin(), r.values.end());
+    if (f.dtype == DType::kI64) {
+      c.ints.assign(r.values.begin(), r.values.end());
+      if (!c.ints.empty()) f.largest = *std::max_element(c.ints.begin(), c.ints.end());
+    }
     else c.floats.assign(r.values.begin(), r.values.end());
     if (is_target && f.dtype == DType::kI64) {
       int64_t top = -1;

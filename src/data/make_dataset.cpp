@@ -19,6 +19,7 @@
 #include "data/idx_dataset.h"
 #include "data/image_folder.h"
 #include "data/jsonl_dataset.h"
+#include "data/text_dataset.h"
 #include "data/npy_dataset.h"
 #include "data/schema.h"
 #include "data/shard_pattern.h"
@@ -319,6 +320,28 @@ DataSplits make_jsonl(const Config& c) {
   return s;
 }
 
+// Tokenized labelled texts (tools/prepare_text.py --text-column), mapped from their .npz.
+DataSplits make_text(const Config& c) {
+  refuse_sample_transforms(c, "token ids");
+  DataSplits s;
+  auto train = load_text_dataset(c.train_file);
+  if (c.task != "auto" && (c.task == "regression") != train->is_regression())
+    throw usage_error(fmt::format("--task {}: the labels of {} are {}", c.task, c.train_file,
+                                  train->is_regression() ? "numbers with a fraction (regression)" : "classes"),
+                      "drop --task: the labels decide it");
+  s.train = train;
+  std::string eval_name = "test";
+  if (!c.test_file.empty()) s.test = load_text_dataset(c.test_file, train.get());
+  else eval_name = hold_out(c, s, "validation", "no test split");
+  const auto& names = train->class_names();
+  const std::string task = train->is_regression() ? "regression"
+                           : names.empty()        ? fmt::format("{} classes", train->num_classes())
+                                                  : fmt::format("{} classes ({})", train->num_classes(), join(names, ", "));
+  s.description = fmt::format("text {}{}: {}, {} train, {} {}", c.train_file, c.test_file.empty() ? "" : " + " + c.test_file,
+                              task, s.train->size(), s.test->size(), eval_name);
+  return s;
+}
+
 // The end-of-text token of packed instruction shards (their meta.json names packed_seq_len), or
 // -1 for plain text. Packed windows hold whole examples at one --seq_len only.
 int64_t packed_eot(const std::vector<std::string>& files, int64_t seq_len) {
@@ -412,6 +435,7 @@ DataSplits make_datasets(const Config& c) {
     throw usage_error("aa '" + c.aa + "' is not a policy",
                       "use rand-mM-nN (RandAugment, M 0..30, N 1..10, e.g. rand-m9-n2) or trivialaugmentwide");
   if (c.dataset == "jsonl") return make_jsonl(c);
+  if (c.dataset == "text") return make_text(c);
   if (c.dataset == "tokens") return make_tokens(c);
   Raw raw = load_raw(c);
   require_images(c, raw.train->sample_shape());

@@ -554,6 +554,20 @@ const std::vector<std::string>& ExportedGraph::output_names() const { return imp
 const std::vector<std::vector<int64_t>>& ExportedGraph::output_shapes() const { return impl_->output_shapes; }
 const std::vector<std::string>& ExportedGraph::mutated_buffers() const { return impl_->mutated; }
 
+int64_t ExportedGraph::embedding_rows(const std::string& name) const {
+  const Impl& g = *impl_;
+  const auto user = g.slot_of.find(name);
+  if (user == g.slot_of.end()) return -1;
+  int64_t rows = -1;
+  for (const auto& n : g.nodes)
+    if (n.target == "torch.ops.aten.embedding.default" && n.args.size() >= 2 && n.args[1].kind == Arg::Kind::Slot &&
+        n.args[1].slot == user->second && n.args[0].kind == Arg::Kind::Slot)
+      for (size_t i = 0; i < g.inputs.size(); ++i)
+        if (g.input_slots[i] == n.args[0].slot && g.inputs[i].shape.size() == 2)
+          rows = rows < 0 ? g.inputs[i].shape[0] : std::min(rows, g.inputs[i].shape[0]);
+  return rows;
+}
+
 std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::Device device) const {
   const Impl& g = *impl_;
   std::vector<c10::IValue> slots(g.slots);

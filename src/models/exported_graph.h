@@ -45,6 +45,9 @@ class ExportedGraph {
   const std::vector<std::vector<int64_t>>& output_shapes() const;
   // The buffers the graph writes back (a functional program's mutations), by state_dict name.
   const std::vector<std::string>& mutated_buffers() const;
+  // The rows of the embedding that looks up user input `name` directly (a text model's
+  // input_ids: its vocabulary), or -1 when no embedding reads it.
+  int64_t embedding_rows(const std::string& name) const;
 
   // Runs the graph on `bound` (one value per input, in inputs() order; Device arguments follow
   // `device`). Returns the user outputs, then the new value of each mutated buffer.

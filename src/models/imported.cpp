@@ -266,6 +266,13 @@ Binding bind_inputs(const Program& p, const ModelSpec& spec) {
                                       f->text(), f->varies() ? fmt::format(", up to {} long", f->longest) : ""),
                           "export with the field's sizes; a size that varies needs a torch.export.Dim as large as "
                           "the longest sample");
+      // Ids beyond the embedding's rows would index past it: a tokenizer whose vocabulary is the
+      // model's no more.
+      if (const int64_t rows = p.train->embedding_rows(in->name); rows >= 0 && f->largest >= rows)
+        throw usage_error(fmt::format("{}: input '{}' holds token id {}, and the model's embedding has {} rows", p.path,
+                                      in->name, f->largest, rows),
+                          "tokenize with the model's own tokenizer (tools/prepare_text.py --tokenizer MODEL_DIR), or "
+                          "export a model whose vocabulary holds the tokenizer's");
       b.fields.push_back(in->name);
     }
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -15,6 +16,7 @@
 #include "models/gpt.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
+#include "weights/hf_weights.h"
 #include "weights/safetensors.h"
 #include "weights/torch_save.h"
 #include "weights/unpickler.h"
@@ -94,35 +96,10 @@ void drop_gpt_extras(InitWeights& w) {
       t = torch::cat({t, torch::zeros({gpt_padded_vocab(t.size(0)) - t.size(0), t.size(1)}, t.options())});
 }
 
-}  // namespace
-
-InitWeights read_init_weights(const std::string& path, const Family& f, bool ema) {
-  InitWeights w;
-  w.path = path;
-  if (is_hf_folder(path)) {
-    // Its config.json's model_type says which family reads it.
-    const bool llama = hf_model_type(path) == "llama";
-    const std::string reader = llama ? "llama" : "gpt";
-    if (f.name != reader)
-      throw usage_error(fmt::format("--init_from '{}' is a Hugging Face {} folder, which model {} reads (got --model {})",
-                                    path, llama ? "Llama" : "GPT-2", reader, f.name),
-                        "pass --model " + reader);
-    if (ema) throw usage_error("--init_ema: '" + path + "' is a Hugging Face folder, which holds one set of weights",
-                               "drop --init_ema");
-    if (llama) {
-      w.llama = read_hf_llama_config(path);
-      w.gpt = w.llama->base;
-      w.shape_from = path + "/config.json";
-      w.format = "Hugging Face Llama";
-      w.tensors = read_hf_llama_weights(path, *w.llama);
-      return w;
-    }
-    w.gpt = read_hf_gpt2_config(path);
-    w.shape_from = path + "/config.json";
-    w.format = "Hugging Face GPT-2";
-    w.tensors = read_hf_gpt2_weights(path, w.gpt, gpt_padded_vocab(w.gpt.vocab));
-    return w;
-  }
+// A weights file, by its bytes: safetensors, a torch.save state_dict (or a nanoGPT checkpoint),
+// a gputrain checkpoint.
+void read_weights_file(InitWeights& w, const Family& f, bool ema) {
+  const std::string& path = w.path;
   const MappedFile m = map_file(path);
   auto no_ema = [&](const char* what) {
     return usage_error(fmt::format("--init_ema: '{}' is {}, which holds one set of weights", path, what),
@@ -164,6 +141,48 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
                         "re-save it with a current PyTorch: torch.save(torch.load(PATH, weights_only=True), 'weights.pt')");
     case WeightsFormat::Unknown:
       throw usage_error(path + ": not a weights file (neither safetensors nor a torch.save or gputrain zip)", kWeightsHint);
+  }
+}
+
+}  // namespace
+
+InitWeights read_init_weights(const std::string& path, const Family& f, bool ema) {
+  InitWeights w;
+  w.path = path;
+  // A model from a file (a program exported from transformers, say) takes a Hugging Face
+  // folder's weights by their own names: the folder, or the index of its shards.
+  const std::string index_name = "model.safetensors.index.json";
+  const bool index = path.size() >= index_name.size() && path.compare(path.size() - index_name.size(), index_name.size(), index_name) == 0;
+  if (!f.width && (index || is_hf_folder(path))) {
+    if (ema) throw usage_error("--init_ema: '" + path + "' is a Hugging Face model, which holds one set of weights",
+                               "drop --init_ema");
+    w.format = index ? "sharded safetensors" : "Hugging Face folder";
+    w.tensors = read_hf_weights(index ? std::filesystem::path(path).parent_path().string() : path);
+  } else if (is_hf_folder(path)) {
+    // Its config.json's model_type says which family reads it.
+    const bool llama = hf_model_type(path) == "llama";
+    const std::string reader = llama ? "llama" : "gpt";
+    if (f.name != reader)
+      throw usage_error(fmt::format("--init_from '{}' is a Hugging Face {} folder, which model {} reads (got --model {})",
+                                    path, llama ? "Llama" : "GPT-2", reader, f.name),
+                        "pass --model " + reader);
+    if (ema) throw usage_error("--init_ema: '" + path + "' is a Hugging Face folder, which holds one set of weights",
+                               "drop --init_ema");
+    if (llama) {
+      w.llama = read_hf_llama_config(path);
+      w.gpt = w.llama->base;
+      w.shape_from = path + "/config.json";
+      w.format = "Hugging Face Llama";
+      w.tensors = read_hf_llama_weights(path, *w.llama);
+      return w;
+    }
+    w.gpt = read_hf_gpt2_config(path);
+    w.shape_from = path + "/config.json";
+    w.format = "Hugging Face GPT-2";
+    w.tensors = read_hf_gpt2_weights(path, w.gpt, gpt_padded_vocab(w.gpt.vocab));
+    return w;
+  } else {
+    read_weights_file(w, f, ema);
   }
   if (w.tensors.empty()) throw usage_error(path + ": holds no tensors", kWeightsHint);
   for (bool again = true; again;) {

@@ -14,9 +14,10 @@ to its longest, as gputrain pads it). Checks:
      the update; GPT-2's head is still its embedding, exported under both names;
   2. `gputrain eval` gives the eval loss transformers gives on the test texts (the eval
      program);
-  3. GPT-2 starts from --init_from model.safetensors (save_pretrained's file, which holds the
-     tied weight once) instead of the program's own weights; on 2 ranks it ends on the weights
-     of 1 process; under bf16 autocast BERT's first loss is transformers' under autocast;
+  3. DistilBERT, DeBERTa and GPT-2 start from --init_from (the folder, the index of its shards,
+     model.safetensors, which holds GPT-2's tied weight once) instead of the program's own
+     weights; GPT-2 on 2 ranks ends on the weights of 1 process; under bf16 autocast BERT's
+     first loss is transformers' under autocast;
   4. a text longer than the program's --max-length is refused, naming both.
 Prints one line; exit code 0 = pass, 1 = a check failed, 2 = a command failed, 77 = transformers
 is absent.
@@ -153,17 +154,21 @@ def main():
             with open(d(f"{name}_{split}.jsonl"), "w") as f:
                 f.writelines(json.dumps(r) + "\n" for r in rows)
         torch.manual_seed(1)
-        auto.from_config(config).save_pretrained(d(name))  # the weights every run starts from
+        # The weights every run starts from: BERT's program holds them; the others are exported
+        # from the config alone (other random weights) and start from the folder through
+        # --init_from: DistilBERT the folder, DeBERTa the index of its shards, GPT-2 its
+        # model.safetensors (which holds the tied weight once).
+        sharded = {"max_shard_size": "40KB"} if name == "deberta" else {}
+        auto.from_config(config).save_pretrained(d(name), **sharded)
         program = d(name + ".pt2")
-        if causal:
-            # GPT-2's program is exported from the config alone (other random weights) and starts
-            # from the folder's model.safetensors through --init_from.
-            config.save_pretrained(d(name + "_config"))
-            run(tool + ["--hf", d(name + "_config"), "--task", task, "--out", program], env=env)
-        else:
-            run(tool + ["--hf", d(name), "--task", task, "--num-labels", str(CLASSES), "--out", program], env=env)
+        labels = [] if causal else ["--num-labels", str(CLASSES)]
+        config.save_pretrained(d(name + "_config"))
+        run(tool + ["--hf", d(name if name == "bert" else name + "_config"), "--task", task, "--out", program] + labels,
+            env=env)
         data = ["--dataset", "jsonl", "--train_file", d(f"{name}_train.jsonl"), "--test_file", d(f"{name}_test.jsonl")]
-        init = ["--init_from", d(name, "model.safetensors")] if causal else []
+        init = {"bert": [], "distilbert": ["--init_from", d(name)],
+                "deberta": ["--init_from", d(name, "model.safetensors.index.json")],
+                "gpt2": ["--init_from", d(name, "model.safetensors")]}[name]
         run([gputrain, "train", "--model", program] + data + init + recipe +
             ["--no-use_amp", "--output_dir", d(name + "_run"), "--export", d(name + ".st")])
         model, _ = reference(d(name), auto, train, causal)
