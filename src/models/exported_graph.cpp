@@ -18,6 +18,7 @@
 #include <torch/types.h>
 
 #include "core/error.h"
+#include "models/fast_dropout.h"
 #include "models/op_allowlist.h"
 #include "weights/export_schema.h"
 #include "weights/pt2_archive.h"
@@ -60,6 +61,11 @@ struct Node {
   std::vector<int> release;  // slots whose last reader is this node
   // An in-place detach_ run as detach: its result replaces its argument's value too.
   bool writes_back = false;
+  // aten::dropout: on the CPU, models/fast_dropout.h's (ATen's draws a Bernoulli per element
+  // from a sequential generator, 15% of a BERT step).
+  bool fast_dropout = false;
+  // aten::scaled_dot_product_attention: with dropout on the CPU, attention_with_dropout's.
+  bool attention = false;
 };
 
 // "File "net.py", line 9, in forward\n    y = self.fc(x)" -> "net.py:9 (y = self.fc(x))": the
@@ -366,6 +372,8 @@ struct ExportedGraph::Impl {
         }
       }
       n.op = c10::Dispatcher::singleton().findSchema({ns + "::" + op, overload});
+      n.fast_dropout = n.target == "torch.ops.aten.dropout.default";
+      n.attention = n.target == "torch.ops.aten.scaled_dot_product_attention.default";
       if (!n.op)
         throw fail(n, ns == "aten" ? "this LibTorch has no such operator (export with the torch gputrain was built on)"
                                    : "a custom operator ('" + ns + "' namespace) is not registered in gputrain");
@@ -628,6 +636,17 @@ std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::
       if (overflow) throw std::invalid_argument("node '" + n.name + "' (" + n.target + "): integer overflow or division by zero");
       stack.clear();
       stack.emplace_back(r);
+    } else if (n.fast_dropout && stack[0].isTensor() && stack[0].toTensor().device().is_cpu()) {
+      auto out = fast_dropout(stack[0].toTensor(), stack[1].toDouble(), stack[2].toBool());
+      stack.clear();
+      stack.emplace_back(std::move(out));
+    } else if (n.attention && stack[4].toDouble() > 0 && stack[0].toTensor().device().is_cpu()) {
+      // (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+      auto out = attention_with_dropout(stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(),
+                                        stack[3].toOptional<at::Tensor>(), stack[4].toDouble(), stack[5].toBool(),
+                                        stack[6].toOptional<double>(), stack[7].toBool());
+      stack.clear();
+      stack.emplace_back(std::move(out));
     } else {
       try {
         n.op->callBoxed(stack);
