@@ -158,8 +158,8 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
   INFO(ok.out << ok.err);
   CHECK(ok.exit_code == 0);
   CHECK_THAT(ok.out, Catch::Contains("evaluates the training graph in eval mode"));
-  // Tied weights (fc3.weight is fc1.weight) train as one parameter, saved once and exported under
-  // both names.
+  // Tied weights (fc3.weight and fc4.weight are fc1.weight) train as one parameter, saved once
+  // and exported under each name.
   auto tied = test::run_gputrain(train + (dir / "tied.pt2") + " --output_dir " + (dir / "run_tied"));
   INFO(tied.out << tied.err);
   REQUIRE(tied.exit_code == 0);
@@ -171,7 +171,9 @@ TEST_CASE("imported: bad archives are exit 2 with one line naming the file, and 
   auto both = load_safetensors(dir / "tied.safetensors");
   REQUIRE(both.count("fc1.weight") == 1);
   REQUIRE(both.count("fc3.weight") == 1);
+  REQUIRE(both.count("fc4.weight") == 1);
   CHECK(torch::equal(both["fc1.weight"], both["fc3.weight"]));
+  CHECK(torch::equal(both["fc1.weight"], both["fc4.weight"]));
   for (const auto& [name, start] : read_pt2(dir / "tied.pt2").weights)
     if (name == "fc1.weight" || name == "fc3.weight") CHECK(!torch::equal(both["fc1.weight"], start));  // it trained
   // A program of two outputs trains on its first, or on --output_name; a name it lacks is refused.

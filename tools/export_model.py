@@ -120,8 +120,15 @@ def parse_args(argv):
     opts = p.parse_args(argv)
     hf_only = ("task", "num_labels", "inputs", "max_length")
     if opts.hf:
-        if opts.target or opts.input_shape or opts.data:
-            fail("--hf exports a Hugging Face model: give no MODULE:CLASS, --input-shape or --data with it")
+        module_flags = [f for f, given in (("MODULE:CLASS", opts.target), ("--input-shape", opts.input_shape),
+                                           ("--data", opts.data), ("--target", opts.target_field),
+                                           ("--output-name", opts.output_name), ("--input-range", opts.input_range),
+                                           ("--weights", opts.weights), ("--no-eval", opts.no_eval),
+                                           ("--args", opts.args != "[]"), ("--kwargs", opts.kwargs != "{}"),
+                                           ("--input-dtype", opts.input_dtype != "float32")) if given]
+        if module_flags:
+            fail(f"--hf exports a Hugging Face model with its own inputs, weights and eval program: "
+                 f"{', '.join(module_flags)} go with a MODULE:CLASS instead")
         if not opts.task:
             fail("--hf needs --task: " + ", ".join(hf_export.TASKS))
         return opts

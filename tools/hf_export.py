@@ -71,7 +71,14 @@ def load_model(source, task, num_labels, fail):
             model = auto.from_config(config)
     except ValueError as e:
         fail(f"--hf {source}: {config.model_type} has no {task} model in transformers ({first_line(e)})")
+    except (OSError, RuntimeError) as e:  # unreadable weights, or a head of another shape
+        fail(f"--hf {source}: transformers cannot load its weights as {TASKS[task]} ({' '.join(str(e).split())[:200]}); "
+             f"a pretrained head of another size needs --num-labels to match, or a folder without it")
     return model.train(), config, has_weights
+
+
+def count_text(n):
+    return f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n:,}"
 
 
 def first_line(error):
@@ -186,7 +193,7 @@ def run_hf(opts, check_operators, fail):
     head = (f"{config.num_labels} labels" if opts.task in ("classification", "token-classification")
             else f"vocabulary {config.vocab_size}")
     return [
-        f"{out} (train; {type(model).__name__}, {sum(p.numel() for p in unique.values()) / 1e6:.1f} M parameters"
+        f"{out} (train; {type(model).__name__}, {count_text(sum(p.numel() for p in unique.values()))} parameters"
         f"{f', {tied} tied' if tied else ''}, {'weights from ' + opts.hf if has_weights else 'random weights'}; "
         f"{head}; inputs {', '.join(names)} of up to {longest} tokens"
         f"{'; labels shifted by gputrain (causal LM)' if opts.task == 'causal-lm' else ''})",

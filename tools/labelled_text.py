@@ -33,6 +33,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import random
 import sys
@@ -72,17 +73,19 @@ def parse_args(argv):
         ap.error("--text-column takes one column, or two joined by a comma (a text pair)")
     if args.max_length is not None and args.max_length < 2:
         ap.error("--max-length must be 2 or more (a model's special tokens alone take two)")
-    if not 0 <= args.val_fraction < 1:
-        ap.error("--val-fraction must be in [0, 1)")
+    if not 0 < args.val_fraction < 1 and args.label_column and not args.test:
+        ap.error("--val-fraction must be in (0, 1), or give --test FILE")
     if not args.label_column and (args.test or args.classes):
         ap.error("--test and --classes go with --label-column")
     return args
 
 
 def decode_utf8(path, data):
-    """The file's text; bytes that are not UTF-8 fail naming the line."""
+    """The file's text (a byte-order mark dropped); bytes that are not UTF-8 fail naming the line."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         fail(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); save the file as UTF-8")
@@ -97,7 +100,8 @@ def read_rows(path, columns):
         fail(f"{path}: {e.strerror}")
     rows = []
     if path.endswith(".jsonl"):
-        for number, line in enumerate(text.splitlines(), 1):
+        # "\n" alone ends a line: U+2028 and friends are legal inside a JSON string.
+        for number, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
@@ -108,7 +112,10 @@ def read_rows(path, columns):
                 fail(f"{path}:{number}: not a JSON object")
             rows.append((number, row))
     elif path.endswith((".csv", ".tsv")):
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.endswith(".tsv") else ",")
+        # TSV (GLUE's files) has no quoting: a text may begin with a quote mark.
+        tsv = path.endswith(".tsv")
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",",
+                                quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
         try:
             for row in reader:
                 rows.append((reader.line_num, row))
@@ -127,13 +134,25 @@ def read_rows(path, columns):
     return rows
 
 
+def number(v):
+    """A label as a finite number, or None."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def check_labels(path, rows, column):
+    """An empty label, or NaN or infinity, fails naming its line."""
+    for line, row in rows:
+        v = row[column]
+        if str(v).strip() == "" or (number(v) is None and str(v).strip().lower() in ("nan", "inf", "-inf", "infinity")):
+            fail(f"{path}:{line}: label {str(v)!r} is empty or not a finite number; give every text its label")
+
+
 def label_kind(values):
     """'ids' (whole numbers), 'regression' (numbers with a fraction) or 'names'."""
-    def number(v):
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            return None
     parsed = [number(v) for v in values]
     if any(p is None for p in parsed):
         return "names"
@@ -142,21 +161,23 @@ def label_kind(values):
 
 def encode_labels(path, rows, column, kind, classes):
     out = []
-    for number, row in rows:
+    for line, row in rows:
         v = row[column]
+        x = number(v)
         if kind == "regression":
-            out.append(float(v))
+            if x is None:
+                fail(f"{path}:{line}: label {v!r} is not a number like the training labels")
+            out.append(x)
         elif kind == "ids":
-            try:
-                c = int(float(v))
-            except (TypeError, ValueError):
-                fail(f"{path}:{number}: label {v!r} is not a class id like the training labels")
+            if x is None or x != int(x):
+                fail(f"{path}:{line}: label {v!r} is not a class id (a whole number) like the training labels")
+            c = int(x)
             if c < 0 or (classes and c >= len(classes)):
-                fail(f"{path}:{number}: label {c} is outside the classes 0..{len(classes) - 1 if classes else 'N'}")
+                fail(f"{path}:{line}: label {c} is outside the classes 0..{len(classes) - 1 if classes else 'N'}")
             out.append(c)
         else:
             if str(v) not in classes:
-                fail(f"{path}:{number}: label {str(v)!r} is not one of the classes ({', '.join(classes[:8])}"
+                fail(f"{path}:{line}: label {str(v)!r} is not one of the classes ({', '.join(classes[:8])}"
                      f"{' ...' if len(classes) > 8 else ''})")
             out.append(classes.index(str(v)))
     return np.array(out, dtype=np.float32 if kind == "regression" else np.int64)
@@ -193,13 +214,15 @@ def load_tokenizer(spec):
         except Exception as e:
             fail(f"--tokenizer {spec}: not a tokenizer.json ({' '.join(str(e).split())[:160]})")
 
+        padding = tok.padding
+        tok.no_padding()  # each text its own length: gputrain pads per batch
+
         def encode(texts, pairs, max_length):
             tok.no_truncation()
             full = tok.encode_batch(list(zip(texts, pairs)) if pairs else texts)
             tok.enable_truncation(max_length)
             cut = tok.encode_batch(list(zip(texts, pairs)) if pairs else texts)
             return [e.ids for e in cut], [e.type_ids for e in cut], sum(len(e.ids) > max_length for e in full)
-        padding = tok.padding
         return encode, os.path.abspath(spec), tok.get_vocab_size(), padding["pad_id"] if padding else 0, None
     fail(f"--tokenizer {spec}: neither a Hugging Face model folder nor a tokenizer.json")
 
@@ -210,6 +233,10 @@ def tokenize(path, rows, args, encode, pad):
     pairs = [str(row[args.text_columns[1]]) for _, row in rows] if len(args.text_columns) == 2 else None
     empty = sum(1 for t in texts if not t.strip())
     ids, types, truncated = encode(texts, pairs, args.max_length)
+    for (line, _), row in zip(rows, ids):
+        if not row:
+            fail(f"{path}:{line}: the text encodes to no tokens (an empty text, and a tokenizer that adds none); "
+                 f"drop it or give it words")
     longest = max(len(i) for i in ids)
     arrays = {"input_ids": np.full((len(ids), longest), pad, dtype=np.int32),
               "lengths": np.array([len(i) for i in ids], dtype=np.int32)}
@@ -233,6 +260,8 @@ def save_npz(path, arrays):
 def run(args):
     columns = args.text_columns + ([args.label_column] if args.label_column else [])
     rows = read_rows(args.input, columns)
+    if not args.label_column and os.path.exists(os.path.join(args.out, "train.npz")):
+        fail(f"--out {args.out} holds labelled texts (train.npz), whose meta.json this would replace; give another folder")
     encode, source, vocab, pad, limit = load_tokenizer(args.tokenizer)
     if args.max_length is None:
         args.max_length = min(limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
@@ -247,7 +276,10 @@ def run(args):
                 fail(f"{args.input}: {len(rows)} texts leave no test split at --val-fraction {args.val_fraction} "
                      f"(give --test FILE or another fraction)")
             splits = {"train": [rows[i] for i in sorted(order[held:])], "test": [rows[i] for i in sorted(order[:held])]}
-        values = [row[args.label_column] for _, row in splits["train"]]
+        for split, split_rows in splits.items():
+            check_labels(args.test if split == "test" and args.test else args.input, split_rows, args.label_column)
+        # The classes of the whole input: a rare one may fall in the held-out part alone.
+        values = [row[args.label_column] for _, row in (splits["train"] if args.test else rows)]
         kind = label_kind(values)
         if args.classes:
             classes = [c for c in args.classes.split(",") if c]

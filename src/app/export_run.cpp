@@ -111,7 +111,8 @@ int run_export(const ExportRequest& q) {
                    {"gputrain_step", std::to_string(meta.step)},
                    {"gputrain_checkpoint", q.checkpoint},
                    {"gputrain_weights", ema ? "ema" : "raw"}};
-  if (auto record = nlohmann::json::parse(meta.config_json, nullptr, false); record.is_object()) {
+  const auto record = nlohmann::json::parse(meta.config_json, nullptr, false);
+  if (record.is_object()) {
     const auto resolved = read_config_record(record).resolved;
     if (resolved.is_object() && resolved.contains("model") && resolved["model"].is_string())
       info["gputrain_model"] = resolved["model"].get<std::string>();
@@ -128,13 +129,13 @@ int run_export(const ExportRequest& q) {
   }
   if (q.format == "hf") return export_hf(q, weights, meta, ema);
   // A tied parameter goes under each of its names (the run recorded them).
-  if (auto record = nlohmann::json::parse(meta.config_json, nullptr, false);
-      record.is_object() && record.contains("tied_weights") && record["tied_weights"].is_object()) {
+  if (record.is_object() && record.contains("tied_weights") && record["tied_weights"].is_object()) {
     std::vector<std::pair<std::string, std::string>> tied;
     for (const auto& [alias, own] : record["tied_weights"].items())
       if (own.is_string()) tied.emplace_back(alias, own.get<std::string>());
     weights = with_tied_names(std::move(weights), tied);
-  }  save_safetensors(q.out, weights, info);
+  }
+  save_safetensors(q.out, weights, info);
   fmt::print("wrote {} ({} tensors from {}, step {}, {})\n", q.out, weights.size(), q.checkpoint, meta.step,
              ema ? "the EMA average" : "raw weights");
   return 0;

@@ -173,6 +173,7 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
     // varies in both, padded alike, up to the longer of their longest.
     for (auto& a : want.fields) {
       TensorField& b = *const_cast<TensorField*>(schema.find(a.name));
+      a.largest = b.largest = std::max(a.largest, b.largest);  // ids: checked against the model's embedding
       if (a.varies() || b.varies()) {
         a.shape.front() = b.shape.front() = -1;
         a.pad = b.pad = a.name == want.target ? -100 : 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,8 +45,10 @@ void TextDataset::get_fields(int64_t index, FieldWriter& out, uint64_t) const {
     for (int64_t t = 0; t < length; ++t) types[t] = integer_at(types_, first + t);
   }
   void* label = out.field(f, 0);
-  if (regression_) *static_cast<float*>(label) = static_cast<float>(labels_.at(index));
-  else *static_cast<int64_t*>(label) = labelled_ ? integer_at(labels_, index) : kNoLabel;
+  if (regression_)  // a text without a label: NaN, no value to compare with
+    *static_cast<float*>(label) = labelled_ ? static_cast<float>(labels_.at(index)) : std::numeric_limits<float>::quiet_NaN();
+  else
+    *static_cast<int64_t*>(label) = labelled_ ? integer_at(labels_, index) : kNoLabel;
 }
 
 std::shared_ptr<TextDataset> load_text_dataset(const std::string& path, const TextDataset* train) {
@@ -76,7 +79,6 @@ std::shared_ptr<TextDataset> load_text_dataset(const std::string& path, const Te
     if (n < 1 || n > d.width_)
       throw usage_error(fmt::format("{}: text {} has length {}, outside 1..{}", path, i, n, d.width_), kHint);
     d.lengths_.push_back(static_cast<int32_t>(n));
-    d.tokens_ += n;
     for (int64_t t = 0; t < n; ++t) {
       const int64_t id = integer_at(d.ids_, i * d.width_ + t);
       if (id < 0) throw usage_error(fmt::format("{}: text {} holds the token id {}", path, i, id), kHint);
@@ -108,6 +110,7 @@ std::shared_ptr<TextDataset> load_text_dataset(const std::string& path, const Te
       for (const auto& c : meta["classes"]) d.class_names_.push_back(c.is_string() ? c.get<std::string>() : c.dump());
   }
   if (train) {
+    if (!d.labelled_) d.regression_ = train->regression_;  // new texts, read as the training data's kind
     if (train->pairs_ != d.pairs_ || train->regression_ != d.regression_)
       throw usage_error(path + ": its texts or labels are not of the training data's kind (pairs, classes or regression)",
                         "tokenize both splits in one run of tools/prepare_text.py");
@@ -133,14 +136,22 @@ std::shared_ptr<TextDataset> load_text_dataset(const std::string& path, const Te
   d.schema_ = std::make_shared<SampleSchema>();
   SampleSchema& s = *d.schema_;
   s.target = "labels";
+  // One layout for both splits, as the model is bound to the training split's: the longer
+  // longest, the larger largest id, in both.
   int64_t longest = *std::max_element(d.lengths_.begin(), d.lengths_.end());
-  if (train) longest = std::max(longest, train->schema_->find("input_ids")->longest);
+  if (train) {
+    longest = std::max(longest, train->schema_->fields.front().longest);
+    largest = std::max(largest, train->schema_->fields.front().largest);
+    for (auto& f : train->schema_->fields)
+      if (f.varies()) f.longest = longest;
+    train->schema_->fields.front().largest = largest;
+  }
   auto tokens = [&](const char* name) {
     TensorField f{name, DType::kI64, {-1}, 0, longest};
     return f;
   };
   s.fields.push_back(tokens("input_ids"));
-  s.fields.back().largest = train ? std::max(largest, train->schema_->fields.front().largest) : largest;
+  s.fields.back().largest = largest;
   s.fields.push_back(tokens("attention_mask"));
   if (d.pairs_) s.fields.push_back(tokens("token_type_ids"));
   s.fields.push_back(TensorField{"labels", d.regression_ ? DType::kF32 : DType::kI64, {}, 0});

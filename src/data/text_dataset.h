@@ -5,7 +5,8 @@
 // meta.json beside it (the class names, the tokenizer's vocabulary). Each sample is cut to its
 // own length, so a batch is padded to its own longest text, not the file's:
 //   input_ids i64[-1], attention_mask i64[-1] (ones), token_type_ids i64[-1] (pairs), labels.
-// A file without labels (new texts, for `infer`) gives the label -100, which no loss counts.
+// A file without labels (new texts, for `infer`) gives the label -100, which no loss counts (NaN
+// for a regression model's).
 #pragma once
 #include <memory>
 #include <string>
@@ -27,14 +28,13 @@ class TextDataset : public Dataset {
   void get_fields(int64_t index, FieldWriter& out, uint64_t seed) const override;
   // meta.json's class names (empty for regression, or without meta.json).
   const std::vector<std::string>& class_names() const { return class_names_; }
-  int64_t tokens() const { return tokens_; }  // the texts' tokens, without padding
 
  private:
   friend std::shared_ptr<TextDataset> load_text_dataset(const std::string&, const TextDataset*);
-  std::shared_ptr<SampleSchema> schema_;
+  std::shared_ptr<SampleSchema> schema_;  // a test split widens the training split's (longest, largest)
   NpyArray ids_, types_, labels_;
   std::vector<int32_t> lengths_;
-  int64_t n_ = 0, width_ = 0, classes_ = 0, tokens_ = 0;
+  int64_t n_ = 0, width_ = 0, classes_ = 0;
   bool pairs_ = false, labelled_ = false, regression_ = false;
   std::vector<std::string> class_names_;
 };

@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <regex>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -566,10 +567,19 @@ int64_t ExportedGraph::embedding_rows(const std::string& name) const {
   const Impl& g = *impl_;
   const auto user = g.slot_of.find(name);
   if (user == g.slot_of.end()) return -1;
+  // The input and what only reshapes it (GPT-2 views its ids before the embedding).
+  std::set<int> same = {user->second};
+  static const std::set<std::string> reshapes = {"torch.ops.aten.view.default", "torch.ops.aten.reshape.default",
+                                                 "torch.ops.aten._unsafe_view.default", "torch.ops.aten.clone.default",
+                                                 "torch.ops.aten.contiguous.default", "torch.ops.aten.flatten.using_ints"};
+  for (const auto& n : g.nodes)
+    if (reshapes.count(n.target) && !n.args.empty() && n.args[0].kind == Arg::Kind::Slot && same.count(n.args[0].slot) &&
+        !n.outputs.empty() && n.outputs[0].slot >= 0)
+      same.insert(n.outputs[0].slot);
   int64_t rows = -1;
   for (const auto& n : g.nodes)
     if (n.target == "torch.ops.aten.embedding.default" && n.args.size() >= 2 && n.args[1].kind == Arg::Kind::Slot &&
-        n.args[1].slot == user->second && n.args[0].kind == Arg::Kind::Slot)
+        same.count(n.args[1].slot) && n.args[0].kind == Arg::Kind::Slot)
       for (size_t i = 0; i < g.inputs.size(); ++i)
         if (g.input_slots[i] == n.args[0].slot && g.inputs[i].shape.size() == 2)
           rows = rows < 0 ? g.inputs[i].shape[0] : std::min(rows, g.inputs[i].shape[0]);
@@ -636,20 +646,22 @@ std::vector<at::Tensor> ExportedGraph::run(std::vector<c10::IValue> bound, c10::
       if (overflow) throw std::invalid_argument("node '" + n.name + "' (" + n.target + "): integer overflow or division by zero");
       stack.clear();
       stack.emplace_back(r);
-    } else if (n.fast_dropout && stack[0].isTensor() && stack[0].toTensor().device().is_cpu()) {
-      auto out = fast_dropout(stack[0].toTensor(), stack[1].toDouble(), stack[2].toBool());
-      stack.clear();
-      stack.emplace_back(std::move(out));
-    } else if (n.attention && stack[4].toDouble() > 0 && stack[0].toTensor().device().is_cpu()) {
-      // (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-      auto out = attention_with_dropout(stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(),
-                                        stack[3].toOptional<at::Tensor>(), stack[4].toDouble(), stack[5].toBool(),
-                                        stack[6].toOptional<double>(), stack[7].toBool());
-      stack.clear();
-      stack.emplace_back(std::move(out));
     } else {
       try {
-        n.op->callBoxed(stack);
+        if (n.fast_dropout && stack[0].toTensor().device().is_cpu()) {
+          auto out = fast_dropout(stack[0].toTensor(), stack[1].toDouble(), stack[2].toBool());
+          stack.clear();
+          stack.emplace_back(std::move(out));
+        } else if (n.attention && stack.size() == 8 && stack[4].toDouble() > 0 && stack[0].toTensor().device().is_cpu()) {
+          // (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+          auto out = attention_with_dropout(stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(),
+                                            stack[3].toOptional<at::Tensor>(), stack[4].toDouble(), stack[5].toBool(),
+                                            stack[6].toOptional<double>(), stack[7].toBool());
+          stack.clear();
+          stack.emplace_back(std::move(out));
+        } else {
+          n.op->callBoxed(stack);
+        }
       } catch (const c10::OutOfMemoryError&) {
         throw;
       } catch (const c10::Error& e) {

@@ -71,7 +71,10 @@ class FastDropout : public torch::autograd::Function<FastDropout> {
 torch::Tensor attention_with_dropout(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      const std::optional<torch::Tensor>& mask, double p, bool is_causal,
                                      std::optional<double> scale, bool gqa) {
-  if (p == 0.0 || !q.device().is_cpu())
+  // ATen's own for what it does as fast, or refuses: no dropout, another device, p >= 1, a causal
+  // flag with a mask, a negative scale, double precision.
+  if (p <= 0.0 || p >= 1.0 || !q.device().is_cpu() || (is_causal && mask && mask->defined()) || (scale && *scale < 0) ||
+      q.scalar_type() == torch::kDouble)
     return at::scaled_dot_product_attention(q, k, v, mask, p, is_causal, scale, gqa);
   const int64_t L = q.size(-2), S = k.size(-2);
   const double root = std::sqrt(scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
@@ -85,14 +88,19 @@ torch::Tensor attention_with_dropout(const torch::Tensor& q, const torch::Tensor
   const auto additive = [&](const torch::Tensor& allowed) {
     return torch::zeros_like(allowed, scores.options()).masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
   };
+  // Added in the scores' dtype, as ATen's math form adds in place.
   if (is_causal) scores = scores + additive(torch::ones({L, S}, q.options().dtype(torch::kBool)).tril());
-  if (mask && mask->defined()) scores = scores + (mask->scalar_type() == torch::kBool ? additive(*mask) : *mask);
+  if (mask && mask->defined())
+    scores = scores + (mask->scalar_type() == torch::kBool ? additive(*mask) : mask->to(scores.scalar_type()));
   auto weights = at::_safe_softmax(scores, -1);
   return at::matmul(FastDropout::apply(weights, p), value);
 }
 
 torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool train) {
-  if (!train || p == 0.0 || !x.device().is_cpu() || !x.is_floating_point() || p >= 1.0) return at::dropout(x, p, train);
+  // ATen's own for eval, p outside (0, 1) (it refuses p < 0, zeroes at p = 1), double precision
+  // (the kernel scales in float) and other devices.
+  if (!train || p <= 0.0 || p >= 1.0 || !x.device().is_cpu() || !x.is_floating_point() || x.scalar_type() == torch::kDouble)
+    return at::dropout(x, p, train);
   return FastDropout::apply(x, p);
 }
 

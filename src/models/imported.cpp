@@ -288,19 +288,32 @@ std::unique_ptr<Program> load(const std::string& path) {
   p->train = std::make_unique<ExportedGraph>(archive.program, path, /*eval=*/false);
   // The graph reads a tied tensor under each of its names; the module registers it once, under
   // the name the graph reads first (the module's order: an embedding before the head tied to
-  // it), not the archive's first, which is the alphabet's.
+  // it), not the archive's first, which is the alphabet's. A tensor may have several other names
+  // (an encoder-decoder's shared embedding, both sides' and the head's).
   std::map<std::string, size_t> order;
   for (const auto& in : p->train->inputs()) order.emplace(in.name, order.size());
   const auto rank = [&](const std::string& name) {
     const auto it = order.find(name);
     return it == order.end() ? order.size() : it->second;
   };
-  for (auto& [alias, own] : archive.tied)
-    if (rank(alias) < rank(own)) {
-      p->weights[alias] = p->weights.at(own);
-      p->weights.erase(own);
-      std::swap(alias, own);
+  std::map<std::string, std::vector<std::string>> names;  // the archive's stored name -> all its names
+  for (const auto& [alias, stored] : archive.tied) {
+    auto& group = names[stored];
+    if (group.empty()) group.push_back(stored);
+    group.push_back(alias);
+  }
+  archive.tied.clear();
+  for (auto& [stored, group] : names) {
+    const std::string kept = *std::min_element(group.begin(), group.end(), [&](const auto& x, const auto& y) {
+      return rank(x) < rank(y);
+    });
+    if (kept != stored) {
+      p->weights[kept] = p->weights.at(stored);
+      p->weights.erase(stored);
     }
+    for (const auto& name : group)
+      if (name != kept) archive.tied.emplace_back(name, kept);
+  }
   p->family.tied = archive.tied;
   const auto causal = archive.gputrain.find("causal_lm");
   if (causal != archive.gputrain.end() && !causal->is_boolean())
@@ -364,7 +377,7 @@ std::unique_ptr<Program> load(const std::string& path) {
   f.width = false;
   std::vector<std::string> parameters;
   for (const auto& in : p->train->inputs())
-    if (in.kind == GraphInput::Kind::Parameter && p->weights.count(in.name)) parameters.push_back(in.name);
+    if (in.kind == GraphInput::Kind::Parameter) parameters.push_back(in.name);  // a tied head's name too: its layer
   set_layers_from_names(f, parameters);
   f.twin = "the Python module exported to " + path;
   return p;

@@ -189,7 +189,8 @@ InitWeights read_init_weights(const std::string& path, const Family& f, bool ema
     again = false;
     for (const auto& p : kPrefixes) {
       // A prefix the family's own names start with is theirs (llama's "model."), not a wrapper's.
-      const bool own = std::any_of(f.layers.begin(), f.layers.end(), [&](const auto& l) { return l.rfind(p, 0) == 0; });
+      const bool own = std::any_of(f.layers.begin(), f.layers.end(),
+                                   [&](const auto& l) { return l.rfind(p, 0) == 0 || l + "." == p; });
       const bool all = std::all_of(w.tensors.begin(), w.tensors.end(),
                                    [&](const auto& t) { return t.first.size() > p.size() && t.first.rfind(p, 0) == 0; });
       if (own || !all) continue;

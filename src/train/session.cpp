@@ -114,7 +114,9 @@ Session::Session(const Config& requested, SessionOptions options)
   if (init_weights_ && init_weights_->gpt.width > 0) shape_from_weights(*init_weights_);
   if (rc_.resolved.model == "gpt" || rc_.resolved.model == "llama") decide_lm_shape();
   data_ = options_.data ? options_.data : std::make_shared<const DataSplits>(make_datasets(rc_.resolved));
-  if (family(rc_.resolved.model).shift_labels) {
+  // Token shards' labels are the next tokens already (data/token_dataset.h): shifted once more
+  // they would train the token after next.
+  if (family(rc_.resolved.model).shift_labels && rc_.resolved.dataset != "tokens") {
     auto shifted = std::make_shared<DataSplits>(*data_);
     shifted->train = shift_labels(data_->train);
     shifted->test = shift_labels(data_->test);

@@ -136,6 +136,11 @@ def main():
     refused(tool("prepare_text.py") + [d("latin1.csv"), "--text-column", "text", "--label-column", "label",
                                        "--tokenizer", d("bert"), "--out", d("bad1")],
             "latin1.csv:3: not UTF-8", out_dir=d("bad1"))
+    with open(d("no_label.csv"), "w") as f:
+        f.write("text,label\nIt is fine,neutral\nNo idea,\n")
+    refused(tool("prepare_text.py") + [d("no_label.csv"), "--text-column", "text", "--label-column", "label",
+                                       "--tokenizer", d("bert"), "--test", d("no_label.csv"), "--out", d("bad5")],
+            "no_label.csv:3: label '' is empty", out_dir=d("bad5"))
     with open(d("odd_test.csv"), "w") as f:
         f.write("text,label\nIt is fine,neutral\nI am furious,angry\n")
     refused(tool("prepare_text.py") + [d("reviews.csv"), "--text-column", "text", "--label-column", "label",
