@@ -251,10 +251,20 @@ def tokenize(path, rows, args, encode, pad):
     return arrays, counts
 
 
+def replace_file(path, write):
+    """Writes through `write(tmp)` and renames into place; a symlink's file is replaced where it
+    lies, so the link stays a link."""
+    target = os.path.realpath(path)
+    tmp = target + ".tmp"
+    write(tmp)
+    os.replace(tmp, target)
+
+
 def save_npz(path, arrays):
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+    replace_file(path, write)
 
 
 def run(args):
@@ -312,10 +322,10 @@ def run(args):
             "labels": {"ids": "classes", "names": "classes", "regression": "regression"}.get(kind, "none"),
             "classes": classes, "counts": {s: c for s, (_, c) in encoded.items()},
             "inputs": [os.path.abspath(p) for p in [args.input] + ([args.test] if args.test else [])]}
-    tmp = os.path.join(args.out, "meta.json.tmp")
-    with open(tmp, "w") as f:
-        f.write(json.dumps(meta, indent=1) + "\n")
-    os.replace(tmp, os.path.join(args.out, "meta.json"))
+    def write_meta(tmp):
+        with open(tmp, "w") as f:
+            f.write(json.dumps(meta, indent=1) + "\n")
+    replace_file(os.path.join(args.out, "meta.json"), write_meta)
 
     print(f"{PROG}: tokenizer {source} (vocabulary {vocab:,}), texts cut to {args.max_length} tokens")
     for split, (arrays, c) in encoded.items():
