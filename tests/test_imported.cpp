@@ -549,3 +549,19 @@ TEST_CASE("text data: a CSV of reviews tokenized by a BERT folder's tokenizer tr
   }
   CHECK(code == 0);
 }
+
+TEST_CASE("text data: a CSV tokenized by gputrain with a SentencePiece model trains as the same CSV tokenized by "
+          "transformers, multi-label, class weights, macro-F1 and padding share against references, hostile tables "
+          "one line (tests/python/text_table_check.py)",
+          "[imported][python][data][cli]") {
+  if (!test::have_python()) return;
+  test::TempDir dir;
+  std::string log;
+  const int code = test::python("text_table_check.py " + std::string(test::gputrain_exe()) + " " + dir.path.string(), log);
+  INFO(log);
+  if (code == 77) {
+    WARN("transformers, sentencepiece or protobuf is not installed (.pydeps-text): tables of texts not checked");
+    return;
+  }
+  CHECK(code == 0);
+}

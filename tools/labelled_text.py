@@ -7,6 +7,7 @@ INPUT is a CSV (.csv), TSV (.tsv) or JSONL (.jsonl) file of texts. --text-column
 (two names joined by a comma, e.g. premise,hypothesis, for text pairs). --label-column names the
 label: whole numbers are class ids as they are; other words are class names, numbered in sorted
 order (or in the order of --classes a,b,c); numbers with a fraction are a regression target.
+Several label columns joined by commas (toxic,obscene,insult) are multi-label: a 0 or a 1 each.
 Without --label-column the texts have no label (new texts, for `gputrain infer`).
 
 --tokenizer is a Hugging Face model folder (transformers' AutoTokenizer reads it: WordPiece
@@ -22,7 +23,8 @@ without labels), each with
   lengths        int32 [N]     each text's tokens (gputrain cuts each sample to it, so that a
                                batch is padded only to its own longest)
   token_type_ids uint8 [N, L]  text pairs only
-  labels         int64 [N] (class ids) or float32 [N] (a regression target)
+  labels         int64 [N] (class ids), float32 [N] (a regression target) or float32 [N, K]
+                 (K label columns of 0/1: multi-label)
 and DIR/meta.json: the tokenizer, the classes' names, the counts (texts, truncated, empty).
 
 Errors print one line (the file and line where there is one) and exit 2: a text that is not
@@ -59,7 +61,8 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("input", metavar="INPUT", help="a .csv, .tsv or .jsonl file of texts")
     ap.add_argument("--text-column", required=True, help="the text's column (two, comma-separated, for pairs)")
-    ap.add_argument("--label-column", help="the label's column (none: texts without labels, for infer)")
+    ap.add_argument("--label-column", help="the label's column, or several of 0/1 joined by commas (multi-label); "
+                    "none: texts without labels, for infer")
     ap.add_argument("--classes", help="the class names in id order (default: sorted)")
     ap.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json", help="the model's tokenizer")
     ap.add_argument("--max-length", type=int, help="tokens a text is cut to (default: the tokenizer's, at most 512)")
@@ -77,7 +80,22 @@ def parse_args(argv):
         ap.error("--val-fraction must be in (0, 1), or give --test FILE")
     if not args.label_column and (args.test or args.classes):
         ap.error("--test and --classes go with --label-column")
+    args.label_columns = [c for c in (args.label_column or "").split(",") if c]
+    if len(args.label_columns) > 1 and args.classes:
+        ap.error("--classes names the classes of one label column; several are multi-label, named by their columns")
     return args
+
+
+def encode_multilabel(path, rows, columns):
+    """float32 [N, K]: each label column's 0 or 1."""
+    out = np.zeros((len(rows), len(columns)), dtype=np.float32)
+    for n, (line, row) in enumerate(rows):
+        for k, c in enumerate(columns):
+            x = number(row[c])
+            if x not in (0.0, 1.0):
+                fail(f"{path}:{line}: '{c}' is {str(row[c])!r}; several label columns are multi-label, a 0 or a 1 each")
+            out[n, k] = x
+    return out
 
 
 def decode_utf8(path, data):
@@ -268,7 +286,7 @@ def save_npz(path, arrays):
 
 
 def run(args):
-    columns = args.text_columns + ([args.label_column] if args.label_column else [])
+    columns = args.text_columns + args.label_columns
     rows = read_rows(args.input, columns)
     if not args.label_column and os.path.exists(os.path.join(args.out, "train.npz")):
         fail(f"--out {args.out} holds labelled texts (train.npz), whose meta.json this would replace; give another folder")
@@ -287,7 +305,13 @@ def run(args):
                      f"(give --test FILE or another fraction)")
             splits = {"train": [rows[i] for i in sorted(order[held:])], "test": [rows[i] for i in sorted(order[:held])]}
         for split, split_rows in splits.items():
-            check_labels(args.test if split == "test" and args.test else args.input, split_rows, args.label_column)
+            for column in args.label_columns:
+                check_labels(args.test if split == "test" and args.test else args.input, split_rows, column)
+    if len(args.label_columns) > 1:
+        paths = {"train": args.input, "test": args.test or args.input}
+        kind, classes = "multilabel", args.label_columns
+        labels = {s: encode_multilabel(paths[s], r, args.label_columns) for s, r in splits.items()}
+    elif args.label_column:
         # The classes of the whole input: a rare one may fall in the held-out part alone.
         values = [row[args.label_column] for _, row in (splits["train"] if args.test else rows)]
         kind = label_kind(values)
@@ -319,7 +343,8 @@ def run(args):
         save_npz(os.path.join(args.out, split + ".npz"), arrays)
     meta = {"kind": "labelled_text", "tokenizer": source, "vocab_size": vocab, "largest_id": top, "pad_id": pad,
             "max_length": args.max_length, "text_columns": args.text_columns, "label_column": args.label_column,
-            "labels": {"ids": "classes", "names": "classes", "regression": "regression"}.get(kind, "none"),
+            "labels": {"ids": "classes", "names": "classes", "regression": "regression",
+                       "multilabel": "multilabel"}.get(kind, "none"),
             "classes": classes, "counts": {s: c for s, (_, c) in encoded.items()},
             "inputs": [os.path.abspath(p) for p in [args.input] + ([args.test] if args.test else [])]}
     def write_meta(tmp):
@@ -336,6 +361,8 @@ def run(args):
         print(f"  labels: {len(classes)} classes ({', '.join(classes[:10])}{' ...' if len(classes) > 10 else ''})")
     elif kind == "regression":
         print("  labels: a regression target")
+    elif kind == "multilabel":
+        print(f"  labels: {len(classes)} labels per text, 0 or 1 each ({', '.join(classes[:10])})")
     if args.label_column:
         print(f"train it: gputrain train --dataset text --train_file {os.path.join(args.out, 'train.npz')} "
               f"--test_file {os.path.join(args.out, 'test.npz')} --model MODEL.pt2")

@@ -101,7 +101,8 @@ install_pydeps() {
 # hub downloads use them, and the tests download nothing). filelock, fsspec and
 # typing_extensions are left to the venv, where torch brings them: a second copy on PYTHONPATH
 # would shadow torch's. The hub's HTTP stack (httpx2 and below) is imported when
-# transformers is, so it comes too. The folder is named by the three versions that matter;
+# transformers is, so it comes too. protobuf: transformers reads a SentencePiece .model with it
+# when it builds DeBERTa-v3's or T5's tokenizer (without it, those ids come out wrong). The folder is named by the three versions that matter;
 # .pins in it lists every pin, so changing any of them reinstalls. Best effort: without them
 # those tests say they were skipped.
 install_pydeps_text() {
@@ -109,7 +110,8 @@ install_pydeps_text() {
   local pins=("transformers==$transformers_version" "tokenizers==$tokenizers_version"
               "sentencepiece==$sentencepiece_version" safetensors==0.8.0 huggingface_hub==2.4.0
               packaging==26.4 pyyaml==6.0.4 regex==2026.11.19 tqdm==4.70.1
-              httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 idna==3.20 truststore==0.10.5)
+              httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 idna==3.20 truststore==0.10.5
+              protobuf==7.36.2)
   if [ "$(cat "$dir/.pins" 2>/dev/null)" != "${pins[*]}" ]; then
     say "installing transformers==$transformers_version tokenizers==$tokenizers_version sentencepiece==$sentencepiece_version into $dir (for the language-model tests)"
     rm -rf "$dir.tmp"

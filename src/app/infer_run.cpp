@@ -10,6 +10,7 @@
 #include "core/stats.h"
 #include "core/text.h"
 #include "core/autocast.h"
+#include "data/csv.h"
 #include "data/schema.h"
 #include "step/loss.h"
 #include "weights/safetensors.h"
@@ -26,6 +27,14 @@ struct Pass {
   int64_t peak_memory_bytes = 0;   // GPU: the caching allocator's peak; CPU: peak RSS
 };
 
+// The names of a multi-label model's labels: the data's, or label_0, label_1, ...
+std::vector<std::string> label_columns(const Dataset& test) {
+  if (const auto* names = test.label_names(); names && static_cast<int64_t>(names->size()) == test.num_classes()) return *names;
+  std::vector<std::string> out;
+  for (int64_t k = 0; k < test.num_classes(); ++k) out.push_back(fmt::format("label_{}", k));
+  return out;
+}
+
 // A class per token: one row per counted token (its label not -100), with its position.
 void append_token_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target) {
   const auto y = target.cpu();
@@ -38,9 +47,30 @@ void append_token_rows(std::string& csv, int64_t& index, const torch::Tensor& ou
       if (ys[i][t] != kIgnoreIndex) csv += fmt::format("{},{},{},{},{:.9g}\n", index, t, ys[i][t], bs[i][t], ps[i][t]);
 }
 
-// One CSV row per sample: index, target(s), prediction(s) and, for classes, its probability.
-void append_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target) {
+// Several labels per sample: each label's target and probability (sigmoid), then the names of
+// the labels predicted on (probability above 0.5), joined by '|'.
+void append_multilabel_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target,
+                            const std::vector<std::string>& names) {
+  const auto y = target.cpu().contiguous(), p = torch::sigmoid(out).contiguous();
+  const auto ys = y.accessor<float, 2>(), ps = p.accessor<float, 2>();
+  for (int64_t i = 0; i < out.size(0); ++i, ++index) {
+    csv += std::to_string(index);
+    std::vector<std::string> on;
+    for (int64_t k = 0; k < ps.size(1); ++k) {
+      csv += fmt::format(",{:g},{:.9g}", ys[i][k], ps[i][k]);
+      if (ps[i][k] > 0.5f) on.push_back(names[static_cast<size_t>(k)]);
+    }
+    csv += "," + csv_field(join(on, "|")) + "\n";
+  }
+}
+
+// One CSV row per sample: index, target(s), prediction(s) and, for classes, its probability and,
+// where the data names its classes, the predicted class's name.
+void append_rows(std::string& csv, int64_t& index, const torch::Tensor& out, const torch::Tensor& target,
+                 const Dataset& test) {
   if (per_token(target)) return append_token_rows(csv, index, out, target);
+  const auto* names = test.label_names();
+  if (test.multilabel()) return append_multilabel_rows(csv, index, out, target, label_columns(test));
   auto y = target.cpu();
   const bool regression = y.scalar_type() != torch::kLong;
   auto probs = regression ? out : torch::softmax(out, 1);
@@ -52,8 +82,9 @@ void append_rows(std::string& csv, int64_t& index, const torch::Tensor& out, con
       for (int64_t k = 0; k < oi.numel(); ++k) csv += fmt::format(",{:.9g}", oi[k].item<float>());
     } else {
       auto best = probs[i].max(0);
-      csv += fmt::format(",{},{},{:.9g}", y[i].item<int64_t>(), std::get<1>(best).item<int64_t>(),
-                         std::get<0>(best).item<float>());
+      const int64_t predicted = std::get<1>(best).item<int64_t>();
+      csv += fmt::format(",{},{},{:.9g}", y[i].item<int64_t>(), predicted, std::get<0>(best).item<float>());
+      if (names) csv += "," + csv_field(predicted < static_cast<int64_t>(names->size()) ? (*names)[static_cast<size_t>(predicted)] : "");
     }
     csv += '\n';
   }
@@ -86,7 +117,7 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
     auto host = out.cpu();
     p.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     p.samples += b->samples();
-    if (csv) append_rows(*csv, index, host, b->y());
+    if (csv) append_rows(*csv, index, host, b->y(), *s.data().test);
   }
   p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   p.peak_memory_bytes = peak_memory_bytes(r);
@@ -94,6 +125,11 @@ Pass run_pass(Session& s, int64_t batch_size, std::string* csv) {
 }
 
 std::string csv_header(const Dataset& test) {
+  if (test.multilabel()) {
+    std::string h = "index";
+    for (const auto& name : label_columns(test)) h += "," + csv_field(name + "_target") + "," + csv_field(name + "_probability");
+    return h + ",prediction\n";
+  }
   if (test.named_fields() && !test.named_fields()->find(test.named_fields()->target)->shape.empty() && !test.is_regression())
     return "index,position,target,prediction,probability\n";
   const bool regression = test.is_regression();
@@ -104,7 +140,7 @@ std::string csv_header(const Dataset& test) {
     else
       for (int64_t k = 0; k < test.target_numel(); ++k) h += fmt::format(",{}_{}", part, k);
   }
-  return h + (regression ? "\n" : ",probability\n");
+  return h + (regression ? "\n" : test.label_names() ? ",probability,class\n" : ",probability\n");
 }
 
 }  // namespace

@@ -27,13 +27,17 @@ struct Config {
   std::string test_targets;               // npy: the .npy of test targets
   std::string target;                     // csv: target column(s), comma-separated; jsonl: the target field
   std::string features;                   // csv: feature columns, comma-separated; empty = all others
-  std::string task = "auto";              // auto | classification | regression
+  std::string task = "auto";              // auto | classification | multilabel | regression
   int64_t window = 0;                     // csv: rows per sliding window over a time series; 0 = tabular
   int64_t stride = 1;                     // csv: rows between window starts
   int64_t horizon = 1;                    // csv: predict the target this many rows after a window
   int64_t seq_len = 0;                    // tokens: tokens per sample (the model's context); 0 = unset
   int64_t vocab_size = 0;                 // tokens: the vocabulary; 0 = from the tokenizer
-  std::string tokenizer;                  // tokens: its tokenizer.json; empty = one beside the train shards
+  std::string tokenizer;                  // tokens: its tokenizer.json; empty = one beside the train shards;
+                                          // text: the SentencePiece .model (or its folder) for a table
+  std::string text_column;                // text (a table): the text column, or two for pairs
+  std::string label_column;               // text (a table): the label column, or several 0/1 ones (multi-label)
+  int64_t max_length = 512;               // text (a table): tokens per text, cut beyond (BERT's positions)
   int64_t eval_tokens = 0;                // tokens: evaluate on the first this many val tokens; 0 = all
   std::string image_size;                 // HxW or N: image_folder decode size, or a resize of image data
   double crop_pct = 0;                    // eval images: short side to image_size / crop_pct, center crop; 0 = off
@@ -78,6 +82,7 @@ struct Config {
   bool non_blocking = true;
   bool drop_last = true;
   bool shuffle = true;
+  int64_t bucket_window = kAuto;  // samples per window sorted by length; 0 = off; kAuto: decided by the Session
 
   // Model
   std::string model = "cnn";        // see kModels in fields.cpp (`gputrain models` lists them)
@@ -129,7 +134,8 @@ struct Config {
   int64_t tokens_per_step = 0;  // tokens: accumulation_steps decided to make a step this many tokens; 0 = not used
   double clip_max_norm = 0.0;  // 0 = no clipping
   double label_smoothing = 0.0;
-  std::string loss = "auto";  // auto (cross_entropy or mse) | mse | l1 | huber
+  std::string loss = "auto";  // auto (cross_entropy, bce or mse) | mse | l1 | huber | bce
+  std::string class_weights;  // "" | balanced | w0,w1,...
   double huber_delta = 1.0;
   std::string monitor_metric = "auto";  // what "best" and early stopping watch; auto: accuracy or loss
   int64_t early_stopping = 0;           // stop after this many evaluations without improvement; 0 = off

@@ -44,8 +44,8 @@ std::vector<Field> make_fields() {
       {"task",
        &C::task,
        "data",
-       "auto (from the targets), classification or regression",
-       {"auto", "classification", "regression"}},
+       "auto (from the targets), classification, multilabel (several 0/1 labels per sample) or regression",
+       {"auto", "classification", "multilabel", "regression"}},
       {"window", &C::window, "data", "csv: rows per sliding window over a time series (0 = tabular rows)", {}, 0, 1e6},
       {"stride", &C::stride, "data", "csv: rows between window starts", {}, 1, 1e9},
       {"horizon", &C::horizon, "data", "csv: predict the target this many rows after a window", {}, 0, 1e9},
@@ -53,7 +53,15 @@ std::vector<Field> make_fields() {
        "tokens: tokens per sample window, the model's context (inputs; the labels are the next tokens)", {}, 0, 1 << 20},
       {"vocab_size", &C::vocab_size, "data", "tokens: the vocabulary size (default: from the tokenizer)", {}, 0, 1 << 30},
       {"tokenizer", &C::tokenizer, "data",
-       "tokens: the shards' tokenizer.json (default: tokenizer.json beside the training shards)"},
+       "tokens: the shards' tokenizer.json (default: tokenizer.json beside the training shards); text: the SentencePiece "
+       ".model (or the model folder holding it) that tokenizes a .csv/.tsv/.jsonl table"},
+      {"text_column", &C::text_column, "data",
+       "text: the table's text column, or two comma-separated for text pairs (e.g. premise,hypothesis)"},
+      {"label_column", &C::label_column, "data",
+       "text: the table's label column (class names or ids, or numbers with a fraction: regression), or several "
+       "comma-separated columns of 0/1 (multi-label); a test table without them holds new texts (infer)"},
+      {"max_length", &C::max_length, "data", "text: tokens per text of a table, special tokens included; longer texts are cut and counted",
+       {}, 2, 1 << 20},
       {"eval_tokens", &C::eval_tokens, "data", "tokens: evaluate on the first this many val tokens (0 = all)", {}, 0,
        1e15},
       {"image_size", &C::image_size, "data", "image size HxW or N (image_folder/webdataset decode size; resizes others)"},
@@ -125,6 +133,10 @@ std::vector<Field> make_fields() {
       {"non_blocking", &C::non_blocking, "loader", "asynchronous host-to-device copies (CUDA only)"},
       {"drop_last", &C::drop_last, "loader", "drop the last incomplete training batch"},
       {"shuffle", &C::shuffle, "loader", "reshuffle the training set every epoch"},
+      {"bucket_window", &C::bucket_window, "loader",
+       "samples of varying length (texts): sort each window of this many samples of the shuffled epoch by length, so "
+       "batches pad little (0 = off; auto = 50 steps' samples for --dataset text, as Hugging Face's group_by_length)",
+       {}, 0, 1 << 20, true},
 
       {"model", &C::model, "model",
        "model family (gputrain models lists them), or a torch.export program file net.pt2 (tools/export_model.py; "
@@ -217,8 +229,12 @@ std::vector<Field> make_fields() {
       {"loss",
        &C::loss,
        "optim",
-       "regression loss (auto: cross-entropy for classes, mse for values)",
-       {"auto", "mse", "l1", "huber"}},
+       "loss (auto: cross-entropy for classes, bce for several labels, mse for values)",
+       {"auto", "mse", "l1", "huber", "bce"}},
+      {"class_weights", &C::class_weights, "optim",
+       "classification: weigh each class's loss (cross-entropy's weight; multi-label: BCE's pos_weight): balanced "
+       "(inverse class frequency, as scikit-learn's; multi-label: negatives/positives per label) or one weight per "
+       "class, comma-separated; the evaluation loss stays unweighted"},
       {"huber_delta", &C::huber_delta, "optim", "Huber loss threshold", {}, 1e-9, float_max},
       {"monitor_metric",
        &C::monitor_metric,

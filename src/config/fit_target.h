@@ -7,7 +7,7 @@
 namespace gputrain {
 
 struct FitTarget {
-  std::string metric;      // an evaluation metric: accuracy, top5, loss, mae or rmse
+  std::string metric;      // an evaluation metric: accuracy, top5, f1, loss, mae or rmse
   double value = 0;        // reached at >= for accuracy and top5, at <= for the others
   int64_t eval_every = 0;  // also evaluate every N steps inside an epoch (0: at epoch ends only)
   bool higher_is_better() const;

@@ -76,6 +76,8 @@ std::vector<std::string> config_problems(const Config& c) {
                                   (jitter.size() == 4 && jitter[3] > 0.5)))
     problems.push_back("color_jitter '" + c.color_jitter +
                        "' (expected brightness[,contrast[,saturation[,hue]]] >= 0, hue <= 0.5)");
+  if (c.task == "multilabel" && c.dataset != "text")
+    problems.push_back("--task multilabel is for --dataset text (several 0/1 label columns); got --dataset " + c.dataset);
   if (c.task == "regression" && !file_based_task(c.dataset))
     problems.push_back("task 'regression' needs float targets from --dataset csv, npy, jsonl or text (got '" + c.dataset + "')");
   // At F <= 1 about half the steps, those with a loss above the mean, would be skipped.
@@ -108,9 +110,12 @@ std::vector<std::string> config_problems(const Config& c) {
   only_for(!c.features.empty() || c.window > 0, c.dataset == "csv", "--features and --window are", "for --dataset csv");
   only_for(c.stride != defaults.stride || c.horizon != defaults.horizon, c.dataset == "csv" && c.window > 0,
            "--stride and --horizon are", "for --dataset csv with --window");
-  only_for(c.seq_len > 0 || c.vocab_size > 0 || !c.tokenizer.empty() || c.eval_tokens > 0 || c.tokens_per_step > 0,
-           c.dataset == "tokens", "--seq_len, --vocab_size, --tokenizer, --eval_tokens and --tokens_per_step are",
-           "for --dataset tokens");
+  only_for(c.seq_len > 0 || c.vocab_size > 0 || c.eval_tokens > 0 || c.tokens_per_step > 0, c.dataset == "tokens",
+           "--seq_len, --vocab_size, --eval_tokens and --tokens_per_step are", "for --dataset tokens");
+  only_for(!c.tokenizer.empty(), c.dataset == "tokens" || c.dataset == "text", "--tokenizer is",
+           "for --dataset tokens (the shards' tokenizer) or text (the SentencePiece model of a table of texts)");
+  only_for(!c.text_column.empty() || !c.label_column.empty() || c.max_length != defaults.max_length, c.dataset == "text",
+           "--text_column, --label_column and --max_length are", "for --dataset text (a table of texts)");
   if (c.tokens_per_step > 0 && c.accumulation_steps != defaults.accumulation_steps)
     problems.push_back("--tokens_per_step decides --accumulation_steps: give one of them (got --accumulation_steps " +
                        std::to_string(c.accumulation_steps) + ")");

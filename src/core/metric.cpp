@@ -11,6 +11,7 @@ const std::vector<Metric>& metrics() {
       {"loss", false, Task::kAny},
       {"accuracy", true, Task::kClassification},
       {"top5", true, Task::kClassification, 5},
+      {"f1", true, Task::kClassification},  // macro-F1: a label per sample, or several
       {"mae", false, Task::kRegression},
       {"rmse", false, Task::kRegression},
   };

@@ -16,7 +16,7 @@ struct Metric {
   int64_t min_classes = 0;  // top5 needs 5 classes
 };
 
-// loss, accuracy, top5, mae, rmse.
+// loss, accuracy, top5, f1 (macro), mae, rmse.
 const std::vector<Metric>& metrics();
 // The metric called `name`, or null.
 const Metric* find_metric(const std::string& name);

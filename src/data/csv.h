@@ -36,6 +36,10 @@ struct CsvTable {
 // Throws a usage error (exit 2) naming the file, the line and the reason.
 CsvTable read_csv(const std::string& path);
 
+// `text` as one CSV field: quoted (quotes doubled) when it holds a comma, a quote, a newline or
+// spaces at an end, as it is when it is written.
+std::string csv_field(std::string_view text);
+
 // The same on text already in memory; `path` only names it in messages.
 CsvTable parse_csv(std::string_view text, const std::string& path);
 

@@ -37,6 +37,7 @@ class CsvDataset : public Dataset {
   std::string task() const { return task_; }
   // Classification: the label of class i is class_names()[i]. Empty for regression.
   const std::vector<std::string>& class_names() const { return classes_; }
+  const std::vector<std::string>* label_names() const override { return classes_.empty() ? nullptr : &classes_; }
   const std::vector<std::string>& feature_names() const { return feature_names_; }
   const std::vector<std::string>& target_names() const { return target_names_; }
   int64_t rows() const { return rows_; }

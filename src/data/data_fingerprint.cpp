@@ -54,14 +54,27 @@ nlohmann::json data_fingerprint(const Config& c, int64_t train_samples, int64_t 
   std::error_code ec;
   for (const auto* named : {&c.train_file, &c.test_file, &c.train_targets, &c.test_targets})
     if (!named->empty() && fs::is_regular_file(*named, ec)) files.emplace_back(*named);
-  if (!c.data_dir.empty() && fs::is_directory(c.data_dir, ec)) {
+  const auto add_folder = [&](const fs::path& dir) {
     std::vector<fs::path> in_dir;
-    for (const auto& e : fs::directory_iterator(c.data_dir, ec))
+    for (const auto& e : fs::directory_iterator(dir, ec))
       if (e.is_regular_file(ec)) in_dir.push_back(e.path());
     constexpr size_t kMaxFiles = 64;
     if (in_dir.size() <= kMaxFiles) files.insert(files.end(), in_dir.begin(), in_dir.end());
+  };
+  if (!c.data_dir.empty() && fs::is_directory(c.data_dir, ec)) add_folder(c.data_dir);
+  // A table of texts is tokenized at load: its tokenizer is part of the data, and so are the
+  // files beside a .model that decide its special tokens.
+  if (c.dataset == "text" && !c.tokenizer.empty()) {
+    if (fs::is_directory(c.tokenizer, ec)) {
+      add_folder(c.tokenizer);
+    } else if (fs::is_regular_file(c.tokenizer, ec)) {
+      files.emplace_back(c.tokenizer);
+      for (const char* beside : {"tokenizer_config.json", "config.json"})
+        if (const auto p = fs::path(c.tokenizer).parent_path() / beside; fs::is_regular_file(p, ec)) files.push_back(p);
+    }
   }
   std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
   nlohmann::json out = {{"train_samples", train_samples}, {"test_samples", test_samples}, {"files", nlohmann::json::object()}};
   for (const auto& f : files) out["files"][f.string()] = file_record(f);
   return out;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace gputrain {
@@ -52,6 +53,18 @@ class Dataset {
     return {};
   }
 
+  // Classification with several labels per sample, each 0 or 1: num_classes() labels, float
+  // targets, a binary cross-entropy each (text multi-label).
+  virtual bool multilabel() const { return false; }
+
+  // Classification: the names of the classes (multi-label: of the labels) in id order, where the
+  // data has them (a CSV's label column, an image folder's subfolders, texts' labels); else null.
+  virtual const std::vector<std::string>* label_names() const { return nullptr; }
+
+  // The tokens of sample `index` (what its batch is padded to), for length bucketing; -1 when
+  // the dataset does not know them without reading the sample.
+  virtual int64_t sample_length(int64_t /*index*/) const { return -1; }
+
   bool is_regression() const { return num_classes() == 0; }
   int64_t sample_numel() const { return numel(sample_shape()); }
   int64_t target_numel() const { return is_regression() ? numel(target_shape()) : 0; }
@@ -81,6 +94,9 @@ class DatasetWrapper : public Dataset {
     base_->get_fields(index, out, seed);
   }
   int64_t bad_samples() const override { return base_->bad_samples(); }
+  bool multilabel() const override { return base_->multilabel(); }
+  const std::vector<std::string>* label_names() const override { return base_->label_names(); }
+  int64_t sample_length(int64_t index) const override { return base_->sample_length(index); }
   std::vector<int64_t> stream_order(uint64_t seed, int64_t epoch, bool shuffle) const override {
     return base_->stream_order(seed, epoch, shuffle);
   }

@@ -36,6 +36,7 @@ class ImageFolderDataset : public ImageSource {
   int64_t load(int64_t index, float* out, uint64_t seed, const ImageSampleOptions& view) const override;
 
   const std::vector<std::string>& class_names() const { return classes_; }
+  const std::vector<std::string>* label_names() const override { return classes_.empty() ? nullptr : &classes_; }
   // Path and label of sample i (sorted by class, then by path within the class).
   const std::string& path(int64_t index) const { return files_[index]; }
   int64_t label(int64_t index) const { return labels_[index]; }

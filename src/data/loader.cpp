@@ -14,6 +14,8 @@
 #include <deque>
 #include <functional>
 
+#include "data/length_buckets.h"
+
 namespace gputrain {
 
 // One buffer per batch field; a field of varying size holds a flat buffer that grows to the
@@ -136,41 +138,44 @@ int64_t batches_per_epoch(int64_t all, const LoaderOptions& o) {
 
 int64_t Loader::num_batches() const { return batches_per_epoch(dataset_->size(), opt_); }
 
-std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
-  const int64_t n = dataset_->size(), world = opt_.world_size;
+std::vector<int64_t> Loader::epoch_order(int64_t epoch) const { return sample_order(*dataset_, opt_, epoch); }
+
+std::vector<int64_t> sample_order(const Dataset& data, const LoaderOptions& o, int64_t epoch) {
+  const int64_t n = data.size(), world = o.world_size;
   // A stream (shards) orders itself; anything else is shuffled uniformly.
-  std::vector<int64_t> order = dataset_->stream_order(opt_.seed, epoch, opt_.shuffle);
+  std::vector<int64_t> order = data.stream_order(o.seed, epoch, o.shuffle);
   if (order.empty()) {
     order.resize(static_cast<size_t>(n));
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-    if (opt_.shuffle) {
-      Rng rng(mix_seed(opt_.seed, 0x5u, static_cast<uint64_t>(epoch)));
+    if (o.shuffle) {
+      Rng rng(mix_seed(o.seed, 0x5u, static_cast<uint64_t>(epoch)));
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+      bucket_by_length(order, o.bucket_window, data);
     }
   }
   if (world == 1) return order;
-  if (!opt_.rank_batch_sizes.empty()) {
+  if (!o.rank_batch_sizes.empty()) {
     // Global batch k is order[k*G, (k+1)*G); rank r takes its own stretch of each, after the
     // ranks before it: together they see what one process with batch G sees.
     int64_t global = 0, offset = 0;
-    for (size_t r = 0; r < opt_.rank_batch_sizes.size(); ++r) {
-      if (static_cast<int64_t>(r) < opt_.rank) offset += opt_.rank_batch_sizes[r];
-      global += opt_.rank_batch_sizes[r];
+    for (size_t r = 0; r < o.rank_batch_sizes.size(); ++r) {
+      if (static_cast<int64_t>(r) < o.rank) offset += o.rank_batch_sizes[r];
+      global += o.rank_batch_sizes[r];
     }
     std::vector<int64_t> mine;
     for (int64_t k = 0; (k + 1) * global <= n; ++k)
-      for (int64_t i = 0; i < opt_.batch_size; ++i) mine.push_back(order[static_cast<size_t>(k * global + offset + i)]);
+      for (int64_t i = 0; i < o.batch_size; ++i) mine.push_back(order[static_cast<size_t>(k * global + offset + i)]);
     return mine;
   }
   std::vector<int64_t> mine;
-  if (opt_.each_sample_once) {
-    for (int64_t i = opt_.rank; i < n; i += world) mine.push_back(order[static_cast<size_t>(i)]);
+  if (o.each_sample_once) {
+    for (int64_t i = o.rank; i < n; i += world) mine.push_back(order[static_cast<size_t>(i)]);
     return mine;
   }
   // Every rank gets the same number of samples: drop the tail, or pad by wrapping around.
-  const int64_t per_rank = opt_.drop_last ? n / world : (n + world - 1) / world;
+  const int64_t per_rank = o.drop_last ? n / world : (n + world - 1) / world;
   for (int64_t k = 0; k < per_rank; ++k)
-    mine.push_back(order[static_cast<size_t>((k * world + opt_.rank) % std::max<int64_t>(n, 1))]);
+    mine.push_back(order[static_cast<size_t>((k * world + o.rank) % std::max<int64_t>(n, 1))]);
   return mine;
 }
 

@@ -40,10 +40,16 @@ struct LoaderOptions {
   bool each_sample_once = false;
   // Training: MixUp / CutMix on each batch, which then carries soft targets [B, classes].
   MixOptions mix;
+  // > 1 with shuffle: each window of this many samples of the shuffled epoch is sorted by sample
+  // length, so that batches pad little (data/length_buckets.h).
+  int64_t bucket_window = 0;
 };
 
 // Batches in one epoch of `samples` samples under `options` (this rank's share, drop_last).
 int64_t batches_per_epoch(int64_t samples, const LoaderOptions& options);
+
+// This rank's sample order in epoch `epoch` of `data` under `options`: a pure function of them.
+std::vector<int64_t> sample_order(const Dataset& data, const LoaderOptions& options, int64_t epoch);
 
 class StagingPool;
 

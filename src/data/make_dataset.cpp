@@ -320,25 +320,42 @@ DataSplits make_jsonl(const Config& c) {
   return s;
 }
 
-// Tokenized labelled texts (tools/prepare_text.py --text-column), mapped from their .npz.
+// Labelled texts: tokenized by tools/prepare_text.py --text-column (an .npz, mapped), or a
+// table tokenized here by a SentencePiece model.
 DataSplits make_text(const Config& c) {
   refuse_sample_transforms(c, "token ids");
+  TextTableOptions table{split_list(c.text_column, ListItems::kTrimmed), split_list(c.label_column, ListItems::kTrimmed),
+                         c.tokenizer, c.max_length};
+  if (!is_text_table(c.train_file) && (!c.tokenizer.empty() || c.max_length != Config{}.max_length))
+    throw usage_error(std::string(c.tokenizer.empty() ? "--max_length" : "--tokenizer") + ": " + c.train_file +
+                          " is tokenized already (prepare_text.py --max-length cut it)",
+                      "drop it (--tokenizer and --max_length tokenize a .csv, .tsv or .jsonl table)");
   DataSplits s;
-  auto train = load_text_dataset(c.train_file);
-  if (c.task != "auto" && (c.task == "regression") != train->is_regression())
+  auto train = load_text_dataset(c.train_file, nullptr, &table);
+  const std::string kind = train->is_regression() ? "regression" : train->multilabel() ? "multilabel" : "classification";
+  if (c.task != "auto" && c.task != kind)
     throw usage_error(fmt::format("--task {}: the labels of {} are {}", c.task, c.train_file,
-                                  train->is_regression() ? "numbers with a fraction (regression)" : "classes"),
+                                  kind == "regression"   ? "numbers with a fraction (regression)"
+                                  : kind == "multilabel" ? "several 0/1 labels per text (multilabel)"
+                                                         : "classes"),
                       "drop --task: the labels decide it");
   s.train = train;
   std::string eval_name = "test";
-  if (!c.test_file.empty()) s.test = load_text_dataset(c.test_file, train.get());
+  if (!c.test_file.empty()) s.test = load_text_dataset(c.test_file, train.get(), &table);
   else eval_name = hold_out(c, s, "validation", "no test split");
   const auto& names = train->class_names();
+  const std::string what = train->multilabel() ? "labels" : "classes";
   const std::string task = train->is_regression() ? "regression"
-                           : names.empty()        ? fmt::format("{} classes", train->num_classes())
-                                                  : fmt::format("{} classes ({})", train->num_classes(), join(names, ", "));
-  s.description = fmt::format("text {}{}: {}, {} train, {} {}", c.train_file, c.test_file.empty() ? "" : " + " + c.test_file,
-                              task, s.train->size(), s.test->size(), eval_name);
+                           : names.empty()        ? fmt::format("{} {}", train->num_classes(), what)
+                                                  : fmt::format("{} {} ({})", train->num_classes(), what, join(names, ", "));
+  std::string cut;  // a table tokenized here: what --max_length cut, and the empty texts
+  const auto* test = dynamic_cast<const TextDataset*>(s.test.get());
+  const int64_t truncated = train->truncated() + (test ? test->truncated() : 0), empty = train->empty_texts() + (test ? test->empty_texts() : 0);
+  if (truncated > 0) cut += fmt::format(", {} text(s) cut to --max_length {}", truncated, c.max_length);
+  if (empty > 0) cut += fmt::format(", {} empty text(s)", empty);
+  s.description = fmt::format("text {}{}: {}{}, {} train, {} {}", c.train_file, c.test_file.empty() ? "" : " + " + c.test_file,
+                              train->multilabel() ? "multi-label, " + task : task, cut, s.train->size(), s.test->size(),
+                              eval_name);
   return s;
 }
 

@@ -38,6 +38,19 @@ struct NpyArray {
 
   // Parses an .npy image held by `owner` (data..data+size). `path` names it in messages.
   static NpyArray parse(const std::string& path, std::shared_ptr<const void> owner, const uint8_t* data, uint64_t size);
+  // An array over values made in memory (texts tokenized by gputrain itself), read as a file's.
+  template <typename T>
+  static NpyArray of(const std::string& path, NpyDtype dtype, std::vector<int64_t> shape, std::vector<T> values) {
+    auto owner = std::make_shared<std::vector<T>>(std::move(values));
+    NpyArray a;
+    a.path = path;
+    a.dtype = dtype;
+    a.shape = std::move(shape);
+    a.numel = static_cast<int64_t>(owner->size());
+    a.data_ = reinterpret_cast<const uint8_t*>(owner->data());
+    a.owner_ = std::move(owner);
+    return a;
+  }
 
  private:
   std::shared_ptr<const void> owner_;  // keeps the mapping or buffer alive

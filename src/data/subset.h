@@ -18,6 +18,7 @@ class SubsetDataset : public DatasetWrapper {
   void get_fields(int64_t index, FieldWriter& out, uint64_t seed) const override {
     base_->get_fields(indices_[static_cast<size_t>(index)], out, seed);
   }
+  int64_t sample_length(int64_t index) const override { return base_->sample_length(indices_[static_cast<size_t>(index)]); }
   // The base's stream with the samples outside the subset left out.
   std::vector<int64_t> stream_order(uint64_t seed, int64_t epoch, bool shuffle) const override;
 

@@ -1,5 +1,6 @@
 // The task's loss: cross-entropy for class labels (int64), a class per token ([B, T] labels,
-// -100 not counted), or mixed class distributions; MSE, L1 or Huber for float targets.
+// -100 not counted), or mixed class distributions; a binary cross-entropy per label for several
+// 0/1 labels per sample (multi-label); MSE, L1 or Huber for float targets.
 #pragma once
 #include <string>
 
@@ -8,7 +9,7 @@
 namespace gputrain {
 
 struct LossSpec {
-  std::string kind = "auto";  // auto (cross_entropy or mse by the targets) | mse | l1 | huber
+  std::string kind = "auto";  // auto (cross_entropy or mse by the targets) | mse | l1 | huber | bce
   double label_smoothing = 0;
   double huber_delta = 1.0;
   // Classification trained on float targets [B, classes] (MixUp, CutMix): the cross-entropy
@@ -17,6 +18,9 @@ struct LossSpec {
   // A per-token cross-entropy computes a language model's head with it, in chunks of tokens
   // (step/head_loss.h; --fused_head_loss): the full logits are never held.
   bool fused_head = true;
+  // --class_weights: cross-entropy's weight per class, or bce's pos_weight per label; the
+  // training loss's alone (evaluation sums, sum = true, are unweighted). Undefined = none.
+  torch::Tensor class_weights;
 };
 
 // The value cross-entropy ignores in a per-token target: padding, prompts, what is not trained on.
@@ -44,14 +48,20 @@ inline torch::Tensor task_loss(const torch::Tensor& out, const torch::Tensor& y,
     if (sum) opt = opt.reduction(torch::kSum);
     return F::cross_entropy(o.reshape({-1, o.size(-1)}), y.reshape(-1), opt);
   }
+  const bool weighted = spec.class_weights.defined() && !sum;
   if (y.scalar_type() == torch::kLong) {
     auto opt = F::CrossEntropyFuncOptions().label_smoothing(spec.label_smoothing);
     if (sum) opt = opt.reduction(torch::kSum);
+    if (weighted) opt = opt.weight(spec.class_weights.to(o.device()));
     return F::cross_entropy(o, y, opt);
   }
   o = o.reshape(y.sizes());
   torch::Tensor total;
-  if (spec.kind == "l1")
+  if (spec.kind == "bce") {
+    auto opt = F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum);
+    if (weighted) opt = opt.pos_weight(spec.class_weights.to(o.device()));
+    total = F::binary_cross_entropy_with_logits(o, y, opt);
+  } else if (spec.kind == "l1")
     total = F::l1_loss(o, y, F::L1LossFuncOptions().reduction(torch::kSum));
   else if (spec.kind == "huber")
     total = F::huber_loss(o, y, F::HuberLossFuncOptions().reduction(torch::kSum).delta(spec.huber_delta));

@@ -23,6 +23,8 @@ struct Shim {
   void (*free)(void*);
   int (*size)(void*);
   int (*eos)(void*);
+  int (*bos)(void*);
+  int (*piece_id)(void*, const char*);
   int (*byte)(void*, int);
   long (*encode)(void*, const char*, size_t, int*, size_t, char*, size_t);
   size_t (*decode)(void*, const int*, size_t, char*, size_t);
@@ -57,6 +59,8 @@ const Shim& shim() {
     s.free = reinterpret_cast<decltype(s.free)>(get("gputrain_spm_free"));
     s.size = reinterpret_cast<decltype(s.size)>(get("gputrain_spm_size"));
     s.eos = reinterpret_cast<decltype(s.eos)>(get("gputrain_spm_eos"));
+    s.bos = reinterpret_cast<decltype(s.bos)>(get("gputrain_spm_bos"));
+    s.piece_id = reinterpret_cast<decltype(s.piece_id)>(get("gputrain_spm_piece_id"));
     s.byte = reinterpret_cast<decltype(s.byte)>(get("gputrain_spm_byte"));
     s.encode = reinterpret_cast<decltype(s.encode)>(get("gputrain_spm_encode"));
     s.decode = reinterpret_cast<decltype(s.decode)>(get("gputrain_spm_decode"));
@@ -88,7 +92,7 @@ std::vector<int64_t> SentencePieceModel::encode(const std::string& text) const {
     ids.resize(static_cast<size_t>(n));
     n = shim().encode(model_, text.data(), text.size(), ids.data(), ids.size(), error, sizeof error);
   }
-  if (n < 0) throw usage_error(std::string("SentencePiece could not encode the prompt: ") + error, "give UTF-8 text, or --prompt_ids");
+  if (n < 0) throw usage_error(std::string("SentencePiece could not encode a text: ") + error, "give UTF-8 text");
   return {ids.begin(), ids.begin() + n};
 }
 
@@ -98,6 +102,13 @@ int64_t SentencePieceModel::end_of_text() const {
   const int eos = shim().eos(model_);
   return eos >= 0 && eos < size_ ? eos : -1;
 }
+
+int64_t SentencePieceModel::start_of_text() const {
+  const int bos = shim().bos(model_);
+  return bos >= 0 && bos < size_ ? bos : -1;
+}
+
+int64_t SentencePieceModel::piece_id(const std::string& piece) const { return shim().piece_id(model_, piece.c_str()); }
 
 std::string SentencePieceModel::decode(const std::vector<int64_t>& ids) const {
   std::vector<int> in;

@@ -23,7 +23,10 @@ class SentencePieceModel {
   // The ids of `text`, as SentencePieceProcessor.encode(text) gives them (no BOS or EOS).
   std::vector<int64_t> encode(const std::string& text) const;
   int64_t vocab_size() const;
-  int64_t end_of_text() const;  // the eos id, -1 when the model has none
+  int64_t end_of_text() const;    // the eos id, -1 when the model has none
+  int64_t start_of_text() const;  // the bos id, -1 when the model has none
+  // The id of the piece spelled `piece` ("[CLS]"), or -1 when the model has none.
+  int64_t piece_id(const std::string& piece) const;
   // The text of `ids`, as SentencePieceProcessor.decode writes it (ids outside the vocabulary,
   // a padded row's, left out).
   std::string decode(const std::vector<int64_t>& ids) const;

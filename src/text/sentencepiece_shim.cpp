@@ -43,6 +43,16 @@ int gputrain_spm_size(void* model) { return static_cast<sentencepiece::SentenceP
 
 int gputrain_spm_eos(void* model) { return static_cast<sentencepiece::SentencePieceProcessor*>(model)->eos_id(); }
 
+int gputrain_spm_bos(void* model) { return static_cast<sentencepiece::SentencePieceProcessor*>(model)->bos_id(); }
+
+// The id of the piece `piece`, or -1 when the model has no such piece (PieceToId answers the
+// unknown token's id for it).
+int gputrain_spm_piece_id(void* model, const char* piece) {
+  auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(model);
+  const int id = sp->PieceToId(piece);
+  return id == sp->unk_id() && sp->IdToPiece(id) != piece ? -1 : id;
+}
+
 // The byte a byte piece (<0xAB>) stands for, or -1 for any other piece.
 int gputrain_spm_byte(void* model, int id) {
   auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(model);

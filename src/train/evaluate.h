@@ -16,16 +16,22 @@ namespace gputrain {
 struct EvalResult {
   bool interrupted = false;  // stopped early by a signal: no metrics
   bool regression = false;
+  bool multilabel = false;        // several 0/1 labels per sample: accuracy is all of a sample's right
   int64_t samples = 0;
   int64_t tokens = 0;             // a class per token: the counted tokens, which the metrics average over
   double loss = 0;                // the training loss (cross-entropy, or the regression loss)
   double accuracy = 0;            // classification: top-1
   double top5 = -1;               // classification with at least 5 classes; -1 otherwise
+  // Macro-F1 (classification with a label or several per sample; -1 for a label per token): the
+  // mean over classes of 2·TP / (2·TP + FP + FN), over the classes in the labels or the
+  // predictions (multi-label: every label, 0 for one neither has), as scikit-learn's
+  // f1_score(average="macro").
+  double f1 = -1;
   std::vector<double> mae, rmse;  // regression: per target value
   double mean_mae() const;
   double mean_rmse() const;
 
-  // The value of a metric (loss, accuracy, top5, mae, rmse) and whether higher is better.
+  // The value of a metric (loss, accuracy, top5, f1, mae, rmse) and whether higher is better.
   double metric(const std::string& name) const;
   static bool higher_is_better(const std::string& name);
   // Every metric that applies to this task, by name (what a checkpoint keeps of an evaluation).

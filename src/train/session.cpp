@@ -26,6 +26,8 @@
 #include "step/fault_hooks.h"
 #include "step/fine_tune.h"
 #include "step/optimizer.h"
+#include "data/length_buckets.h"
+#include "train/class_weights.h"
 #include "train/optimizer_spec.h"
 #include "train/resolve_recipe.h"
 
@@ -34,25 +36,37 @@ namespace {
 
 // What "best" means for this task, and the task options that cannot apply to it.
 std::string check_task_options(const Config& c, const Dataset& train) {
-  const bool regression = train.is_regression();
+  const bool regression = train.is_regression(), multilabel = train.multilabel();
   const std::string metric = c.monitor_metric == "auto" ? (regression ? "loss" : "accuracy") : c.monitor_metric;
   std::vector<std::string> problems;
   if (const Metric* m = find_metric(metric))  // the flag's values are the table's names
-    if (const std::string misfit = metric_misfit(*m, regression, train.num_classes()); !misfit.empty()) {
+    if (const std::string misfit = metric_misfit(*m, regression, multilabel ? 0 : train.num_classes()); !misfit.empty()) {
       if (m->min_classes > 0 && !regression)
-        problems.push_back(fmt::format("monitor_metric '{}' needs {} classes or more; this data has {}", metric,
-                                       m->min_classes, train.num_classes()));
+        problems.push_back(multilabel ? fmt::format("monitor_metric '{}' ranks one class per sample; this data has several "
+                                                    "labels per sample (use f1 or accuracy)",
+                                                    metric)
+                                      : fmt::format("monitor_metric '{}' needs {} classes or more; this data has {}", metric,
+                                                    m->min_classes, train.num_classes()));
       else
         problems.push_back(fmt::format("monitor_metric '{}' is for {}; {} ({})", metric,
                                        regression ? "classification" : "regression", misfit,
-                                       regression ? "use loss, mae or rmse" : "use loss or accuracy"));
+                                       regression ? "use loss, mae or rmse" : "use loss, accuracy or f1"));
     }
-  if (!regression && c.loss != "auto")
-    problems.push_back(fmt::format("--loss {} is for regression; classification trains with cross-entropy", c.loss));
+  // Macro-F1 counts a label per sample (or several); a label per token has none to count.
+  const auto schema = train.named_fields();
+  const bool per_token = schema && !multilabel && !schema->find(schema->target)->shape.empty();
+  if (per_token && (metric == "f1" || (!c.until.empty() && parse_target(c.until).metric == "f1")))
+    problems.push_back("f1 (macro-F1) counts a label per sample; this data has a label per token (use loss or accuracy)");
+  if (!regression && c.loss != "auto" && !(multilabel && c.loss == "bce"))
+    problems.push_back(multilabel ? fmt::format("--loss {}: several labels per sample train with bce", c.loss)
+                                  : fmt::format("--loss {} is for {}; classification trains with cross-entropy", c.loss,
+                                                c.loss == "bce" ? "several labels per sample (multi-label)" : "regression"));
+  if (regression && c.loss == "bce") problems.push_back("--loss bce is for several 0/1 labels per sample; this data is regression");
   if (regression && c.num_classes > 0)
     problems.push_back(fmt::format("--num_classes {} is for classification; this data is regression", c.num_classes));
-  if (regression && (c.mixup > 0 || c.cutmix > 0))
-    problems.push_back("--mixup and --cutmix mix class labels; this data is regression");
+  if ((regression || multilabel) && (c.mixup > 0 || c.cutmix > 0))
+    problems.push_back(std::string("--mixup and --cutmix mix one class label per sample; this data is ") +
+                       (regression ? "regression" : "multi-label"));
   if (!problems.empty()) throw Error(problems, "see --task to change how the targets are read", kExitUsage);
   if (!c.until.empty()) check_target_applies(parse_target(c.until), regression, train.num_classes());
   return metric;
@@ -90,7 +104,8 @@ void Session::build_trainer() {
   trainer_ = std::make_unique<Trainer>(
       model, std::move(optimizer), recipe_,
       TrainerOptions{c.clip_max_norm,
-                     {c.loss, c.label_smoothing, c.huber_delta, c.mixup > 0 || c.cutmix > 0, recipe_.fused_head_loss},
+                     {c.loss, c.label_smoothing, c.huber_delta, c.mixup > 0 || c.cutmix > 0, recipe_.fused_head_loss,
+                      class_weights_.defined() ? class_weights_.to(recipe_.device) : class_weights_},
                      c.ema_decay, c.skip_spikes});
   trainer_->add_hooks(fault_hooks(trainer_->scaler(), parallel_.mesh().ranks.rank));
 }
@@ -132,7 +147,34 @@ Session::Session(const Config& requested, SessionOptions options)
   search_batch_size();
   decide_accumulation();
   choose_num_workers();
+  decide_buckets();
   settle_unused();
+}
+
+void Session::decide_buckets() {
+  const Dataset& train = *data_->train;
+  const Config& c = rc_.resolved;
+  const bool lengths = train.size() > 0 && train.sample_length(0) >= 0;
+  // 50 steps' samples a window, as Hugging Face's group_by_length (its megabatches): batches
+  // of similar lengths, in an order still drawn anew each epoch. Counted in samples, so that the
+  // order does not change with the batch size (a resume with another one continues the epoch).
+  if (c.bucket_window == kAuto)
+    rc_.decide("bucket_window", lengths && c.shuffle ? 50 * parallel_.global_batch_size(c.batch_size) : 0,
+               !lengths    ? "samples of one length"
+               : c.shuffle ? "texts vary in length: 50 steps' texts sorted by length pad little (Hugging Face's "
+                             "group_by_length)"
+                           : "--no-shuffle keeps the order");
+  if (!lengths) return;
+  LoaderOptions o = train_loader_options();
+  const auto share = [&] { return 100 * padding_share(sample_order(train, o, 0), o.batch_size, train); };
+  std::string row = fmt::format("{:.1f}% of the tokens in the first epoch's batches are padding", share());
+  if (o.bucket_window > 0) {
+    o.bucket_window = 0;
+    row += fmt::format(" (windows of {} texts sorted by length; {:.1f}% unsorted)", c.bucket_window, share());
+  } else {
+    row += rc_.resolved.shuffle ? " (--bucket_window 0: not sorted by length)" : " (--no-shuffle: in the data's order)";
+  }
+  recipe_.report.push_back({"padding", row});
 }
 
 void Session::shape_from_weights(const InitWeights& w) {
@@ -258,6 +300,11 @@ void Session::pin(const nlohmann::json& pinned) {
           (pinned[name].is_number() ? requested[name].is_number() : pinned[name].type() == requested[name].type()))
         rc_.decide(name, pinned[name], "as the run's weights have it");
   }
+  // The sample order: a resume goes on with the run's (a run from before length buckets had none).
+  if (c.bucket_window == kAuto) {
+    const int64_t window = pinned.value("bucket_window", int64_t{0});
+    if (window != kAuto) rc_.decide("bucket_window", window, "the run's sample order");
+  }
   // The model's outputs: a resume keeps them, and the data must still fit them.
   if (c.num_classes == 0 && pinned.value("num_classes", 0) > 0)
     rc_.decide("num_classes", pinned["num_classes"], "classes in the training data at the run's start");
@@ -274,8 +321,20 @@ void Session::resolve_from_data() {
     rc_.decide("normalize_mean", data_->normalize_mean, "computed from the training data");
     rc_.decide("normalize_std", data_->normalize_std, "computed from the training data");
   }
-  const std::string task = train.is_regression() ? "regression" : "classification";
+  const std::string task = train.is_regression() ? "regression" : train.multilabel() ? "multilabel" : "classification";
   if (c.task == "auto") rc_.decide("task", task, "from the training targets");
+  // Length buckets sort a shuffled epoch (decide_buckets, once the batch size is known).
+  const bool lengths = train.size() > 0 && train.sample_length(0) >= 0;
+  if (c.bucket_window > 0 && (!lengths || !c.shuffle))
+    throw usage_error(fmt::format("--bucket_window {}: {}", c.bucket_window,
+                                  !lengths ? "the samples of --dataset " + c.dataset + " do not vary in length"
+                                           : std::string("--no-shuffle keeps the data's order, which buckets would sort")),
+                      "drop it (it sorts the shuffled texts of --dataset text by length)");
+  if (c.mixup > 0 || c.cutmix > 0)
+    if (!c.class_weights.empty())
+      throw usage_error("--class_weights with --mixup or --cutmix: mixed labels are distributions, which the weights do not weigh",
+                        "drop one of them");
+  class_weights_ = class_weights(c.class_weights, train);
   if (train.named_fields() && c.normalize)
     rc_.not_applicable("normalize", "named fields (ids, masks, labels) are taken as the data holds them");
   // A captured graph holds one batch shape; padded batches change it with their longest sample.
@@ -311,11 +370,13 @@ void Session::resolve_from_data() {
   // the config table says so rather than the run refusing the preset it did not choose.
   if (train.is_regression() && c.label_smoothing > 0)
     rc_.not_applicable("label_smoothing", "regression: the loss has no class labels to smooth");
+  if (train.multilabel() && c.label_smoothing > 0)
+    rc_.not_applicable("label_smoothing", "several labels per sample: each label's binary cross-entropy has no classes to smooth");
   if (c.monitor_metric == "auto")
     rc_.decide("monitor_metric", metric, train.is_regression() ? "regression: the loss" : "classification");
   if (c.loss == "auto")
-    rc_.decide("loss", train.is_regression() ? "mse" : "cross_entropy",
-               train.is_regression() ? "regression targets" : "class labels");
+    rc_.decide("loss", train.is_regression() ? "mse" : train.multilabel() ? "bce" : "cross_entropy",
+               train.is_regression() ? "regression targets" : train.multilabel() ? "several 0/1 labels per sample" : "class labels");
   const auto shape = train.sample_shape();
   if (family(c.model).stem && c.stem == "auto" && shape.size() == 3 && rc_.reason("stem").empty()) {
     // Pretrained weights bring their stem (a 7x7 conv1 is ImageNet's, whatever the image size).
@@ -395,6 +456,7 @@ LoaderOptions Session::train_loader_options() const {
   o.non_blocking = recipe_.non_blocking;
   o.channels_last = recipe_.channels_last;
   o.mix = {c.mixup, c.cutmix, c.mixup_prob, c.mixup_switch_prob, c.label_smoothing, data_->train->num_classes()};
+  o.bucket_window = c.bucket_window;
   parallel_.shard(o);
   return o;
 }
@@ -424,6 +486,7 @@ LoaderOptions Session::eval_loader_options(int64_t batch_size, bool sharded) con
   o.batch_size = batch_size;
   o.shuffle = o.drop_last = false;
   o.mix = {};  // evaluation reads the labels as they are
+  o.bucket_window = 0;
   o.rank_batch_sizes.clear();
   o.each_sample_once = sharded;
   if (!sharded) {

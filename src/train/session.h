@@ -126,6 +126,7 @@ class Session {
   std::optional<InitWeights> init_weights_;  // read before the stem is decided, loaded into the model
   InitReport init_report_;
   std::vector<std::string> frozen_;
+  torch::Tensor class_weights_;  // --class_weights, read from the data (train/class_weights.h)
 
   void pin(const nlohmann::json& pinned);
   void build_trainer();
@@ -133,6 +134,7 @@ class Session {
   void search_batch_size();
   void decide_accumulation();
   void choose_num_workers();  // --num_workers auto
+  void decide_buckets();      // --bucket_window auto, and the padding share with and without buckets
   void check_precision();     // --amp_check
   void settle_unused();       // what is still auto does not apply: n/a, with why
 };
