@@ -83,6 +83,27 @@ TEST_CASE("comm: all-reduce and broadcast over Gloo between real processes", "[d
   }
 }
 
+TEST_CASE("comm: reduce-scatter and all-gather of flat buffers over Gloo between real processes", "[dist]") {
+  for (int world : {2, 3}) {
+    INFO("world " << world);
+    auto codes = run_ranks(world, [&](Comm& c) {
+      const int64_t n = 5, size = c.size(), rank = c.rank();
+      // Rank r holds element i of the whole = r * 100 + i: slice k of the sum is known.
+      auto whole = torch::arange(size * n, torch::kFloat) + 100.0 * static_cast<double>(rank);
+      auto mine = torch::empty({n});
+      c.reduce_scatter_sum(mine, whole)->wait();
+      const double ranks_sum = 100.0 * static_cast<double>(size * (size - 1) / 2);
+      bool ok = mine.equal(torch::arange(rank * n, (rank + 1) * n, torch::kFloat) * static_cast<double>(size) + ranks_sum);
+      // Each rank's slice back end to end, in rank order.
+      auto in = torch::full({n}, static_cast<double>(rank), torch::kDouble), out = torch::empty({size * n}, torch::kDouble);
+      c.all_gather_into(out, in)->wait();
+      for (int64_t r = 0; r < size; ++r) ok = ok && out.narrow(0, r * n, n).eq(static_cast<double>(r)).all().item<bool>();
+      return ok;
+    });
+    CHECK(codes == std::vector<int>(static_cast<size_t>(world), 0));
+  }
+}
+
 TEST_CASE("comm: a rank that never joins fails the others within the timeout, naming the rendezvous", "[dist]") {
   const auto t0 = std::chrono::steady_clock::now();
   auto codes = run_ranks(2, [](Comm& c) { c.barrier(); return true; }, 3, /*skip_rank=*/1);

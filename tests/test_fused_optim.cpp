@@ -11,6 +11,7 @@
 #include "step/grad_scaler.h"
 #include "step/optimizer.h"
 #include "train/optimizer_state.h"
+#include "train/state_memory.h"
 #include "test_util.h"
 #include "test_trainer.h"
 
@@ -211,4 +212,29 @@ TEST_CASE("cuda: 20 fp16 steps with the fused optimizer, clipping and EMA never 
     cuda_set_sync_debug_error(false);
     CHECK(std::isfinite(loss.item<double>()));
   }
+}
+
+TEST_CASE("training state memory: the bytes the session reports for the optimizer are what its state holds after a "
+          "step, fused or not, frozen parameters left out",
+          "[fused]") {
+  for (const std::string name : {"adamw", "adam", "sgd"})
+    for (bool fused : {false, true}) {
+      INFO(name << (fused ? " fused" : " unfused"));
+      auto s = make(name, fused);
+      s.model->parameters().front().requires_grad_(false);  // frozen: no gradient, no state
+      const StateMemory want = expected_state_memory(*s.model, *s.optimizer);
+      int64_t params = 0, trainable = 0;
+      for (const auto& p : s.model->parameters()) {
+        params += static_cast<int64_t>(p.nbytes());
+        if (p.requires_grad()) trainable += static_cast<int64_t>(p.nbytes());
+      }
+      CHECK(want.parameters == params);
+      CHECK(want.gradients == trainable);
+      CHECK(want.optimizer == (name == "sgd" ? 1 : 2) * trainable);  // momentum 0.9, or two moments
+      CHECK(optimizer_state_bytes(*s.optimizer) == 0);  // made at the first update
+      set_grads(*s.model, 0);
+      s.model->parameters().front().mutable_grad() = torch::Tensor();
+      s.optimizer->step();
+      CHECK(optimizer_state_bytes(*s.optimizer) == want.optimizer);
+    }
 }

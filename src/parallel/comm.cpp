@@ -408,6 +408,18 @@ std::vector<at::Tensor> Comm::all_gather(const at::Tensor& t) {
   return out[0];
 }
 
+std::unique_ptr<CommWork> Comm::reduce_scatter_sum(at::Tensor& out, at::Tensor& in) {
+  if (in.numel() != out.numel() * size() || !in.is_contiguous() || !out.is_contiguous())
+    throw std::logic_error("Comm::reduce_scatter_sum: `in` must be size() contiguous slices of `out`'s size");
+  return std::make_unique<C10dWork>(impl_->backend->reduce_scatter_single(out, in), *this, "reduce-scatter");
+}
+
+std::unique_ptr<CommWork> Comm::all_gather_into(at::Tensor& out, at::Tensor& in) {
+  if (out.numel() != in.numel() * size() || !in.is_contiguous() || !out.is_contiguous())
+    throw std::logic_error("Comm::all_gather_into: `out` must hold size() contiguous copies of `in`'s size");
+  return std::make_unique<C10dWork>(impl_->backend->all_gather_single(out, in), *this, "all-gather");
+}
+
 void Comm::broadcast(const std::vector<at::Tensor>& tensors, int root) {
   for (const auto& t : tensors) {
     std::vector<at::Tensor> one = {t.is_contiguous() ? t : t.contiguous()};

@@ -67,6 +67,12 @@ class Comm {
   void all_reduce_sum(const std::vector<at::Tensor>& tensors);
   // Every rank's `t` (same shape on all), in rank order, after waiting.
   std::vector<at::Tensor> all_gather(const at::Tensor& t);
+  // Sharded data parallel's pair, on flat contiguous buffers; both return at once, the result is
+  // there after wait(). reduce_scatter_sum: `out` (n elements) gets this rank's slice [rank * n,
+  // (rank + 1) * n) of the sum over the ranks of `in` (size() * n elements). all_gather_into:
+  // `out` (size() * n elements) gets every rank's `in` (n elements) end to end, in rank order.
+  [[nodiscard]] std::unique_ptr<CommWork> reduce_scatter_sum(at::Tensor& out, at::Tensor& in);
+  [[nodiscard]] std::unique_ptr<CommWork> all_gather_into(at::Tensor& out, at::Tensor& in);
   // Copies rank `root`'s tensors into every rank's, in place, and waits.
   void broadcast(const std::vector<at::Tensor>& tensors, int root = 0);
   void barrier();

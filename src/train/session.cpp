@@ -28,6 +28,7 @@
 #include "step/optimizer.h"
 #include "data/length_buckets.h"
 #include "train/class_weights.h"
+#include "train/state_memory.h"
 #include "train/optimizer_spec.h"
 #include "train/resolve_recipe.h"
 
@@ -148,6 +149,11 @@ Session::Session(const Config& requested, SessionOptions options)
   decide_accumulation();
   choose_num_workers();
   decide_buckets();
+  // What each rank holds for training beyond activations: what data parallel replicates.
+  const StateMemory memory = expected_state_memory(trainer_->model(), trainer_->optimizer());
+  const int ranks = parallel_.mesh().ranks.world_size;
+  recipe_.report.push_back({"training state", memory.text(trainer_->optimizer()) +
+                                                  (ranks > 1 ? fmt::format(", on each of the {} ranks", ranks) : "")});
   settle_unused();
 }
 

@@ -1,0 +1,28 @@
+// The memory a rank holds for training, beyond activations: the parameters, their gradients and
+// the optimizer's state, in tracked tensor bytes. The session report prints it, so that what
+// data parallel replicates on every rank (and what sharding would divide) is a number.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "models/registry.h"
+#include "step/optimizer.h"
+
+namespace gputrain {
+
+struct StateMemory {
+  int64_t parameters = 0, gradients = 0, optimizer = 0;
+  // "parameters 13.4 MiB, gradients 13.4 MiB, adamw state 26.8 MiB (two moments)"
+  std::string text(const Optimizer& optimizer) const;
+};
+
+// From the model and the optimizer's kind: every parameter; a gradient for each trainable one
+// (its dtype); and, for each trainable one, Adam's and AdamW's two moments or SGD's momentum
+// buffer (none at momentum 0), in the parameter's dtype, as the update makes them at the first
+// step. Frozen parameters take neither.
+StateMemory expected_state_memory(Net& model, Optimizer& optimizer);
+
+// The bytes of the tensors in the optimizer's state now (moments, momentum buffers).
+int64_t optimizer_state_bytes(Optimizer& optimizer);
+
+}  // namespace gputrain
