@@ -219,8 +219,12 @@ if [ -n "$cuda_root" ]; then
   cuda_args=(-DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc")
   [ "$cuda_root" = /usr/local/cuda ] || cuda_args+=(-DCUDA_TOOLKIT_ROOT_DIR="$cuda_root")
 fi
+# The ccache settings ride in the launcher itself, so that a plain `cmake --build build` (not
+# through this script) uses the cache too: without them every compile that reads the
+# precompiled header is "uncacheable" to ccache.
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+command -v ccache >/dev/null &&
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="env;CCACHE_BASEDIR=$root;CCACHE_SLOPPINESS=$CCACHE_SLOPPINESS;ccache")
 
 stamp="$torch_prefix|$build_type|${cuda_args[*]:-}|${launcher[*]:-}"
 if [ ! -f "$build_dir/build.ninja" ] || [ "$(cat "$build_dir/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
