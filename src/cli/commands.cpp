@@ -25,6 +25,7 @@ const std::vector<Command>& commands() {
       {"infer", "batched predictions to CSV, with samples/s and latency (and a batch-size sweep)", cmd_infer},
       {"generate", "text from a trained language model, streamed as it comes (key-value cache)", cmd_generate},
       {"export", "write a checkpoint's weights as model.safetensors (loads in Python)", cmd_export},
+      {"consolidate", "write a sharded checkpoint (--shard) as one file with its whole optimizer state", cmd_consolidate},
       {"report", "rebuild a run folder's report.html", cmd_report},
       {"launch", "start the ranks of a data-parallel job on this node (like torchrun)", cmd_launch},
       {"info", "show the device, LibTorch, CUDA, cuDNN and NCCL versions", cmd_info},
@@ -45,7 +46,7 @@ std::vector<std::string> command_names() {
 void print_usage() {
   fmt::print("gputrain {}: train PyTorch-style models on GPUs as fast as the hardware allows\n\n", GPUTRAIN_VERSION);
   fmt::print("usage: gputrain <command> [flags]\n\ncommands:\n");
-  for (const auto& c : commands()) fmt::print("  {:<10} {}\n", c.name, c.summary);
+  for (const auto& c : commands()) fmt::print("  {:<11} {}\n", c.name, c.summary);
   fmt::print(
       "\n`gputrain <command> --help` shows a command's flags. `gputrain --version` shows versions.\n"
       "With no command, `gputrain` prints this help; `gputrain train` runs the quickstart.\n");

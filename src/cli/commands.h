@@ -26,6 +26,7 @@ int cmd_eval(const std::vector<std::string>& words);
 int cmd_infer(const std::vector<std::string>& words);
 int cmd_generate(const std::vector<std::string>& words);
 int cmd_export(const std::vector<std::string>& words);
+int cmd_consolidate(const std::vector<std::string>& words);
 int cmd_models(const std::vector<std::string>& words);
 int cmd_launch(const std::vector<std::string>& words);
 

@@ -175,6 +175,7 @@ struct Config {
   std::string rank_batch_sizes;  // "96,64": each rank's own batch size (GPUs of different speeds); "" = --batch_size each
   std::string balance = "off";   // auto: rank batch sizes from a short probe of each rank's speed
   bool sync_bn = false;          // BatchNorm statistics of the global batch (all-reduced); else each rank's own
+  std::string shard = "none";    // none | optimizer | gradients: ZeRO-1/2, each rank keeps 1/N of that state
 
   // Pipeline stages (a model split over devices)
   int64_t pipeline_stages = 1;            // consecutive stages of the model, each on its own device (CPU: thread)

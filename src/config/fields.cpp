@@ -358,6 +358,13 @@ std::vector<Field> make_fields() {
        "parallel",
        "BatchNorm normalizes with the whole global batch's statistics (all-reduced in forward and backward); off: each "
        "rank's own, as DDP"},
+      {"shard",
+       &C::shard,
+       "parallel",
+       "sharded data parallel (ZeRO): optimizer = each rank keeps the optimizer state of 1/N of the parameters "
+       "(gradients reduce-scattered, updated slices all-gathered); gradients = also frees full gradients as soon as "
+       "they are reduced, every micro-batch; none = every rank keeps everything (DDP)",
+       {"none", "optimizer", "gradients"}},
       {"pipeline_stages",
        &C::pipeline_stages,
        "parallel",

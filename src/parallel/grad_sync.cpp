@@ -21,7 +21,8 @@ class ReadyHook : public torch::autograd::PostAccumulateGradHook {
 
 }  // namespace
 
-GradSync::GradSync(torch::nn::Module& model, Comm& comm, double bucket_mb) : comm_(comm) {
+GradSync::GradSync(torch::nn::Module& model, Comm& comm, double bucket_mb, ShardMode shard)
+    : shard_(shard), comm_(comm) {
   for (const auto& p : model.parameters())
     if (p.requires_grad()) params_.push_back(p);
   bucket_of_.resize(params_.size());
@@ -38,6 +39,17 @@ GradSync::GradSync(torch::nn::Module& model, Comm& comm, double bucket_mb) : com
     buckets_.back().params.push_back(k);
     bucket_of_[k] = buckets_.size() - 1;
     bytes += static_cast<double>(p.nbytes());
+  }
+  if (shard_ != ShardMode::kNone) {
+    torch::NoGradGuard no_grad;
+    for (auto& b : buckets_) {
+      std::vector<int64_t> numels;
+      for (size_t k : b.params) numels.push_back(params_[k].numel());
+      b.layout = shard_layout(numels, comm_.size(), comm_.rank());
+      const auto& first = params_[b.params.front()];
+      b.slice = at::zeros({b.layout.shard}, first.options());  // the padding stays zero
+      for (const auto& seg : b.layout.segments) b.flats.push_back(b.slice.narrow(0, seg.shard_offset, seg.length));
+    }
   }
   if (bucket_mb > 0) {
     for (size_t k = 0; k < params_.size(); ++k)
@@ -76,14 +88,96 @@ void GradSync::launch(Bucket& b) {
     const auto& p = params_[k];
     parts.push_back(p.grad().defined() ? p.grad().reshape(-1).to(device) : at::zeros({p.numel()}, p.options().device(device)));
   }
+  if (shard_ == ShardMode::kNone) {
+    b.flat = at::cat(parts);
+    b.work = comm_.all_reduce_sum(b.flat);
+    return;
+  }
+  const int64_t pad = b.layout.padded - b.layout.total;
+  if (pad > 0) parts.push_back(at::zeros({pad}, parts.front().options()));
   b.flat = at::cat(parts);
-  b.work = comm_.all_reduce_sum(b.flat);
+  b.received = at::empty({b.layout.shard}, b.flat.options());
+  b.work = comm_.reduce_scatter_sum(b.received, b.flat);
+  // The bucket's gradients are in flight (copied into flat): they are freed now, and the next
+  // micro-batch's backward (kGradients) makes fresh ones. kOptimizer launches on the step's last
+  // backward alone, after accumulating in the full gradients.
+  for (size_t k : b.params) params_[k].mutable_grad() = at::Tensor();
+}
+
+void GradSync::collect() {
+  while (next_ < buckets_.size()) launch(buckets_[next_++]);  // no overlap (bucket_mb 0), or a gradient that never came
+  for (auto& b : buckets_) {
+    b.work->wait();
+    b.work.reset();
+    b.flat = at::Tensor();
+    b.grad = b.grad.defined() ? b.grad.add_(b.received) : b.received;  // kGradients: summed over micro-batches
+    b.received = at::Tensor();
+  }
+}
+
+void GradSync::begin_step() {
+  for (auto& b : buckets_) b.grad = at::Tensor();  // the last step's sums (the pieces dropped their views)
+}
+
+void GradSync::arm_micro() {
+  if (armed_) collect();  // the previous micro-batch's buckets
+  arm();
+}
+
+std::vector<SlicePiece> GradSync::pieces() const {
+  std::vector<SlicePiece> out;
+  for (const auto& b : buckets_)
+    for (size_t i = 0; i < b.layout.segments.size(); ++i) {
+      const auto& s = b.layout.segments[i];
+      out.push_back({params_[b.params[s.param]], s.param_offset, b.flats[i]});
+    }
+  return out;
+}
+
+void GradSync::gather() {
+  torch::NoGradGuard no_grad;
+  // Two buckets in flight at most: the next one travels while this one is copied out, and the
+  // gathered copies never take more than two buckets' room.
+  std::vector<at::Tensor> full(buckets_.size());
+  std::vector<std::unique_ptr<CommWork>> work(buckets_.size());
+  auto start = [&](size_t i) {
+    full[i] = at::empty({buckets_[i].layout.padded}, buckets_[i].slice.options());
+    work[i] = comm_.all_gather_into(full[i], buckets_[i].slice);
+  };
+  if (!buckets_.empty()) start(0);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    if (i + 1 < buckets_.size()) start(i + 1);
+    work[i]->wait();
+    int64_t offset = 0;
+    for (size_t k : buckets_[i].params) {
+      auto& p = params_[k];
+      p.detach().copy_(full[i].narrow(0, offset, p.numel()).view(p.sizes()));  // copy_ keeps p's memory format
+      offset += p.numel();
+    }
+    full[i] = at::Tensor();
+  }
 }
 
 void GradSync::finish() {
   if (!armed_) arm();  // a backward that launched nothing (pipeline stages): everything goes now
   armed_ = false;
   const auto t0 = std::chrono::steady_clock::now();
+  if (shard_ != ShardMode::kNone) {
+    collect();
+    torch::NoGradGuard no_grad;
+    for (auto& b : buckets_) {
+      // The slice from the parameters as they are now (a checkpoint or a restore may have
+      // written them since the last update), and its summed gradients for the update.
+      for (size_t i = 0; i < b.layout.segments.size(); ++i) {
+        const auto& s = b.layout.segments[i];
+        const auto& p = params_[b.params[s.param]];
+        b.flats[i].copy_(p.reshape(-1).narrow(0, s.param_offset, s.length));
+        b.flats[i].mutable_grad() = b.grad.narrow(0, s.shard_offset, s.length);
+      }
+    }
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
   while (next_ < buckets_.size()) launch(buckets_[next_++]);  // no overlap (bucket_mb 0), or a gradient that never came
   for (auto& b : buckets_) {
     b.work->wait();

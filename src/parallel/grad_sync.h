@@ -2,6 +2,12 @@
 // as soon as backward has produced all of its gradients, so communication overlaps the rest of
 // backward (as PyTorch's DDP does). Only the step's last micro-batch is armed: accumulation
 // micro-batches communicate nothing.
+//
+// Sharded (ZeRO, parallel/shard_layout.h): each bucket is cut into one slice per rank and
+// reduce-scattered, so a rank receives the summed gradients of its slice alone; the optimizer
+// updates the slices (pieces()) and gather() all-gathers them back into every
+// rank's parameters. ShardMode::kGradients also arms every micro-batch and frees each full
+// gradient as soon as its bucket is on its way (accumulating in the slices instead).
 #pragma once
 #include <memory>
 #include <vector>
@@ -9,14 +15,25 @@
 #include <torch/nn/module.h>
 
 #include "parallel/comm.h"
+#include "parallel/shard_layout.h"
 
 namespace gputrain {
+
+enum class ShardMode { kNone, kOptimizer, kGradients };
+
+// Part of a parameter in this rank's slice: its elements [offset, offset + flat.numel()) in
+// logical order (reshape(-1)), viewed in the slice; the gradient sum sets flat's .grad.
+struct SlicePiece {
+  at::Tensor param;
+  int64_t offset = 0;
+  at::Tensor flat;
+};
 
 class GradSync {
  public:
   // Buckets of up to `bucket_mb` MiB in reverse parameter order (the order backward produces
   // them); 0: one bucket, launched after backward (no overlap).
-  GradSync(torch::nn::Module& model, Comm& comm, double bucket_mb);
+  GradSync(torch::nn::Module& model, Comm& comm, double bucket_mb, ShardMode shard = ShardMode::kNone);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -32,6 +49,16 @@ class GradSync {
   bool disarm();
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+
+  // Sharded only. A step begins: the slices' gradient sums start from zero.
+  void begin_step();
+  // kGradients: a micro-batch's backward is next; the previous one's buckets are waited for
+  // and added to the slices first.
+  void arm_micro();
+  // This rank's pieces, for the optimizer to update (in bucket order).
+  std::vector<SlicePiece> pieces() const;
+  // The updated slices, all-gathered into every rank's parameters.
+  void gather();
   // Host seconds finish() waited for communication since the last call (what did not overlap).
   double take_wait_seconds();
 
@@ -41,7 +68,14 @@ class GradSync {
     size_t ready = 0;
     at::Tensor flat;
     std::unique_ptr<CommWork> work;
+    // Sharded: this rank's slice of the bucket (the parameters' elements it updates), the
+    // step's gradient sums of that slice (made by the first reduce-scatter), and one
+    // reduce-scatter's result.
+    ShardLayout layout;
+    at::Tensor slice, grad, received;
+    std::vector<at::Tensor> flats;  // the segments' views of slice, one per layout segment: the optimizer's pieces
   };
+  ShardMode shard_;
   std::vector<at::Tensor> params_;
   std::vector<size_t> bucket_of_;
   std::vector<Bucket> buckets_;
@@ -53,6 +87,7 @@ class GradSync {
 
   void ready(size_t param);
   void launch(Bucket& b);
+  void collect();  // launches what is left and waits for every bucket
 };
 
 }  // namespace gputrain

@@ -44,6 +44,7 @@ void GradScaler::check_(Optimizer& optimizer, bool unscale) {
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv_scale.to(device));
     found_inf_ += found.to(found_inf_.device());
   }
+  optimizer.sum_over_ranks(found_inf_);  // sharded: each rank checked its slices alone; all skip together
   found_inf_.clamp_max_(1.0);  // a flag: the fused kernels skip only where it is exactly 1
   unscaled_ = unscale;
 }

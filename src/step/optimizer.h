@@ -4,6 +4,7 @@
 // and kept in parameter groups: what checkpoints write (train/optimizer_state.h) and what a
 // sharded optimizer slices by group.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,21 @@ struct OptimizerSpec {
   bool fused = false;                 // the update in ATen's fused kernels (step/fused_optim.h)
 };
 
+// Sharded data parallel (ZeRO, parallel/grad_sync.h): this rank updates slices of the
+// parameters. A piece holds elements [offset, offset + flat.numel()) of `param` in its logical
+// order (reshape(-1)); `flat` views this rank's slice buffer, whose .grad the gradient sum sets.
+struct ShardPiece {
+  torch::Tensor param;  // the model's
+  std::string name;     // the parameter's name (checkpoints key pieces by it)
+  int64_t offset = 0;
+  torch::Tensor flat;
+};
+struct Sharding {
+  std::vector<ShardPiece> pieces;
+  std::function<void(torch::Tensor&)> sum_over_ranks;  // in place, and waits
+  std::function<void()> gather;  // after an update: every rank's slices into every rank's parameters
+};
+
 class Optimizer {
  public:
   // `fused`: `base` itself when its update is fused (make_optimizer knows which it built), else null.
@@ -40,16 +56,33 @@ class Optimizer {
   OptimizerKind kind() const { return kind_; }
   std::string name() const;  // "sgd", "adam" or "adamw", as --optimizer spells it
   bool fused() const { return fused_ != nullptr; }
-  // torch::optim's optimizer: its groups and per-parameter state.
+  // torch::optim's optimizer over the whole parameters: its groups say which parameter is where.
   torch::optim::Optimizer& base() { return *base_; }
-  std::vector<torch::optim::OptimizerParamGroup>& param_groups() { return base_->param_groups(); }
-  auto& state() { return base_->state(); }
+  // What the update runs on, groups and per-tensor state: the parameters, or when sharded this
+  // rank's pieces (the same groups and options, with its pieces in the place of parameters).
+  std::vector<torch::optim::OptimizerParamGroup>& param_groups() { return active().param_groups(); }
+  auto& state() { return active().state(); }
+
+  // Sharded data parallel: from here on the update runs on `s.pieces`, grouped as their
+  // parameters are, and every update ends with s.gather(). The state starts empty: call it
+  // before the first step (a checkpoint's state is loaded after).
+  void shard(Sharding s);
+  bool sharded() const { return shard_ != nullptr; }
+  const std::vector<ShardPiece>& pieces() const { return sharding_.pieces; }
+  // The total norm of the gradients the update takes, over every rank when sharded (on the
+  // device, no host sync); a sum of flags over the ranks when sharded (in place), else nothing.
+  torch::Tensor grad_norm();
+  void sum_over_ranks(torch::Tensor& t);
+  // Scales the gradients the update takes so that their total norm (grad_norm()) is at most
+  // `max_norm`; returns that norm before clipping.
+  torch::Tensor clip_grads(double max_norm);
 
   // The update. Fused, it divides the gradients by the inputs given since the last update (the
   // grad scaler's scale, the clip divisor) and skips itself on the device where the overflow
   // flag is set; unfused, the gradients are taken as they are (the step unscaled and clipped them).
   void step();
-  void zero_grad() { base_->zero_grad(/*set_to_none=*/true); }
+  // The parameters' gradients to none (and the pieces', sharded).
+  void zero_grad();
   // Fused updates only (std::logic_error otherwise): what the next step() divides by and skips on.
   void set_scaler_inputs(torch::Tensor grad_scale, torch::Tensor found_inf);
   void set_clip_divisor(torch::Tensor divisor);
@@ -67,9 +100,12 @@ class Optimizer {
 
  private:
   std::unique_ptr<torch::optim::Optimizer> base_;
-  FusedOptimizer* fused_;
+  FusedOptimizer* fused_;  // base_'s or shard_'s: the one that updates
   OptimizerKind kind_;
   std::vector<double> group_scales_;
+  std::unique_ptr<torch::optim::Optimizer> shard_;
+  Sharding sharding_;
+  torch::optim::Optimizer& active() { return shard_ ? *shard_ : *base_; }
 };
 
 // Two kinds of parameter groups, in the order of their first parameter: weights decay, biases
@@ -77,5 +113,14 @@ class Optimizer {
 // the learning rate. Every parameter is in a group, frozen ones too: they take no gradient, so
 // the update passes them over and keeps no state for them until they are unfrozen.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, Net& model, const LrScale& lr_scale = nullptr);
+
+// The total norm of the parameters' gradients, on the device (on the first gradient's device when
+// pipeline stages spread them).
+torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params);
+
+// Gradient-norm clipping that stays on the device (torch's clip_grad_norm_ syncs to the host).
+// Returns the total norm before clipping: `total` when given (a norm over every rank), else the
+// norm of these gradients.
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm, torch::Tensor total = {});
 
 }  // namespace gputrain

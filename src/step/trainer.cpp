@@ -1,13 +1,10 @@
 // Trainer::step: its shells (CUDA graphs, the out-of-memory split) around the straight step.
 #include "step/trainer.h"
 
-#include <ATen/ops/_foreach_mul.h>
-#include <ATen/ops/_foreach_norm.h>
 #include <ATen/record_function.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -20,39 +17,6 @@
 #include "step/spike_guard.h"
 
 namespace gputrain {
-
-namespace {
-
-std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& params) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  return grads;
-}
-
-torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
-  if (grads.empty()) return torch::zeros({});
-  auto norms = at::_foreach_norm(grads, 2, torch::kFloat);
-  for (auto& n : norms)  // pipeline stages: gradients on several devices, the total on the first's
-    if (n.device() != norms.front().device()) n = n.to(norms.front().device());
-  return torch::stack(norms).norm();
-}
-
-}  // namespace
-
-torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params) { return total_norm(grads_of(params)); }
-
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
-  auto grads = grads_of(params);
-  auto total = total_norm(grads);
-  if (grads.empty()) return total;
-  // min(1, max_norm / norm): scaling by a device tensor avoids reading the norm on the host.
-  auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0).to(grads[0].scalar_type());
-  std::map<std::string, std::vector<torch::Tensor>> by_device;  // one device per foreach call
-  for (const auto& g : grads) by_device[g.device().str()].push_back(g);
-  for (auto& [device, list] : by_device) at::_foreach_mul_(list, coef.to(list.front().device()));
-  return total;
-}
 
 void to_channels_last(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
@@ -261,13 +225,13 @@ StepResult Trainer::straight_step(const std::vector<Batch>& micro) {
   // Unfused: unscale first, then clip; the scaler's step unscales otherwise.
   if (opt_.clip_max_norm > 0) {
     if (optimizer_->fused()) {
-      auto norm = gradient_norm(model_->parameters());
+      auto norm = optimizer_->grad_norm();
       if (scaler_.enabled()) norm = (norm / scaler_.scale_tensor().to(norm.device())).reshape({});
       optimizer_->set_clip_divisor(((norm + 1e-6) / opt_.clip_max_norm).clamp_min(1.0));
       r.grad_norm = norm;
     } else {
       scaler_.unscale_(*optimizer_);
-      r.grad_norm = clip_grad_norm(model_->parameters(), opt_.clip_max_norm);
+      r.grad_norm = optimizer_->clip_grads(opt_.clip_max_norm);
     }
   }
   r.skipped = scaler_.step(*optimizer_, skip);

@@ -126,14 +126,6 @@ class Trainer {
   StepResult straight_step(const std::vector<Batch>& micro);
 };
 
-// The total norm of the parameters' gradients, on the device (on the first gradient's device when
-// pipeline stages spread them).
-torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params);
-
-// Gradient-norm clipping that stays on the device (torch's clip_grad_norm_ syncs to the host).
-// Returns the total norm before clipping.
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
-
 // Converts 4-D parameters to channels_last (Module::to has no memory-format form).
 void to_channels_last(torch::nn::Module& module);
 

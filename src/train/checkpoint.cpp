@@ -23,6 +23,7 @@
 #include "core/faults.h"
 #include "core/text.h"
 #include "train/optimizer_state.h"
+#include "train/shard_checkpoint.h"
 #include "weights/safetensors.h"
 #include "weights/unpickler.h"
 
@@ -40,12 +41,19 @@ NamedTensors named(const Ema& ema) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta) {
+void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta, const std::string& shards) {
+  if (trainer.optimizer().sharded() && shards.empty())
+    throw std::logic_error("save_checkpoint: a sharded optimizer's state is in shard files, and no index names them");
   CheckpointData c;
   c.meta = meta;
   c.model = model_tensors(trainer.model());
   if (const Ema* ema = trainer.ema()) c.ema = named(*ema);
-  c.optimizer = capture_optimizer_state(trainer.optimizer());
+  if (trainer.optimizer().sharded()) {
+    c.optimizer = optimizer_groups(trainer.optimizer());
+    c.optimizer.shards = shards;
+  } else {
+    c.optimizer = capture_optimizer_state(trainer.optimizer());
+  }
   std::tie(c.scale, c.growth_tracker) = trainer.scaler().state();
   for (const auto& [name, t] : trainer.step_state()) c.step_state.emplace_back(name, t.cpu());
   {
@@ -239,7 +247,8 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     if (trainer.ema() && !c.ema.empty()) check_fits(c.ema, named(*trainer.ema()));
     if (!weights_finite(c)) throw std::runtime_error("it holds non-finite weights");
     // Everything that can refuse the file runs before the model changes.
-    apply_optimizer_state(trainer.optimizer(), c.optimizer);
+    // Sharded on either side, each piece's or parameter's state is cut from where it is kept.
+    apply_optimizer_state(trainer.optimizer(), state_for(trainer.optimizer(), c.optimizer, path));
     trainer.scaler().load_state(c.scale, c.growth_tracker);
     trainer.load_step_state(c.step_state);  // a state no hook of this run keeps is passed over
     {

@@ -17,8 +17,11 @@ RankRng gather_rank_rng(Comm& comm, const Trainer& trainer);
 
 // Writes format 3 (torch.save's layout: torch.load(path, weights_only=True) reads it, and its
 // "model" dict loads into the family's PyTorch twin) to "<path>.tmp", fsyncs it, renames it over
-// `path` and fsyncs the folder, so a crash leaves either the old file or the new one.
-void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta);
+// `path` and fsyncs the folder, so a crash leaves either the old file or the new one. A sharded
+// optimizer's state is in shard files the ranks wrote before (train/shard_checkpoint.h): `shards`
+// is their index, and the file holds the optimizer's groups alone.
+void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta,
+                     const std::string& shards = "");
 
 // Restores the model, optimizer, scaler and RNG state of `trainer` from a checkpoint of any
 // format (1 and 2 read as data, never run); throws a usage error for a missing, corrupt or

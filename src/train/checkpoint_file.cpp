@@ -335,6 +335,7 @@ OptimizerState read_optimizer(Tree& t, size_t i) {
     for (size_t p : t.at(*params).items) group.params.push_back(t.integer(t.at(p), "a parameter index"));
     out.groups.push_back(std::move(group));
   }
+  if (const auto shards = t.find(o, "gputrain_shards")) out.shards = t.text(t.at(*shards), "the shard index");
   const PickleValue& state = t.dict(o, "state");
   for (size_t k = 0; k + 1 < state.items.size(); k += 2) {
     const int64_t index = t.integer(t.at(state.items[k]), "a parameter index");

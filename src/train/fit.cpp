@@ -226,13 +226,17 @@ class Fit {
   void save(const std::string& name, CheckpointMeta m) {
     if (!c().save_checkpoints && name != "last.pt") return;
     s_.parallel().gather_rng(m, trainer());  // every rank is here: rank 0 writes
+    // --shard: each rank writes its slices' optimizer state beside the checkpoint first.
+    const std::string shards = trainer().optimizer().sharded()
+                                   ? s_.parallel().save_shards(folder_ ? folder_->checkpoint_path(name) : "", trainer())
+                                   : "";
     if (!folder_) return;
     if (!all_finite(trainer()))
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
                   std::string(s_.recipe().precision.amp ? "train without mixed precision (--no-use_amp), " : "") +
                       "lower --lr or set --clip_max_norm; " + last_checkpoint_note(),
                   kExitNonFinite);
-    stop_.saved(folder_->save_checkpoint(name, trainer(), m));
+    stop_.saved(folder_->save_checkpoint(name, trainer(), m, shards));
   }
 
   // A collective failed (a rank stopped or gone): rank 0 keeps the last step every rank
@@ -241,6 +245,10 @@ class Fit {
   // what the run reports.
   void keep_alone(int64_t epoch, int64_t consumed) {
     if (!folder_) return;
+    if (trainer().optimizer().sharded()) {  // the other ranks' slices are out of reach now
+      progress_.line(fmt::format("could not keep step {}: its sharded optimizer state lives on every rank", r_.step));
+      return;
+    }
     try {
       if (!all_finite(trainer())) return;
       folder_->save_checkpoint("last.pt", trainer(), meta(epoch, consumed));

@@ -185,6 +185,10 @@ void write_optimizer_state(PickleWriter& out, const OptimizerState& state) {
     out.end();
   }
   out.end();
+  if (!state.shards.empty()) {
+    out.text("gputrain_shards");
+    out.text(state.shards);
+  }
   out.end();
 }
 

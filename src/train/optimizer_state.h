@@ -26,6 +26,9 @@ struct OptimizerState {
   // By position: "step" (a 0-d tensor, as PyTorch keeps it), "exp_avg", "exp_avg_sq",
   // "max_exp_avg_sq" (amsgrad) for Adam and AdamW; "momentum_buffer" for SGD.
   std::map<int64_t, std::map<std::string, torch::Tensor>> state;
+  // A sharded checkpoint's (train/shard_checkpoint.h): the index of the shard files holding the
+  // per-parameter state (JSON text; `state` is then empty). Empty: `state` is all of it.
+  std::string shards;
 };
 
 // The state of `optimizer` (fused step counts brought up to date first). Tensors are the

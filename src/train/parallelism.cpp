@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 
 #include "core/autocast.h"
 #include "core/device_cuda.h"
@@ -22,6 +24,7 @@
 #include "train/keep_state.h"
 #include "train/job_agreement.h"
 #include "train/pipeline_step.h"
+#include "train/shard_checkpoint.h"
 
 namespace gputrain {
 
@@ -32,11 +35,12 @@ namespace gputrain {
 // (probes and checks that one rank runs alone keep local statistics).
 class DataParallelHooks : public StepHooks {
  public:
-  DataParallelHooks(Net& model, Comm& comm, double bucket_mb, bool sync_bn)
+  DataParallelHooks(Net& model, Comm& comm, double bucket_mb, bool sync_bn, ShardMode shard)
       : model_(model),
         comm_(comm),
         bucket_mb_(bucket_mb),
-        sync_(std::make_unique<GradSync>(model, comm, bucket_mb)),
+        shard_(shard),
+        sync_(std::make_unique<GradSync>(model, comm, bucket_mb, shard)),
         sum_([&comm](torch::Tensor& t) { comm.all_reduce_sum(t)->wait(); }),
         global_norm_([this](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& mean,
                             torch::Tensor& var, double momentum, double eps) {
@@ -48,12 +52,21 @@ class DataParallelHooks : public StepHooks {
   }
   int synced_norms() const { return static_cast<int>(norms_.size()); }
   double take_wait_seconds() { return sync_->take_wait_seconds(); }
+  GradSync& sync() { return *sync_; }
 
   void begin(int64_t step) override {
     step_ = step;
     for (auto* n : norms_) n->sync_with(&global_norm_);
+    if (shard_ != ShardMode::kNone) sync_->begin_step();
   }
-  void before_last_backward() override { sync_->arm(); }
+  void before_last_backward() override {
+    if (shard_ != ShardMode::kGradients) sync_->arm();
+  }
+  // --shard gradients: every backward is armed (its gradients are reduced and freed as they come).
+  torch::Tensor scaled(torch::Tensor loss) override {
+    if (shard_ == ShardMode::kGradients) sync_->arm_micro();
+    return loss;
+  }
   // Once per step: a retry after an out-of-memory error (this rank alone) counts the same
   // batches, and a second all-reduce would meet the other ranks' gradient buckets instead.
   torch::Tensor step_total(torch::Tensor count) override {
@@ -72,6 +85,8 @@ class DataParallelHooks : public StepHooks {
   // Only what trains is all-reduced: the buckets are laid out again over the new set (every
   // rank unfreezes at the same step, so their buckets still pair up).
   void trainable_changed() override {
+    // The optimizer's pieces view the slices: plan() refuses --unfreeze_at_epoch with --shard.
+    if (shard_ != ShardMode::kNone) throw std::logic_error("sharded data parallel: the trainable parameters changed");
     sync_.reset();  // first: its autograd hooks come off before the new ones go on
     sync_ = std::make_unique<GradSync>(model_, comm_, bucket_mb_);
   }
@@ -80,6 +95,7 @@ class DataParallelHooks : public StepHooks {
   Net& model_;
   Comm& comm_;
   double bucket_mb_;
+  ShardMode shard_;
   std::unique_ptr<GradSync> sync_;
   SumOverRanks sum_;
   GlobalBatchNorm global_norm_;
@@ -90,6 +106,13 @@ class DataParallelHooks : public StepHooks {
 };
 
 namespace {
+
+int64_t trainable_elements(Net& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters())
+    if (p.requires_grad()) n += p.numel();
+  return n;
+}
 
 // --rank_batch_sizes "96,64": one positive size per rank (empty when not given).
 std::vector<int64_t> parse_rank_batch_sizes(const std::string& sizes, int world) {
@@ -153,7 +176,19 @@ Decisions Parallelism::plan(const ResolvedConfig& given, const MachineInfo& mach
   if (c.balance == "auto" && !mesh_.data_parallel()) rc.not_applicable("balance", "one process: nothing to balance");
   if (!mesh_.data_parallel()) {
     if (c.sync_bn) rc.decide("sync_bn", false, "one process: its batch is the global batch");
+    if (c.shard != "none") rc.decide("shard", "none", "one process: nothing to shard its state over");
     return rc.out;
+  }
+  if (c.shard != "none") {
+    // The optimizer's pieces view slices laid out over the pipeline's or the trainable set's
+    // parameters as they were when the slices were cut.
+    if (c.pipeline_stages > 1)
+      throw usage_error(fmt::format("--shard {} with --pipeline_stages {}: not yet", c.shard, c.pipeline_stages),
+                        "shard the state of ranks without stages, or run the stages with --shard none");
+    if (c.unfreeze_at_epoch > 0)
+      throw usage_error(fmt::format("--shard {} with --unfreeze_at_epoch {}: not yet (the slices are cut over the "
+                                    "parameters that train from the start)", c.shard, c.unfreeze_at_epoch),
+                        "drop --unfreeze_at_epoch, or train with --shard none");
   }
   const std::string why = fmt::format("rank {} of {}", e.rank, e.world_size);
   // A rank takes its local rank's GPU; with CUDA_VISIBLE_DEVICES narrowed per task (Slurm's
@@ -215,8 +250,9 @@ void Parallelism::connect(const Config& c, Recipe& recipe) {
   mesh_.comm->connect(recipe.cuda ? recipe.device.index() : -1);
   const double mb = c.ddp_bucket_mb;
   recipe.report.push_back(
-      {"data parallel", fmt::format("{} ranks over {} ({}); gradients all-reduced {}", mesh_.ranks.world_size,
+      {"data parallel", fmt::format("{} ranks over {} ({}); gradients {} {}", mesh_.ranks.world_size,
                                     recipe.cuda ? "NCCL" : "Gloo", mesh_.ranks.describe(),
+                                    c.shard == "none" ? "all-reduced" : "reduce-scattered",
                                     mb > 0 ? fmt::format("in {:g} MiB buckets during backward", mb)
                                            : std::string("in one bucket after backward (--ddp_bucket_mb 0)"))});
 }
@@ -248,8 +284,12 @@ void Parallelism::compose(Trainer& trainer, const DataSplits& data, const FirstB
                         "give each rank's batch with --rank_batch_sizes");
     balance(trainer, first_batch, rc, recipe);
   }
-  auto hooks = std::make_unique<DataParallelHooks>(trainer.model(), *mesh_.comm, c.ddp_bucket_mb, c.sync_bn);
+  const ShardMode mode = c.shard == "optimizer"   ? ShardMode::kOptimizer
+                        : c.shard == "gradients" ? ShardMode::kGradients
+                                                 : ShardMode::kNone;
+  auto hooks = std::make_unique<DataParallelHooks>(trainer.model(), *mesh_.comm, c.ddp_bucket_mb, c.sync_bn, mode);
   hooks_ = hooks.get();
+  if (mode != ShardMode::kNone) shard_optimizer(trainer, c, recipe);
   const int norms = hooks->synced_norms();
   trainer.add_hooks(std::move(hooks));
   trainer.set_batch_share(static_cast<double>(c.batch_size) / static_cast<double>(global_batch_size(c.batch_size)));
@@ -433,6 +473,65 @@ std::vector<int> Parallelism::node_gpus(const Recipe& recipe, const MachineInfo&
   const int per_rank = std::max<int>(1, static_cast<int>(mesh_.stages.size()));
   for (int g = 0; g < std::min(e.local_world_size * per_rank, visible); ++g) gpus.push_back(g);
   return gpus;
+}
+
+void Parallelism::shard_optimizer(Trainer& trainer, const Config& c, Recipe& recipe) {
+  std::unordered_map<void*, std::string> names;
+  for (const auto& p : trainer.model().named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
+  Sharding s;
+  int64_t elements = 0;
+  for (auto& piece : hooks_->sync().pieces()) {
+    elements += piece.flat.numel();
+    s.pieces.push_back({piece.param, names.at(piece.param.unsafeGetTensorImpl()), piece.offset, piece.flat});
+  }
+  Comm& comm = *mesh_.comm;
+  s.sum_over_ranks = [&comm](torch::Tensor& t) { comm.all_reduce_sum(t)->wait(); };
+  GradSync& sync = hooks_->sync();
+  s.gather = [&sync] { sync.gather(); };
+  trainer.optimizer().shard(std::move(s));
+  recipe.report.push_back(
+      {"sharding", fmt::format("--shard {} (ZeRO-{}): rank {} updates {} of the {} trainable elements and keeps their "
+                               "optimizer state; the updated slices are all-gathered after each step{}",
+                               c.shard, c.shard == "optimizer" ? 1 : 2, mesh_.ranks.rank, elements,
+                               trainable_elements(trainer.model()),
+                               c.shard == "gradients" ? "; full gradients are freed as soon as their bucket is reduced, "
+                                                        "every micro-batch"
+                                                      : "")});
+}
+
+std::string Parallelism::save_shards(const std::string& checkpoint_path, Trainer& trainer) const {
+  Comm& comm = *mesh_.comm;
+  const int rank = mesh_.ranks.rank, world = mesh_.ranks.world_size;
+  const int64_t n = ++shard_saves_;
+  // Rank 0 names the save (a fresh folder each time: the previous checkpoint's files stay whole
+  // until the new checkpoint replaces it).
+  ShardSave save;
+  if (rank == 0) save = new_shard_save(checkpoint_path, world);
+  const auto named = nlohmann::json::parse(
+      comm.share(fmt::format("shard_save/{}", n), rank == 0 ? nlohmann::json{save.folder, save.id}.dump() : ""));
+  save = {named[0].get<std::string>(), named[1].get<std::string>(), world};
+  std::string error;
+  try {
+    write_shard_file(save, rank, trainer.optimizer());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const auto errors = comm.gather(fmt::format("shard_written/{}", n), error);
+  if (rank != 0) {
+    if (!error.empty()) throw runtime_error(fmt::format("rank {} could not write its shard file: {}", rank, error));
+    return "";
+  }
+  for (int r = 0; r < world; ++r)
+    if (!errors[static_cast<size_t>(r)].empty())
+      throw runtime_error(fmt::format("rank {} could not write its shard file: {}", r, errors[static_cast<size_t>(r)]),
+                          "check that its disk has room and the run folder is writable from every node");
+  for (int r = 0; r < world; ++r)
+    if (!std::filesystem::exists(shard_file(save.folder, r, world)))
+      throw runtime_error(fmt::format("shard file '{}' that rank {} wrote is not in rank 0's folder",
+                                      shard_file(save.folder, r, world), r),
+                          "sharded checkpoints need a run folder every rank sees (a shared file system), as "
+                          "torch.distributed.checkpoint does; or train with --shard none");
+  return shard_index(save, checkpoint_path, trainer.optimizer(), trainer.model());
 }
 
 double Parallelism::take_comm_seconds() const { return hooks_ ? hooks_->take_wait_seconds() : 0; }

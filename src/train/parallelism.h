@@ -70,6 +70,10 @@ class Parallelism {
                     nlohmann::json& record, std::string& tail) const;
   // Every rank's generator states into a checkpoint's meta (a collective; rank 0 writes them).
   void gather_rng(CheckpointMeta& meta, const Trainer& trainer) const;
+  // --shard, at a save (a collective): every rank writes its shard file beside rank 0's
+  // `checkpoint_path` (given on rank 0 alone); returns the index for that checkpoint on rank 0,
+  // "" on the others. Throws when any rank could not write its file.
+  std::string save_shards(const std::string& checkpoint_path, Trainer& trainer) const;
   // The run's parallel layout as a metrics record (null when there is nothing to report).
   nlohmann::json layout_record(Trainer& trainer, const std::string& schedule) const;
   // Host seconds the step waited for the gradient sum since the last call.
@@ -83,6 +87,7 @@ class Parallelism {
   torch::Device device_ = torch::kCPU;     // where the collectives reduce (the run's device)
   std::string time_limit_;                 // --time_limit, for a stop another rank asked for
   DataParallelHooks* hooks_ = nullptr;     // owned by the Trainer once composed
+  mutable int64_t shard_saves_ = 0;             // sharded saves so far: each meets under keys of its own
   Pipeline* pipeline_ = nullptr;           // owned by the Trainer once composed
 
   struct Planning;
@@ -90,6 +95,8 @@ class Parallelism {
   std::vector<torch::Device> stage_devices(const Config& c, const Recipe& recipe, const MachineInfo& machine) const;
   void make_stages(Trainer& trainer, const FirstBatch& first_batch, const Config& c, Recipe& recipe);
   void balance(Trainer& trainer, const FirstBatch& first_batch, ResolvedConfig& rc, Recipe& recipe);
+  // --shard: the optimizer updates this rank's slices of the gradient sum's buckets.
+  void shard_optimizer(Trainer& trainer, const Config& c, Recipe& recipe);
 };
 
 }  // namespace gputrain

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "monitor/report_html.h"
+#include "train/shard_checkpoint.h"
 #include "train/run_program.h"
 
 namespace fs = std::filesystem;
@@ -308,9 +309,12 @@ void RunFolder::write(const nlohmann::json& record) {
     if (std::string error = monitor_->write_error(); !error.empty()) throw runtime_error(error);
 }
 
-double RunFolder::save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta) {
+double RunFolder::save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta,
+                                  const std::string& shards) {
   const auto t0 = std::chrono::steady_clock::now();
-  gputrain::save_checkpoint(checkpoint_path(name), trainer, meta);
+  gputrain::save_checkpoint(checkpoint_path(name), trainer, meta, shards);
+  // The shard files this checkpoint replaced (or a crashed save left) go once nothing names them.
+  remove_unreferenced_shards((fs::path(dir_) / "checkpoints").string());
   if (status_) status_->update({{"last_checkpoint", {{"path", checkpoint_path(name)}, {"step", meta.step}}}});
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -336,6 +340,7 @@ std::vector<std::string> RunFolder::complete_saves(const std::string& from, cons
   for (const auto& name : names) {
     const std::string path = checkpoint_path(name);
     if (fs::weakly_canonical(path) == fs::weakly_canonical(from) || !older(name)) continue;
+    copy_shards(from, path);  // first: the copy must never name shard files that are not there
     copy_file_atomically(from, path);
     copied.push_back(name);
   }
@@ -348,6 +353,7 @@ nlohmann::json RunFolder::keep_program(const std::string& model) {
 
 void RunFolder::prune_checkpoints(int64_t keep) {
   gputrain::prune_checkpoints((fs::path(dir_) / "checkpoints").string(), keep);
+  remove_unreferenced_shards((fs::path(dir_) / "checkpoints").string());
 }
 
 void RunFolder::write_report() {

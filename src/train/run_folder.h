@@ -63,7 +63,8 @@ class RunFolder {
   StatusFile& status() { return *status_; }
 
   // The checkpoint `name` (last.pt, best.pt, epoch-N.pt); returns the seconds the save took.
-  double save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta);
+  double save_checkpoint(const std::string& name, Trainer& trainer, const CheckpointMeta& meta,
+                         const std::string& shards = "");
   void prune_checkpoints(int64_t keep);
   // The run keeps its program (train/run_program.h): `model` copied in, its record returned. A
   // run that ends before start() takes the copies away again.

@@ -150,10 +150,19 @@ Session::Session(const Config& requested, SessionOptions options)
   choose_num_workers();
   decide_buckets();
   // What each rank holds for training beyond activations: what data parallel replicates.
-  const StateMemory memory = expected_state_memory(trainer_->model(), trainer_->optimizer());
+  // Sharded, beside what each rank would hold without it.
+  Optimizer& optimizer = trainer_->optimizer();
+  const StateMemory memory = expected_state_memory(trainer_->model(), optimizer, rc_.resolved.shard != "gradients");
   const int ranks = parallel_.mesh().ranks.world_size;
-  recipe_.report.push_back({"training state", memory.text(trainer_->optimizer()) +
-                                                  (ranks > 1 ? fmt::format(", on each of the {} ranks", ranks) : "")});
+  std::string text = memory.text(optimizer);
+  if (optimizer.sharded()) {
+    const StateMemory whole = unsharded_state_memory(trainer_->model(), optimizer);
+    text += fmt::format(" on rank {} (--shard {}); each rank of data parallel without it: {}", parallel_.mesh().ranks.rank,
+                        rc_.resolved.shard, whole.text(optimizer));
+  } else if (ranks > 1) {
+    text += fmt::format(", on each of the {} ranks", ranks);
+  }
+  recipe_.report.push_back({"training state", text});
   settle_unused();
 }
 

@@ -30,16 +30,33 @@ std::string StateMemory::text(const Optimizer& optimizer) const {
                      what);
 }
 
-StateMemory expected_state_memory(Net& model, Optimizer& optimizer) {
+namespace {
+
+StateMemory state_memory(Net& model, Optimizer& optimizer, bool sharded, bool full_gradients) {
   StateMemory m;
   const int per_param = slots(optimizer);
   for (const auto& p : model.parameters()) {
     m.parameters += bytes(p);
     if (!p.requires_grad()) continue;
-    m.gradients += bytes(p);
-    m.optimizer += per_param * bytes(p);
+    if (!sharded || full_gradients) m.gradients += bytes(p);
+    if (!sharded) m.optimizer += per_param * bytes(p);
   }
+  if (sharded)
+    for (const auto& piece : optimizer.pieces()) {
+      if (!full_gradients) m.gradients += bytes(piece.flat);  // the slices' sums (with full ones, after they are freed)
+      m.optimizer += per_param * bytes(piece.flat);
+    }
   return m;
+}
+
+}  // namespace
+
+StateMemory expected_state_memory(Net& model, Optimizer& optimizer, bool full_gradients) {
+  return state_memory(model, optimizer, optimizer.sharded(), full_gradients);
+}
+
+StateMemory unsharded_state_memory(Net& model, Optimizer& optimizer) {
+  return state_memory(model, optimizer, false, true);
 }
 
 int64_t optimizer_state_bytes(Optimizer& optimizer) {

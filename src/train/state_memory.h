@@ -19,8 +19,14 @@ struct StateMemory {
 // From the model and the optimizer's kind: every parameter; a gradient for each trainable one
 // (its dtype); and, for each trainable one, Adam's and AdamW's two moments or SGD's momentum
 // buffer (none at momentum 0), in the parameter's dtype, as the update makes them at the first
-// step. Frozen parameters take neither.
-StateMemory expected_state_memory(Net& model, Optimizer& optimizer);
+// step. Frozen parameters take neither. Sharded (--shard), the optimizer's state is its pieces';
+// the gradients at their peak are the full ones with `full_gradients` (--shard optimizer
+// accumulates them until the step's last backward, then frees them as their buckets are
+// reduced), else the pieces' sums (--shard gradients: a full gradient lives from backward
+// until its bucket goes, which is not counted).
+StateMemory expected_state_memory(Net& model, Optimizer& optimizer, bool full_gradients = true);
+// What each rank would hold without sharding.
+StateMemory unsharded_state_memory(Net& model, Optimizer& optimizer);
 
 // The bytes of the tensors in the optimizer's state now (moments, momentum buffers).
 int64_t optimizer_state_bytes(Optimizer& optimizer);

@@ -1,0 +1,223 @@
+// Sharded data parallel (--shard optimizer|gradients, ZeRO-1/2) with real processes over Gloo:
+// the weights after N steps equal unsharded data parallel's; each rank keeps its slice of the
+// optimizer state; sharded checkpoints resume on another number of ranks and another --shard
+// exactly; missing or foreign shard files and a crash inside a save are handled.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "test_util.h"
+#include "test_weights.h"
+#include "train/checkpoint_file.h"
+#include "weights/safetensors.h"
+
+using namespace gputrain;
+using test::check_same_weights;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Epochs of 20 steps of a global batch of 48 (2 x 24, 3 x 16), AdamW with clipping.
+const std::string kMlp =
+    "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 960 --synthetic_test_size 40 "
+    "--model mlp --width 32 --optimizer adamw --lr 0.01 --weight_decay 0.05 --clip_max_norm 0.5 "
+    "--lr_schedule constant --num_workers 0 --threads 1 --no-use_amp --log_every 5 ";
+
+std::string launch(int ranks) { return "launch --nproc_per_node " + std::to_string(ranks) + " -- "; }
+
+// The shard folders of the saves of checkpoint `name` (each of last.pt, epoch-N.pt and best.pt has
+// its own), or of all of them.
+std::vector<fs::path> shard_folders(const std::string& run, const std::string& name = "last.pt") {
+  std::vector<fs::path> out;
+  const fs::path shards = fs::path(run) / "checkpoints" / "shards";
+  if (fs::is_directory(shards))
+    for (const auto& e : fs::directory_iterator(shards))
+      if (name.empty() || e.path().filename().string().rfind(name + "-", 0) == 0) out.push_back(e.path());
+  return out;
+}
+
+size_t checkpoints_in(const std::string& run) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(run) / "checkpoints")) n += e.path().extension() == ".pt";
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("sharded data parallel: optimizer and gradients on 2 and 3 ranks train the weights of unsharded data parallel",
+          "[dist][cli]") {
+  test::TempDir dir;
+  auto ref = test::run_gputrain(launch(2) + kMlp + "--epochs 1 --batch_size 24 --output_dir " + (dir / "ref") + " --export " +
+                                (dir / "ref.st"));
+  INFO(ref.out << ref.err);
+  REQUIRE(ref.exit_code == 0);
+  struct Case {
+    int ranks;
+    std::string flags;
+  };
+  const std::vector<Case> cases = {
+      {2, "--shard optimizer --batch_size 24"},
+      {2, "--shard gradients --batch_size 12 --accumulation_steps 2"},  // reduced and freed every micro-batch
+      {3, "--shard optimizer --batch_size 8 --accumulation_steps 2 --ddp_bucket_mb 0.001"},  // a bucket per parameter
+      {3, "--shard gradients --batch_size 16 --ddp_bucket_mb 0"},  // one bucket after backward
+  };
+  for (const auto& c : cases) {
+    const std::string name = "r" + std::to_string(c.ranks) + c.flags.substr(8, 3);
+    auto r = test::run_gputrain(launch(c.ranks) + kMlp + "--epochs 1 " + c.flags + " --output_dir " + (dir / name) + " --export " +
+                                (dir / (name + ".st")));
+    INFO(c.flags << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    check_same_weights(dir / "ref.st", dir / (name + ".st"));
+    CHECK_THAT(r.out, Catch::Contains("gradients reduce-scattered") && Catch::Contains("sharding"));
+  }
+  // The report: rank 0's slice of 32x32+32 + 32x32+32 + 32x5+5 = 2277 elements (padded to 2278),
+  // and the bytes per rank: AdamW's two moments halved; with gradients the gradients too.
+  for (const std::string mode : {"optimizer", "gradients"}) {
+    auto r = test::run_gputrain(launch(2) + kMlp + "--shard " + mode + " --batch_size 24 --max_steps 1");
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("rank 0 updates 1139 of the 2277 trainable elements"));
+    CHECK_THAT(r.out, Catch::Contains(fmt::format("parameters 8.9 KiB, gradients {} KiB, adamw state 8.9 KiB (two moments) "
+                                                  "on rank 0 (--shard {}); each rank of data parallel without it: "
+                                                  "parameters 8.9 KiB, gradients 8.9 KiB, adamw state 17.8 KiB",
+                                                  mode == "optimizer" ? "8.9" : "4.4", mode)));
+  }
+}
+
+TEST_CASE("sharded data parallel: a resnet and the transformer train the weights of unsharded data parallel",
+          "[dist][cli]") {
+  test::TempDir dir;
+  // Without clipping: the global norm summed from the ranks' slices differs from the whole one
+  // in its last bits, and 8 steps through BatchNorm grow that to ~1e-6 (the MLP checks clipping).
+  // The transformer with SGD: the attention's key bias has a gradient of zero in exact
+  // arithmetic (softmax ignores a shift), and Adam divides its rounding noise by its own size,
+  // so that a last-bit difference of the vectorized update over a slice that starts elsewhere
+  // becomes a step of the learning rate's size.
+  const std::vector<std::string> models = {
+      "--dataset synthetic --input_shape 3x16x16 --num_classes 4 --model resnet18 --width 4 --optimizer adamw "
+      "--lr 0.01 --weight_decay 1e-4",
+      "--dataset synthetic --input_shape 12x5 --num_classes 5 --model transformer --width 16 --heads 2 --optimizer sgd "
+      "--momentum 0.9 --lr 0.05",
+  };
+  for (size_t m = 0; m < models.size(); ++m) {
+    const std::string base = "train " + models[m] +
+                             " --synthetic_train_size 256 --synthetic_test_size 16 --batch_size 16 --max_steps 8 "
+                             "--epochs 1 --num_workers 0 --threads 1 --no-use_amp ";
+    const std::string a = fmt::format("m{}none", m), b = fmt::format("m{}grad", m);
+    auto none = test::run_gputrain(launch(2) + base + "--output_dir " + (dir / a) + " --export " + (dir / (a + ".st")));
+    INFO(none.out << none.err);
+    REQUIRE(none.exit_code == 0);
+    auto sharded = test::run_gputrain(launch(2) + base + "--shard gradients --output_dir " + (dir / b) + " --export " +
+                                      (dir / (b + ".st")));
+    INFO(sharded.out << sharded.err);
+    REQUIRE(sharded.exit_code == 0);
+    check_same_weights(dir / (a + ".st"), dir / (b + ".st"));  // BatchNorm statistics included
+  }
+}
+
+TEST_CASE("sharded data parallel: checkpoints reshard 2 -> 3 -> 1 ranks across --shard values and continue exactly",
+          "[dist][cli]") {
+  test::TempDir dir;
+  // 3 epochs of 10 steps of 48 samples (a constant learning rate: --epochs sets a schedule's length).
+  const std::string base =
+      "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 480 --synthetic_test_size 40 "
+      "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 0.5 --lr_schedule constant --num_workers 0 "
+      "--threads 1 --no-use_amp --log_every 5 ";
+  auto full = test::run_gputrain(base + "--batch_size 48 --epochs 3 --output_dir " + (dir / "full") + " --export " +
+                                 (dir / "full.st"));
+  INFO(full.out << full.err);
+  REQUIRE(full.exit_code == 0);
+
+  const std::string run = dir / "run";
+  auto first = test::run_gputrain(launch(2) + base + "--batch_size 24 --epochs 1 --shard optimizer --output_dir " + run);
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  // Rank 0's checkpoint holds the groups and an index; each rank's slices are in its own file.
+  const CheckpointData saved = read_checkpoint_file(run + "/checkpoints/last.pt");
+  CHECK(saved.optimizer.state.empty());
+  REQUIRE_FALSE(saved.optimizer.shards.empty());
+  auto folders = shard_folders(run);
+  REQUIRE(folders.size() == 1);
+  CHECK(fs::exists(folders[0] / "rank-0-of-2.safetensors"));
+  CHECK(fs::exists(folders[0] / "rank-1-of-2.safetensors"));
+
+  // 3 ranks, --shard gradients: the slices are cut anew (the global batch of 48 is kept).
+  auto second = test::run_gputrain(launch(3) + base + "--epochs 2 --shard gradients --resume auto --output_dir " + run);
+  INFO(second.out << second.err);
+  REQUIRE(second.exit_code == 0);
+  folders = shard_folders(run);
+  REQUIRE(folders.size() == 1);  // the 2-rank save's files went with the checkpoint they belonged to
+  CHECK(fs::exists(folders[0] / "rank-2-of-3.safetensors"));
+
+  // One file, then one process without sharding: the uninterrupted run's weights.
+  auto whole = test::run_gputrain("consolidate " + run + "/checkpoints/last.pt " + (dir / "whole.pt"));
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  const CheckpointData consolidated = read_checkpoint_file(dir / "whole.pt");
+  CHECK(consolidated.optimizer.shards.empty());
+  CHECK(consolidated.optimizer.state.size() == 6);  // three layers' weights and biases
+  auto third = test::run_gputrain(base + "--epochs 3 --resume " + (dir / "whole.pt") + " --output_dir " + (dir / "third") +
+                                  " --export " + (dir / "third.st"));
+  INFO(third.out << third.err);
+  REQUIRE(third.exit_code == 0);
+  check_same_weights(dir / "full.st", dir / "third.st");
+  // The sharded checkpoint itself resumes in one process too (its shards consolidated on load).
+  auto direct = test::run_gputrain(base + "--epochs 3 --resume " + run + "/checkpoints/last.pt --output_dir " +
+                                   (dir / "direct") + " --export " + (dir / "direct.st"));
+  INFO(direct.out << direct.err);
+  REQUIRE(direct.exit_code == 0);
+  check_same_weights(dir / "full.st", dir / "direct.st");
+}
+
+TEST_CASE("sharded data parallel: missing or foreign shard files exit 2 naming the file; a crash in a save keeps the "
+          "previous checkpoint",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string base = launch(2) + kMlp + "--batch_size 24 --shard optimizer ";
+  const std::string a = dir / "a", b = dir / "b";
+  for (const auto& run : {a, b}) {
+    auto r = test::run_gputrain(base + "--epochs 1 --output_dir " + run);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  const fs::path file = shard_folders(a).at(0) / "rank-1-of-2.safetensors";
+  fs::rename(file, dir / "kept.safetensors");
+  auto missing = test::run_gputrain(base + "--epochs 2 --resume auto --output_dir " + a);
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains(file.string()));
+  // Another run's file in its place.
+  fs::copy_file(shard_folders(b).at(0) / "rank-1-of-2.safetensors", file);
+  auto foreign = test::run_gputrain(base + "--epochs 2 --resume auto --output_dir " + a);
+  CHECK(foreign.exit_code == 2);
+  CHECK_THAT(foreign.err, Catch::Contains(file.string()) && Catch::Contains("belongs to another save"));
+  fs::remove(file);
+  fs::rename(dir / "kept.safetensors", file);
+
+  // Killed inside the next save (after the shard files, before the checkpoint's rename): the
+  // previous checkpoint and its shards still resume, and the crashed save's files are reclaimed.
+  const size_t before = shard_folders(a, "").size();
+  CHECK(before == checkpoints_in(a));
+  auto killed = test::run_gputrain(base + "--epochs 2 --resume auto --output_dir " + a, "GPUTRAIN_FAULT_KILL_IN_SAVE=1");
+  CHECK(killed.exit_code != 0);
+  CHECK(shard_folders(a, "").size() == before + 1);  // the torn save's
+  auto resumed = test::run_gputrain(base + "--epochs 2 --resume auto --output_dir " + a + " --export " + (dir / "a.st"));
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(shard_folders(a, "").size() == checkpoints_in(a));  // one per checkpoint: the torn save's went
+  auto straight = test::run_gputrain(base + "--epochs 2 --output_dir " + (dir / "c") + " --export " + (dir / "c.st"));
+  REQUIRE(straight.exit_code == 0);
+  check_same_weights(dir / "c.st", dir / "a.st");
+}
+
+TEST_CASE("sharded data parallel: refused with pipeline stages and --unfreeze_at_epoch; one process shards nothing",
+          "[dist][cli]") {
+  auto stages = test::run_gputrain(launch(2) + kMlp + "--batch_size 24 --shard optimizer --pipeline_stages 2");
+  CHECK(stages.exit_code == 2);
+  CHECK_THAT(stages.err, Catch::Contains("--shard optimizer with --pipeline_stages 2: not yet"));
+  auto alone = test::run_gputrain(kMlp + "--batch_size 24 --shard gradients --max_steps 1");
+  CHECK(alone.exit_code == 0);
+  CHECK_THAT(alone.out, Catch::Contains("one process: nothing to shard its state over"));
+}
