@@ -267,6 +267,17 @@ TEST_CASE("data parallel: benchmark on 2 ranks adds the data-parallel row", "[di
   CHECK(j["overlap_fraction"].get<double>() >= 0);
   CHECK(j["overlap_fraction"].get<double>() <= 1);
   CHECK(nlohmann::json::parse(test::read_file(dir / "b.json"))["variants"].size() == 2);  // the table, rank 0's
+  // The same job with the state sharded: rank 0 keeps about half the optimizer state, and with
+  // --shard gradients about half the gradients.
+  const auto& rows = j["sharding"];
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[1]["shard"] == "optimizer");
+  CHECK(rows[2]["samples_per_sec"].get<double>() > 0);
+  const double none = rows[0]["optimizer_state_bytes_rank0"].get<double>();
+  CHECK(rows[1]["optimizer_state_bytes_rank0"].get<double>() == Approx(none / 2).epsilon(0.01));
+  CHECK(rows[2]["gradient_bytes_rank0"].get<double>() ==
+        Approx(rows[0]["gradient_bytes_rank0"].get<double>() / 2).epsilon(0.01));
+  CHECK_THAT(r.out, Catch::Contains("--shard optimizer"));
 }
 
 TEST_CASE("data parallel: --sync_bn makes 2 ranks x 32 of a BatchNorm CNN train the weights and statistics of 1 x 64",

@@ -49,6 +49,15 @@ DataParallelResult measure_data_parallel(const Variant& v, std::shared_ptr<const
   comm->barrier();
   const VariantResult alone = run_variant(lone, data, s, on_step);
   if (whole.interrupted || bucketed.interrupted || alone.interrupted) return r;
+  // The same job with the state sharded (after the lone runs: all ranks start each job together).
+  std::vector<std::pair<std::string, VariantResult>> sharded;
+  if (!bucketed.pipeline && job.config.shard == "none")
+    for (const char* mode : {"optimizer", "gradients"}) {
+      Variant v_shard = job;
+      v_shard.config.shard = mode;
+      sharded.emplace_back(mode, run_variant(v_shard, data, s, on_step, comm));
+      if (sharded.back().second.interrupted) return r;
+    }
 
   const auto all = gather(*comm, {static_cast<double>(bucketed.config.batch_size), alone.samples_per_sec,
                                   bucketed.samples_per_sec, whole.comm_ms, bucketed.comm_ms},
@@ -67,6 +76,15 @@ DataParallelResult measure_data_parallel(const Variant& v, std::shared_ptr<const
   r.exposed_ms = all[4];
   r.overlap = r.allreduce_ms > 0 ? std::clamp(1.0 - r.exposed_ms / r.allreduce_ms, 0.0, 1.0) : 0;
   r.pipeline = bucketed.pipeline;
+  if (!sharded.empty()) {
+    r.sharding.push_back({"none", r.global, bucketed.optimizer_state_bytes, bucketed.gradient_bytes});
+    for (const auto& [mode, v] : sharded) {
+      const auto each = gather(*comm, {v.samples_per_sec}, v.config.device);
+      double sum = 0;
+      for (double x : each) sum += x;
+      r.sharding.push_back({mode, sum, v.optimizer_state_bytes, v.gradient_bytes});
+    }
+  }
   return r;
 }
 
@@ -79,6 +97,14 @@ std::string format_data_parallel(const DataParallelResult& r) {
       "  job {:.0f} samples/s | scaling efficiency {:.0f}% | all-reduce {:.2f} ms/step, {:.2f} ms exposed with "
       "{:g} MiB buckets ({:.0f}% overlapped with backward)\n",
       r.global, 100.0 * r.scaling_efficiency, r.allreduce_ms, r.exposed_ms, r.bucket_mb, 100.0 * r.overlap);
+  for (const auto& m : r.sharding) {
+    const double base = r.sharding.front().samples_per_sec;
+    out += fmt::format("  --shard {:<9} {:.0f} samples/s{} | on rank 0: optimizer state {}, gradients {}\n", m.shard,
+                       m.samples_per_sec,
+                       m.shard == "none" || base <= 0 ? std::string()
+                                                      : fmt::format(" ({:+.1f}%)", 100.0 * (m.samples_per_sec / base - 1)),
+                       format_bytes(static_cast<double>(m.optimizer_bytes)), format_bytes(static_cast<double>(m.gradient_bytes)));
+  }
   if (r.pipeline) {
     const PipelineResult& p = *r.pipeline;
     std::vector<std::string> busy;
@@ -103,6 +129,15 @@ nlohmann::json to_json(const DataParallelResult& r) {
           {"exposed_allreduce_ms_per_step", r.exposed_ms},
           {"overlap_fraction", r.overlap},
           {"ddp_bucket_mb", r.bucket_mb},
+          {"sharding", [&] {
+             nlohmann::json rows = nlohmann::json::array();
+             for (const auto& m : r.sharding)
+               rows.push_back({{"shard", m.shard},
+                               {"samples_per_sec", m.samples_per_sec},
+                               {"optimizer_state_bytes_rank0", m.optimizer_bytes},
+                               {"gradient_bytes_rank0", m.gradient_bytes}});
+             return rows;
+           }()},
           {"pipeline", r.pipeline ? nlohmann::json{{"stages", r.pipeline->stages},
                                                    {"micro_batches", r.pipeline->micro_batches},
                                                    {"schedule", r.pipeline->schedule},

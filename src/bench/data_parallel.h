@@ -1,5 +1,6 @@
 // `gputrain benchmark` with several ranks (gputrain launch, torchrun, srun): what data parallel
-// buys over each rank training alone, and how much of the all-reduce backward hides.
+// buys over each rank training alone, how much of the all-reduce backward hides, and what
+// sharding the state (--shard) costs in speed and saves in memory per rank.
 #pragma once
 #include <memory>
 #include <optional>
@@ -24,6 +25,15 @@ struct DataParallelResult {
   double exposed_ms = 0;         // per step, in --ddp_bucket_mb buckets during backward: the wait left
   double overlap = 0;            // 1 - exposed / allreduce: the share of communication backward hid
   double bucket_mb = 0;
+  // --shard none, optimizer and gradients, the same job each: the job's samples/s and rank 0's
+  // training state (its optimizer's state tensors, its gradients at their peak). Empty with
+  // pipeline stages (not sharded yet).
+  struct Sharding {
+    std::string shard;
+    double samples_per_sec = 0;
+    int64_t optimizer_bytes = 0, gradient_bytes = 0;
+  };
+  std::vector<Sharding> sharding;
   // Pipeline stages in each rank (rank 0's): the bubble beside the all-reduce, which with stages
   // waits for the whole backward, so the two costs add up.
   std::optional<PipelineResult> pipeline;

@@ -17,6 +17,7 @@
 #include "parallel/pipeline.h"
 #include "train/fit.h"
 #include "train/session.h"
+#include "train/state_memory.h"
 
 namespace gputrain {
 namespace {
@@ -126,6 +127,8 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
   r.peak_memory_bytes = recipe.cuda ? cuda_peak_allocated(dev) : peak_rss_bytes();
   r.comm_ms = r.step_ms.empty() ? 0 : 1000.0 * session.parallel().take_comm_seconds() / static_cast<double>(r.step_ms.size());
+  r.optimizer_state_bytes = optimizer_state_bytes(trainer.optimizer());
+  r.gradient_bytes = expected_state_memory(trainer.model(), trainer.optimizer(), c.shard != "gradients").gradients;
   if (Pipeline* p = session.parallel().pipeline()) {
     const PipelineStats t = p->take_totals();
     PipelineResult pr;

@@ -39,6 +39,9 @@ struct VariantResult {
   bool loss_drift = false;        // loss differs from the baseline's beyond tolerance
   bool interrupted = false;       // a SIGINT/SIGTERM stopped it: no figures
   double comm_ms = 0;             // data parallel: per step, the wait for the gradients' all-reduce
+  // This rank's training state after the timed steps: the optimizer's state tensors (measured)
+  // and the gradients at their peak (train/state_memory.h).
+  int64_t optimizer_state_bytes = 0, gradient_bytes = 0;
   std::optional<PipelineResult> pipeline;
   std::optional<TargetResult> target;  // --until: the runs to the target, one per seed
   // BenchSettings::profile_steps: the profiled steps' operators and regions by self time, and
