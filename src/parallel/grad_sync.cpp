@@ -80,6 +80,7 @@ void GradSync::ready(size_t param) {
 }
 
 void GradSync::launch(Bucket& b) {
+  launched_ = true;
   // One buffer on the collectives' device (the first parameter's): pipeline stages on other
   // GPUs copy their gradients there and back.
   const auto device = params_.front().device();
@@ -116,6 +117,7 @@ void GradSync::collect() {
 }
 
 void GradSync::begin_step() {
+  launched_ = false;
   for (auto& b : buckets_) b.grad = at::Tensor();  // the last step's sums (the pieces dropped their views)
 }
 
@@ -198,9 +200,8 @@ void GradSync::finish() {
 }
 
 bool GradSync::disarm() {
-  const bool launched = armed_ && next_ > 0;
   armed_ = false;
-  return launched;
+  return launched_;
 }
 
 double GradSync::take_wait_seconds() {

@@ -45,12 +45,14 @@ class GradSync {
   // pipeline's backward, whose stage threads finish gradients in no fixed order) all go now.
   void finish();
   // A step that failed before finish(): no bucket launches from here on. Returns whether some
-  // had been launched already (the other ranks' sums then include them: no retry can undo it).
+  // had been launched in this step already, in any of its micro-batches (the other ranks' sums
+  // then include them: no retry can undo it).
   bool disarm();
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
 
-  // Sharded only. A step begins: the slices' gradient sums start from zero.
+  // A step begins: nothing of it launched yet, and (sharded) the slices' gradient sums start
+  // from zero.
   void begin_step();
   // kGradients: a micro-batch's backward is next; the previous one's buckets are waited for
   // and added to the slices first.
@@ -81,6 +83,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   Comm& comm_;
   bool armed_ = false;
+  bool launched_ = false;  // a bucket went out since begin_step()
   size_t next_ = 0;  // the next bucket to launch: every rank launches them in the same order
   bool hooked_ = false;
   double wait_seconds_ = 0;

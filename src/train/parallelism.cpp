@@ -57,7 +57,7 @@ class DataParallelHooks : public StepHooks {
   void begin(int64_t step) override {
     step_ = step;
     for (auto* n : norms_) n->sync_with(&global_norm_);
-    if (shard_ != ShardMode::kNone) sync_->begin_step();
+    sync_->begin_step();
   }
   void before_last_backward() override {
     if (shard_ != ShardMode::kGradients) sync_->arm();
