@@ -87,6 +87,26 @@ TEST_CASE("sharded data parallel: optimizer and gradients on 2 and 3 ranks train
   }
 }
 
+TEST_CASE("sharded data parallel: with uneven --rank_batch_sizes, a frozen layer and an EMA, the weights of unsharded",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string flags = "--epochs 1 --rank_batch_sizes 32,16 --freeze fc1 --ema_decay 0.9 ";
+  auto none = test::run_gputrain(launch(2) + kMlp + flags + "--output_dir " + (dir / "none") + " --export " +
+                                 (dir / "none.st"));
+  REQUIRE(none.exit_code == 0);
+  auto sharded = test::run_gputrain(launch(2) + kMlp + flags + "--shard gradients --output_dir " + (dir / "sharded") +
+                                    " --export " + (dir / "sharded.st"));
+  INFO(sharded.out << sharded.err);
+  REQUIRE(sharded.exit_code == 0);
+  check_same_weights(dir / "none.st", dir / "sharded.st");
+  // fc1 is frozen: the slices cover the 1221 elements of fc2 and fc3 alone.
+  CHECK_THAT(sharded.out, Catch::Contains("rank 0 updates 611 of the 1221 trainable elements"));
+  const CheckpointData a = read_checkpoint_file(dir / "none/checkpoints/last.pt");
+  const CheckpointData b = read_checkpoint_file(dir / "sharded/checkpoints/last.pt");
+  REQUIRE(a.ema.size() == b.ema.size());
+  for (size_t i = 0; i < a.ema.size(); ++i) CHECK(torch::allclose(a.ema[i].second, b.ema[i].second, 1e-5, 1e-6));
+}
+
 TEST_CASE("sharded data parallel: a resnet and the transformer train the weights of unsharded data parallel",
           "[dist][cli]") {
   test::TempDir dir;
