@@ -192,7 +192,7 @@ TEST_CASE("sharded data parallel: checkpoints reshard 2 -> 3 -> 1 ranks across -
   check_same_weights(dir / "full.st", dir / "direct.st");
 }
 
-TEST_CASE("sharded data parallel: missing or foreign shard files exit 2 naming the file; a crash in a save keeps the "
+TEST_CASE("sharded data parallel: missing or foreign shard files exit 2 naming the file, and a crash in a save keeps the "
           "previous checkpoint",
           "[dist][cli]") {
   test::TempDir dir;
@@ -232,7 +232,7 @@ TEST_CASE("sharded data parallel: missing or foreign shard files exit 2 naming t
   check_same_weights(dir / "c.st", dir / "a.st");
 }
 
-TEST_CASE("sharded data parallel: refused with pipeline stages and --unfreeze_at_epoch; one process shards nothing",
+TEST_CASE("sharded data parallel: refused with pipeline stages and --unfreeze_at_epoch, and one process shards nothing",
           "[dist][cli]") {
   auto stages = test::run_gputrain(launch(2) + kMlp + "--batch_size 24 --shard optimizer --pipeline_stages 2");
   CHECK(stages.exit_code == 2);
