@@ -4,11 +4,15 @@
 // exactly; missing or foreign shard files and a crash inside a save are handled.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "parallel/launcher.h"
 #include "test_util.h"
 #include "test_weights.h"
 #include "train/checkpoint_file.h"
@@ -230,6 +234,41 @@ TEST_CASE("sharded data parallel: missing or foreign shard files exit 2 naming t
   auto straight = test::run_gputrain(base + "--epochs 2 --output_dir " + (dir / "c") + " --export " + (dir / "c.st"));
   REQUIRE(straight.exit_code == 0);
   check_same_weights(dir / "c.st", dir / "a.st");
+}
+
+TEST_CASE("sharded data parallel: torchrun restarts after a rank dies and inside a save resume the sharded checkpoint "
+          "and train the weights of an uninterrupted run",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string torchrun = std::string(GPUTRAIN_SOURCE_DIR) + "/.venv/bin/torchrun";
+  REQUIRE(fs::exists(torchrun));  // tools/setup.sh makes the .venv
+  // 3 epochs of 20 steps; sharded checkpoints at each epoch's end (rank 0 keeps no step of its
+  // own when a rank dies: the slices of the others are out of its reach).
+  const std::string job = kMlp + "--epochs 3 --dist_timeout 60 ";
+  auto one = test::run_gputrain(job + "--batch_size 48 --output_dir " + (dir / "one") + " --export " + (dir / "one.st"));
+  REQUIRE(one.exit_code == 0);
+  // Rank 1 dies at step 25, after the checkpoint of step 20; then rank 0 dies inside its first
+  // save (step 40): both restarts resume step 20.
+  const std::string run = dir / "run", wrapper = dir / "rank.sh";
+  test::write_file(wrapper, std::string("#!/bin/sh\ncase \"$TORCHELASTIC_RESTART_COUNT:$RANK\" in\n"
+                                        "  0:1) export GPUTRAIN_FAULT_KILL_STEP=25 ;;\n"
+                                        "  1:0) export GPUTRAIN_FAULT_KILL_IN_SAVE=1 ;;\n"
+                                        "esac\nexec ") + test::gputrain_exe() + " " + job +
+                                "--batch_size 24 --shard optimizer --output_dir " + run + " --export " + run + ".st\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  const std::string cmd = fmt::format("{} --nnodes 1 --nproc_per_node 2 --max_restarts 2 --master_addr 127.0.0.1 "
+                                      "--master_port {} --no-python {} >{} 2>&1",
+                                      torchrun, free_port(), wrapper, dir / "run.out");
+  const int status = std::system(cmd.c_str());
+  INFO(test::read_file(dir / "run.out"));
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  check_same_weights(dir / "one.st", run + ".st");
+  std::vector<int64_t> resumed;
+  for (const auto& r : test::read_jsonl(run + "/metrics.jsonl"))
+    if (r["event"] == "resume") resumed.push_back(r["step"].get<int64_t>());
+  CHECK(resumed == std::vector<int64_t>{20, 20});
+  CHECK(shard_folders(run, "").size() == checkpoints_in(run));
 }
 
 TEST_CASE("sharded data parallel: refused with pipeline stages and --unfreeze_at_epoch, and one process shards nothing",
