@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "parallel/launcher.h"
+#include "test_tokens.h"
 #include "test_util.h"
 #include "test_weights.h"
 #include "train/checkpoint_file.h"
@@ -76,6 +77,10 @@ TEST_CASE("sharded data parallel: optimizer and gradients on 2 and 3 ranks train
     REQUIRE(r.exit_code == 0);
     check_same_weights(dir / "ref.st", dir / (name + ".st"));
     CHECK_THAT(r.out, Catch::Contains("gradients reduce-scattered") && Catch::Contains("sharding"));
+    // One bucket over 3 ranks: 2277 elements padded to 2280, a third each, and a third of the state.
+    if (c.flags.ends_with("--ddp_bucket_mb 0"))
+      CHECK_THAT(r.out, Catch::Contains("rank 0 updates 760 of the 2277 trainable elements") &&
+                            Catch::Contains("gradients 3.0 KiB, adamw state 5.9 KiB (two moments) on rank 0"));
   }
   // The report: rank 0's slice of 32x32+32 + 32x32+32 + 32x5+5 = 2277 elements (padded to 2278),
   // and the bytes per rank: AdamW's two moments halved; with gradients the gradients too.
@@ -140,6 +145,28 @@ TEST_CASE("sharded data parallel: a resnet and the transformer train the weights
     REQUIRE(sharded.exit_code == 0);
     check_same_weights(dir / (a + ".st"), dir / (b + ".st"));  // BatchNorm statistics included
   }
+}
+
+TEST_CASE("sharded data parallel: GPT (a tied head) with gradient checkpointing on 3 ranks trains the weights of "
+          "unsharded data parallel",
+          "[dist][cli]") {
+  test::TempDir dir;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 3000; ++i) ids.push_back((i * 7 + i / 13) % 60);
+  test::write_llmc(dir / "train.bin", ids);
+  // SGD: the attention's key bias again (see the transformer above).
+  const std::string base = launch(3) +
+                           "train --dataset tokens --model gpt --width 16 --heads 2 --depth 2 --seq_len 8 --batch_size 4 "
+                           "--vocab_size 64 --optimizer sgd --momentum 0.9 --lr 0.05 --max_steps 6 --grad_checkpointing --no-use_amp "
+                           "--num_workers 0 --threads 1 --train_file " + (dir / "train.bin") + " ";
+  auto none = test::run_gputrain(base + "--output_dir " + (dir / "none") + " --export " + (dir / "none.st"));
+  INFO(none.out << none.err);
+  REQUIRE(none.exit_code == 0);
+  auto sharded = test::run_gputrain(base + "--shard gradients --accumulation_steps 2 --batch_size 2 --output_dir " +
+                                    (dir / "sharded") + " --export " + (dir / "sharded.st"));
+  INFO(sharded.out << sharded.err);
+  REQUIRE(sharded.exit_code == 0);
+  check_same_weights(dir / "none.st", dir / "sharded.st");
 }
 
 TEST_CASE("sharded data parallel: checkpoints reshard 2 -> 3 -> 1 ranks across --shard values and continue exactly",
