@@ -1,4 +1,4 @@
-// Bucketed gradient all-reduce from autograd's post-accumulate hooks.
+// Bucketed gradient all-reduce (or reduce-scatter, sharded) from autograd's post-accumulate hooks.
 #include "parallel/grad_sync.h"
 
 #include <chrono>
@@ -121,8 +121,14 @@ void GradSync::begin_step() {
   for (auto& b : buckets_) b.grad = at::Tensor();  // the last step's sums (the pieces dropped their views)
 }
 
+void GradSync::settle() {
+  if (!armed_) return;
+  collect();  // the previous backward's buckets, those that never filled too
+  armed_ = false;
+}
+
 void GradSync::arm_micro() {
-  if (armed_) collect();  // the previous micro-batch's buckets
+  settle();
   arm();
 }
 

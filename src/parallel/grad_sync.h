@@ -6,8 +6,10 @@
 // Sharded (ZeRO, parallel/shard_layout.h): each bucket is cut into one slice per rank and
 // reduce-scattered, so a rank receives the summed gradients of its slice alone; the optimizer
 // updates the slices (pieces()) and gather() all-gathers them back into every
-// rank's parameters. ShardMode::kGradients also arms every micro-batch and frees each full
-// gradient as soon as its bucket is on its way (accumulating in the slices instead).
+// rank's parameters. Full gradients are freed as soon as their bucket is on its way (a copy
+// travels until it is received). ShardMode::kOptimizer accumulates full gradients over a step's
+// micro-batches and reduces on its last backward; kGradients reduces every backward and
+// accumulates in the slices instead.
 #pragma once
 #include <memory>
 #include <vector>
@@ -55,8 +57,11 @@ class GradSync {
   // from zero.
   void begin_step();
   // kGradients: a micro-batch's backward is next; the previous one's buckets are waited for
-  // and added to the slices first.
+  // and added to the slices first (settle()).
   void arm_micro();
+  // kGradients: the last armed backward's buckets launched (those that never filled) and added
+  // to the slices; nothing when none is armed.
+  void settle();
   // This rank's pieces, for the optimizer to update (in bucket order).
   std::vector<SlicePiece> pieces() const;
   // The updated slices, all-gathered into every rank's parameters.

@@ -34,9 +34,9 @@ struct OptimizerSpec {
 // Sharded data parallel (ZeRO, parallel/grad_sync.h): this rank updates slices of the
 // parameters. A piece holds elements [offset, offset + flat.numel()) of `param` in its logical
 // order (reshape(-1)); `flat` views this rank's slice buffer, whose .grad the gradient sum sets.
+// Checkpoints key a piece's state by (parameter position, offset).
 struct ShardPiece {
   torch::Tensor param;  // the model's
-  std::string name;     // the parameter's name (checkpoints key pieces by it)
   int64_t offset = 0;
   torch::Tensor flat;
 };
@@ -70,8 +70,9 @@ class Optimizer {
   bool sharded() const { return shard_ != nullptr; }
   const std::vector<ShardPiece>& pieces() const { return sharding_.pieces; }
   // The total norm of the gradients the update takes, over every rank when sharded (on the
-  // device, no host sync); a sum of flags over the ranks when sharded (in place), else nothing.
+  // device, no host sync).
   torch::Tensor grad_norm();
+  // Sharded: `t` summed over the ranks (in place: each rank's overflow flag); else unchanged.
   void sum_over_ranks(torch::Tensor& t);
   // Scales the gradients the update takes so that their total norm (grad_norm()) is at most
   // `max_norm`; returns that norm before clipping.

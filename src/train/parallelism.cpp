@@ -29,7 +29,8 @@
 namespace gputrain {
 
 // Data parallel around the step: the gradients summed over the ranks in buckets launched during
-// the step's last backward and waited for before the update, so every rank sees the same
+// the step's last backward (--shard gradients: every backward) and waited for before the
+// update, so every rank sees the same
 // gradients, infs included (all skip the same overflow step); with --sync_bn, the BatchNorm
 // layers normalize with the global batch's statistics in the step's forwards and backwards only
 // (probes and checks that one rank runs alone keep local statistics).
@@ -62,6 +63,11 @@ class DataParallelHooks : public StepHooks {
   void before_last_backward() override {
     if (shard_ != ShardMode::kGradients) sync_->arm();
   }
+  // --shard gradients: the previous backward's buckets are settled before this forward (its
+  // synchronized BatchNorm meets the other ranks after them, in the same order on all).
+  void before_forward(const Batch&) override {
+    if (shard_ == ShardMode::kGradients) sync_->settle();
+  }
   // --shard gradients: every backward is armed (its gradients are reduced and freed as they come).
   torch::Tensor scaled(torch::Tensor loss) override {
     if (shard_ == ShardMode::kGradients) sync_->arm_micro();
@@ -81,7 +87,9 @@ class DataParallelHooks : public StepHooks {
     for (auto* n : norms_) n->sync_with(nullptr);
     launched_ = sync_->disarm();
   }
-  bool can_retry() const override { return !launched_; }
+  // --shard gradients reduces every chunk of a step: a rank that retried in smaller chunks
+  // would meet the others with more collectives than they send.
+  bool can_retry() const override { return !launched_ && shard_ != ShardMode::kGradients; }
   // Only what trains is all-reduced: the buckets are laid out again over the new set (every
   // rank unfreezes at the same step, so their buckets still pair up).
   void trainable_changed() override {
@@ -476,16 +484,20 @@ std::vector<int> Parallelism::node_gpus(const Recipe& recipe, const MachineInfo&
 }
 
 void Parallelism::shard_optimizer(Trainer& trainer, const Config& c, Recipe& recipe) {
-  std::unordered_map<void*, std::string> names;
-  for (const auto& p : trainer.model().named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
   Sharding s;
   int64_t elements = 0;
   for (auto& piece : hooks_->sync().pieces()) {
     elements += piece.flat.numel();
-    s.pieces.push_back({piece.param, names.at(piece.param.unsafeGetTensorImpl()), piece.offset, piece.flat});
+    s.pieces.push_back({piece.param, piece.offset, piece.flat});
   }
   Comm& comm = *mesh_.comm;
-  s.sum_over_ranks = [&comm](torch::Tensor& t) { comm.all_reduce_sum(t)->wait(); };
+  // On the collectives' device: a rank whose slices hold no gradient has a CPU zero for a
+  // norm, which NCCL would refuse on that rank alone.
+  const torch::Device device = recipe.device;
+  s.sum_over_ranks = [&comm, device](torch::Tensor& t) {
+    if (t.device() != device) t = t.to(device);
+    comm.all_reduce_sum(t)->wait();
+  };
   GradSync& sync = hooks_->sync();
   s.gather = [&sync] { sync.gather(); };
   trainer.optimizer().shard(std::move(s));

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <unordered_map>
@@ -23,6 +27,14 @@ namespace {
 
 // Index and file format version: a newer one is refused, never misread.
 constexpr int kShardFormat = 1;
+
+// Best effort: a folder's new entries made durable (as AtomicFile does after its rename).
+void sync_folder(const fs::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
 
 // Every parameter of the optimizer's groups, by position (as checkpoints number them).
 std::vector<torch::Tensor> positions(Optimizer& optimizer) {
@@ -271,6 +283,9 @@ void write_shard_file(const ShardSave& save, int rank, Optimizer& optimizer) {
     for (const auto& [key, t] : it->second) tensors.emplace_back(fmt::format("{}.{}", i, key), t);
   }
   fs::create_directories(save.folder);
+  // The new folders' entries survive a power cut (shards/ itself is new at the first save).
+  sync_folder(fs::path(save.folder).parent_path());
+  sync_folder(fs::path(save.folder).parent_path().parent_path());
   save_safetensors(shard_file(save.folder, rank, save.world), tensors,
                    {{"gputrain_shard_save", save.id},
                     {"format", std::to_string(kShardFormat)},
@@ -318,6 +333,15 @@ OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, con
     for (size_t i = 0; same && i < params.size(); ++i) same = index.numels[i] == params[i].numel();
     if (!same) throw std::runtime_error("its sharded optimizer state is of other parameters than this run's model");
   }
+  // A record's own state, cut for pieces below, must be its parameters' size (the sharded
+  // index's sizes are checked above; apply_optimizer_state checks an unsharded whole).
+  if (stored.shards.empty())
+    for (const auto& [position, tensors] : stored.state)
+      for (const auto& [key, t] : tensors)
+        if (key != "step" && (position < 0 || position >= static_cast<int64_t>(params.size()) ||
+                              t.numel() != params[static_cast<size_t>(position)].numel()))
+          throw std::runtime_error(fmt::format("its optimizer state '{}' of parameter {} does not match this run's "
+                                               "parameters", key, position));
   OptimizerState out;
   out.groups = stored.groups;
   if (!optimizer.sharded()) {
@@ -378,18 +402,19 @@ OptimizerState consolidated_state(const OptimizerState& stored, const std::strin
   return out;
 }
 
-std::vector<std::string> referenced_shard_folders(const std::string& dir) {
+std::optional<std::vector<std::string>> referenced_shard_folders(const std::string& dir) {
   std::vector<std::string> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (!e.is_regular_file() || e.path().extension() != ".pt") continue;
-    try {
+  try {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (!e.is_regular_file() || e.path().extension() != ".pt") continue;
       const CheckpointData c = read_checkpoint_file(e.path().string(), CheckpointParts::Meta);
       if (!c.optimizer.shards.empty())
         out.push_back(fs::weakly_canonical(parse_index(c.optimizer.shards, e.path().string()).folder).string());
-    } catch (const std::exception&) {
-      // A torn or foreign file names nothing.
     }
+  } catch (const std::exception&) {
+    // A checkpoint that cannot be read now (newer, torn, or a passing I/O error) may still
+    // name a folder: nothing is known to be unreferenced.
+    return std::nullopt;
   }
   return out;
 }
@@ -407,14 +432,14 @@ void copy_shards(const std::string& from, const std::string& to) {
 
 void remove_unreferenced_shards(const std::string& dir) {
   const fs::path shards = fs::path(dir) / "shards";
-  if (!fs::is_directory(shards)) return;
+  if (std::error_code ec; !fs::is_directory(shards, ec)) return;
   const auto keep = referenced_shard_folders(dir);
-  for (const auto& e : fs::directory_iterator(shards)) {
-    const std::string path = fs::weakly_canonical(e.path()).string();
-    if (e.is_directory() && std::find(keep.begin(), keep.end(), path) == keep.end()) {
-      std::error_code ec;
-      fs::remove_all(e.path(), ec);  // best effort: a folder left over is reclaimed at the next save
-    }
+  if (!keep) return;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(shards, ec)) {
+    const std::string path = fs::weakly_canonical(e.path(), ec).string();
+    if (!ec && e.is_directory(ec) && std::find(keep->begin(), keep->end(), path) == keep->end())
+      fs::remove_all(e.path(), ec);  // best effort: a folder left over is reclaimed at a later save
   }
 }
 

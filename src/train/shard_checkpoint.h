@@ -5,6 +5,7 @@
 // any number of ranks, sharded or not, takes from the shard files the parts of the pieces it
 // needs, keyed by (parameter, element offset), so a run reshards on resume.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,9 +55,9 @@ OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, con
 OptimizerState consolidated_state(const OptimizerState& stored, const std::string& checkpoint_path,
                                   const NamedTensors& model);
 
-// The shard folders (absolute) the checkpoints in `dir` name; a checkpoint that cannot be read
-// names none.
-std::vector<std::string> referenced_shard_folders(const std::string& dir);
+// The shard folders (absolute) the checkpoints in `dir` name; null when one of them cannot be
+// read (it might name any).
+std::optional<std::vector<std::string>> referenced_shard_folders(const std::string& dir);
 // Before a checkpoint `from` is copied to `to` in another folder: the shard files it names,
 // copied to where the copy will name them (nothing for an unsharded checkpoint).
 void copy_shards(const std::string& from, const std::string& to);
