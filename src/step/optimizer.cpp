@@ -124,11 +124,15 @@ void Optimizer::shard(Sharding s) {
   sharding_ = std::move(s);
 }
 
-torch::Tensor Optimizer::grad_norm() {
-  std::vector<torch::Tensor> params;
+std::vector<torch::Tensor> Optimizer::updated() {
+  std::vector<torch::Tensor> out;
   for (auto& g : param_groups())
-    for (const auto& p : g.params()) params.push_back(p);
-  auto norm = gradient_norm(params);
+    for (const auto& p : g.params()) out.push_back(p);
+  return out;
+}
+
+torch::Tensor Optimizer::grad_norm() {
+  auto norm = gradient_norm(updated());
   if (!shard_) return norm;
   // The squares' sum over the ranks (each rank's pieces are disjoint; padding holds zeros).
   auto squares = (norm * norm).reshape({1}).to(torch::kFloat);
@@ -141,10 +145,7 @@ void Optimizer::sum_over_ranks(torch::Tensor& t) {
 }
 
 torch::Tensor Optimizer::clip_grads(double max_norm) {
-  std::vector<torch::Tensor> params;
-  for (auto& g : param_groups())
-    for (const auto& p : g.params()) params.push_back(p);
-  return clip_grad_norm(params, max_norm, shard_ ? grad_norm() : torch::Tensor());
+  return clip_grad_norm(updated(), max_norm, shard_ ? grad_norm() : torch::Tensor());
 }
 
 void Optimizer::set_scaler_inputs(torch::Tensor grad_scale, torch::Tensor found_inf) {

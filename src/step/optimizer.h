@@ -107,6 +107,7 @@ class Optimizer {
   std::unique_ptr<torch::optim::Optimizer> shard_;
   Sharding sharding_;
   torch::optim::Optimizer& active() { return shard_ ? *shard_ : *base_; }
+  std::vector<torch::Tensor> updated();  // the tensors the update runs on: parameters, or pieces
 };
 
 // Two kinds of parameter groups, in the order of their first parameter: weights decay, biases
