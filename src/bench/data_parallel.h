@@ -25,12 +25,13 @@ struct DataParallelResult {
   double exposed_ms = 0;         // per step, in --ddp_bucket_mb buckets during backward: the wait left
   double overlap = 0;            // 1 - exposed / allreduce: the share of communication backward hid
   double bucket_mb = 0;
-  // --shard none, optimizer and gradients, the same job each: the job's samples/s and rank 0's
-  // training state (its optimizer's state tensors, its gradients at their peak). Empty with
-  // pipeline stages (not sharded yet).
+  // --shard none, optimizer and gradients, the same job each in alternating rounds: the job's
+  // samples/s (the median of its rounds, in order) and rank 0's training state (its optimizer's
+  // state tensors, its gradients at their peak). Empty with pipeline stages (not sharded yet).
   struct Sharding {
     std::string shard;
     double samples_per_sec = 0;
+    std::vector<double> rounds;
     int64_t optimizer_bytes = 0, gradient_bytes = 0;
   };
   std::vector<Sharding> sharding;
