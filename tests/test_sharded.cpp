@@ -108,8 +108,17 @@ TEST_CASE("sharded data parallel: with uneven --rank_batch_sizes, a frozen layer
   INFO(sharded.out << sharded.err);
   REQUIRE(sharded.exit_code == 0);
   check_same_weights(dir / "none.st", dir / "sharded.st");
-  // fc1 is frozen: the slices cover the 1221 elements of fc2 and fc3 alone.
-  CHECK_THAT(sharded.out, Catch::Contains("rank 0 updates 611 of the 1221 trainable elements"));
+  // fc1 is frozen: the slices cover the 1221 elements of fc2 and fc3 alone, and so does each
+  // rank's share of the average.
+  CHECK_THAT(sharded.out, Catch::Contains("rank 0 updates 611 of the 1221 trainable elements") &&
+                              Catch::Contains("the EMA of those slices alone"));
+  // The average's evaluation (gathered from the slices on every rank) is the unsharded one's.
+  auto ema_line = [](const std::string& out) {
+    const auto at = out.find("ema: test");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  CHECK(!ema_line(none.out).empty());
+  CHECK(ema_line(sharded.out) == ema_line(none.out));
   const CheckpointData a = read_checkpoint_file(dir / "none/checkpoints/last.pt");
   const CheckpointData b = read_checkpoint_file(dir / "sharded/checkpoints/last.pt");
   REQUIRE(a.ema.size() == b.ema.size());
@@ -176,7 +185,7 @@ TEST_CASE("sharded data parallel: checkpoints reshard 2 -> 3 -> 1 ranks across -
   const std::string base =
       "train --dataset synthetic --input_shape 32 --num_classes 5 --synthetic_train_size 480 --synthetic_test_size 40 "
       "--model mlp --width 32 --optimizer adamw --lr 0.01 --clip_max_norm 0.5 --lr_schedule constant --num_workers 0 "
-      "--threads 1 --no-use_amp --log_every 5 ";
+      "--threads 1 --no-use_amp --log_every 5 --ema_decay 0.8 ";  // the export writes the average: resharded too
   auto full = test::run_gputrain(base + "--batch_size 48 --epochs 3 --output_dir " + (dir / "full") + " --export " +
                                  (dir / "full.st"));
   INFO(full.out << full.err);

@@ -142,15 +142,37 @@ std::vector<SlicePiece> GradSync::pieces() const {
   return out;
 }
 
+std::vector<at::Tensor> GradSync::new_slices() const {
+  std::vector<at::Tensor> out;
+  for (const auto& b : buckets_) out.push_back(at::zeros_like(b.slice));
+  return out;
+}
+
+std::vector<SlicePiece> GradSync::pieces(const std::vector<at::Tensor>& slices) const {
+  std::vector<SlicePiece> out;
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    for (const auto& s : buckets_[k].layout.segments)
+      out.push_back({params_[buckets_[k].params[s.param]], s.param_offset, slices.at(k).narrow(0, s.shard_offset, s.length)});
+  return out;
+}
+
 void GradSync::gather() {
+  std::vector<at::Tensor> slices, whole;
+  for (const auto& b : buckets_) slices.push_back(b.slice);
+  for (const auto& p : params_) whole.push_back(p.detach());
+  gather(slices, whole);
+}
+
+void GradSync::gather(const std::vector<at::Tensor>& slices, const std::vector<at::Tensor>& whole) {
   torch::NoGradGuard no_grad;
   // Two buckets in flight at most: the next one travels while this one is copied out, and the
   // gathered copies never take more than two buckets' room.
   std::vector<at::Tensor> full(buckets_.size());
   std::vector<std::unique_ptr<CommWork>> work(buckets_.size());
   auto start = [&](size_t i) {
-    full[i] = at::empty({buckets_[i].layout.padded}, buckets_[i].slice.options());
-    work[i] = comm_.all_gather_into(full[i], buckets_[i].slice);
+    full[i] = at::empty({buckets_[i].layout.padded}, slices.at(i).options());
+    auto in = slices[i];
+    work[i] = comm_.all_gather_into(full[i], in);
   };
   if (!buckets_.empty()) start(0);
   for (size_t i = 0; i < buckets_.size(); ++i) {
@@ -159,7 +181,7 @@ void GradSync::gather() {
     int64_t offset = 0;
     for (size_t k : buckets_[i].params) {
       auto& p = params_[k];
-      p.detach().copy_(full[i].narrow(0, offset, p.numel()).view(p.sizes()));  // copy_ keeps p's memory format
+      whole.at(k).copy_(full[i].narrow(0, offset, p.numel()).view(p.sizes()));  // copy_ keeps p's memory format
       offset += p.numel();
     }
     full[i] = at::Tensor();

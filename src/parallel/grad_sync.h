@@ -66,6 +66,12 @@ class GradSync {
   std::vector<SlicePiece> pieces() const;
   // The updated slices, all-gathered into every rank's parameters.
   void gather();
+  // Another state kept per slice element (the EMA): buffers laid out as this rank's slices (one
+  // per bucket, the padding zero), the pieces viewing them (pieces()' order), and every rank's
+  // buffers gathered into `whole` (one tensor per parameter that trains, in the model's order).
+  std::vector<at::Tensor> new_slices() const;
+  std::vector<SlicePiece> pieces(const std::vector<at::Tensor>& slices) const;
+  void gather(const std::vector<at::Tensor>& slices, const std::vector<at::Tensor>& whole);
   // Host seconds finish() waited for communication since the last call (what did not overlap).
   double take_wait_seconds();
 

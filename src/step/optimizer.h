@@ -13,6 +13,7 @@
 
 #include "models/registry.h"
 #include "step/fine_tune.h"
+#include "step/shard_piece.h"
 
 namespace gputrain {
 
@@ -32,14 +33,7 @@ struct OptimizerSpec {
 };
 
 // Sharded data parallel (ZeRO, parallel/grad_sync.h): this rank updates slices of the
-// parameters. A piece holds elements [offset, offset + flat.numel()) of `param` in its logical
-// order (reshape(-1)); `flat` views this rank's slice buffer, whose .grad the gradient sum sets.
-// Checkpoints key a piece's state by (parameter position, offset).
-struct ShardPiece {
-  torch::Tensor param;  // the model's
-  int64_t offset = 0;
-  torch::Tensor flat;
-};
+// parameters (step/shard_piece.h); each piece's `flat` has the .grad the gradient sum sets.
 struct Sharding {
   std::vector<ShardPiece> pieces;
   std::function<void(torch::Tensor&)> sum_over_ranks;  // in place, and waits

@@ -39,6 +39,15 @@ NamedTensors named(const Ema& ema) {
   return out;
 }
 
+// Its names with each tensor's shape and dtype (meta tensors): what a stored average must fit,
+// sharded or whole.
+NamedTensors named_layout(const Ema& ema) {
+  NamedTensors out;
+  const auto layout = ema.layout();
+  for (size_t i = 0; i < layout.size(); ++i) out.emplace_back(ema.names()[i], layout[i]);
+  return out;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, Trainer& trainer, const CheckpointMeta& meta, const std::string& shards) {
@@ -198,10 +207,14 @@ bool all_finite(Trainer& trainer) {
   for (const auto& t : trainer.model().parameters()) add(t);
   for (const auto& t : trainer.model().buffers()) add(t);
   if (trainer.ema())
-    for (const auto& t : trainer.ema()->tensors()) add(t);
+    for (const auto& t : trainer.ema()->held()) add(t);
   for (auto& [key, state] : trainer.optimizer().state())
     for (const auto& t : moments(trainer.optimizer().kind(), *state)) add(t);
-  return finite.empty() || torch::stack(finite).all().item<bool>();
+  if (!trainer.optimizer().sharded()) return finite.empty() || torch::stack(finite).all().item<bool>();
+  // --shard: each rank holds its own slices of the state; the ranks add up what they found.
+  auto bad = finite.empty() ? torch::zeros({}, device) : torch::logical_not(torch::stack(finite).all()).to(torch::kFloat);
+  trainer.optimizer().sum_over_ranks(bad);
+  return bad.item<float>() == 0;
 }
 
 RankRng gather_rank_rng(Comm& comm, const Trainer& trainer) {
@@ -244,7 +257,7 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
       throw std::runtime_error("its CUDA random generator state is damaged");
     const NamedTensors mine = model_tensors(trainer.model());
     check_fits(c.model, mine);
-    if (trainer.ema() && !c.ema.empty()) check_fits(c.ema, named(*trainer.ema()));
+    if (trainer.ema() && !c.ema.empty()) check_fits(c.ema, named_layout(*trainer.ema()));
     if (!weights_finite(c)) throw std::runtime_error("it holds non-finite weights");
     // Everything that can refuse the file runs before the model changes.
     // Sharded on either side, each piece's or parameter's state is cut from where it is kept.
@@ -261,7 +274,7 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     // A run that adds --ema_decay on resume starts its average from the loaded weights.
     if (trainer.ema()) {
       if (c.ema.empty())
-        *trainer.ema() = Ema(trainer.model(), trainer.options().ema_decay);
+        trainer.ema()->restart(trainer.model());
       else
         trainer.ema()->load_state(c.ema);
     }

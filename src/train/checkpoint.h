@@ -50,7 +50,8 @@ CheckpointWeights read_checkpoint_weights(const std::string& path);
 void prune_checkpoints(const std::string& dir, int64_t keep);
 
 // True when every floating tensor a checkpoint holds (weights, buffers, EMA, optimizer moments)
-// is finite: checked before each save and after each load.
+// is finite: checked before each save. Sharded (--shard), every rank must call it: each checks
+// the slices it holds and they agree.
 bool all_finite(Trainer& trainer);
 
 }  // namespace gputrain

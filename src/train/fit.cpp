@@ -132,6 +132,8 @@ class Fit {
       r_.profiled_seconds = profiler_->profiled_seconds();
     }
     if (r_.stop && folder_) report_stopped();
+    // --shard: a run that exports its average ends with it whole (every rank here together).
+    if (!r_.stop && trainer().ema() && !c().export_path.empty()) trainer().ema()->gather();
     return r_;
   }
 
@@ -226,17 +228,20 @@ class Fit {
   void save(const std::string& name, CheckpointMeta m) {
     if (!c().save_checkpoints && name != "last.pt") return;
     s_.parallel().gather_rng(m, trainer());  // every rank is here: rank 0 writes
-    // --shard: each rank writes its slices' optimizer state beside the checkpoint first.
-    const std::string shards = trainer().optimizer().sharded()
-                                   ? s_.parallel().save_shards(folder_ ? folder_->checkpoint_path(name) : "", trainer())
-                                   : "";
-    if (!folder_) return;
-    if (!all_finite(trainer()))
+    Ema* ema = trainer().ema();
+    if (ema) ema->gather();  // --shard: the whole average, for rank 0's file
+    // Sharded, every rank writes its own slices: all check theirs and agree (all_finite).
+    const bool sharded = trainer().optimizer().sharded();
+    if ((folder_ || sharded) && !all_finite(trainer()))
       throw Error({fmt::format("weights or optimizer state not finite at step {}; no checkpoint written", r_.step)},
                   std::string(s_.recipe().precision.amp ? "train without mixed precision (--no-use_amp), " : "") +
                       "lower --lr or set --clip_max_norm; " + last_checkpoint_note(),
                   kExitNonFinite);
-    stop_.saved(folder_->save_checkpoint(name, trainer(), m, shards));
+    // --shard: each rank writes its slices' optimizer state beside the checkpoint first.
+    const std::string shards =
+        sharded ? s_.parallel().save_shards(folder_ ? folder_->checkpoint_path(name) : "", trainer()) : "";
+    if (folder_) stop_.saved(folder_->save_checkpoint(name, trainer(), m, shards));
+    if (ema) ema->release();
   }
 
   // A collective failed (a rank stopped or gone): rank 0 keeps the last step every rank

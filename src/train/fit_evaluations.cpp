@@ -19,9 +19,11 @@ bool FitEvaluations::run(Trainer& trainer, Comm* comm, const std::function<bool(
   raw = evaluate(trainer, test_, stop, comm);
   averaged = EvalResult{};
   if (trainer.ema() && !raw.interrupted) {
+    trainer.ema()->gather();  // --shard: every rank's slices of the average, for this evaluation
     trainer.ema()->swap(trainer.model());
     averaged = evaluate(trainer, test_, stop, comm);
     trainer.ema()->swap(trainer.model());
+    trainer.ema()->release();
   }
   if (raw.interrupted || averaged.interrupted) {
     raw = averaged = EvalResult{};

@@ -501,14 +501,23 @@ void Parallelism::shard_optimizer(Trainer& trainer, const Config& c, Recipe& rec
   GradSync& sync = hooks_->sync();
   s.gather = [&sync] { sync.gather(); };
   trainer.optimizer().shard(std::move(s));
+  if (Ema* ema = trainer.ema()) {  // the average of this rank's slices alone, laid out as they are
+    EmaSharding e;
+    const auto slices = sync.new_slices();
+    for (const auto& piece : sync.pieces(slices)) e.average.push_back({piece.param, piece.offset, piece.flat});
+    for (const auto& piece : trainer.optimizer().pieces()) e.updated.push_back(piece.flat);
+    e.gather = [&sync, slices](const std::vector<torch::Tensor>& whole) { sync.gather(slices, whole); };
+    ema->shard(trainer.model(), std::move(e));
+  }
   recipe.report.push_back(
       {"sharding", fmt::format("--shard {} (ZeRO-{}): rank {} updates {} of the {} trainable elements and keeps their "
-                               "optimizer state; the updated slices are all-gathered after each step{}",
+                               "optimizer state; the updated slices are all-gathered after each step{}{}",
                                c.shard, c.shard == "optimizer" ? 1 : 2, mesh_.ranks.rank, elements,
                                trainable_elements(trainer.model()),
                                c.shard == "gradients" ? "; full gradients are freed as soon as their bucket is reduced, "
                                                         "every micro-batch"
-                                                      : "")});
+                                                      : "",
+                               trainer.ema() ? "; the EMA of those slices alone, gathered for evaluations and saves" : "")});
 }
 
 std::string Parallelism::save_shards(const std::string& checkpoint_path, Trainer& trainer) const {
