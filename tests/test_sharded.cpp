@@ -208,6 +208,8 @@ TEST_CASE("sharded data parallel: checkpoints reshard 2 -> 3 -> 1 ranks across -
   auto second = test::run_gputrain(launch(3) + base + "--epochs 2 --shard gradients --resume auto --output_dir " + run);
   INFO(second.out << second.err);
   REQUIRE(second.exit_code == 0);
+  // Rank 0 of 3 wants the first third of the slices: inside old rank 0's half, one file.
+  CHECK_THAT(second.out, Catch::Contains("rank 0 read 1 of the 2 shard files"));
   folders = shard_folders(run);
   REQUIRE(folders.size() == 1);  // the 2-rank save's files went with the checkpoint they belonged to
   CHECK(fs::exists(folders[0] / "rank-2-of-3.safetensors"));
@@ -229,6 +231,7 @@ TEST_CASE("sharded data parallel: checkpoints reshard 2 -> 3 -> 1 ranks across -
                                    (dir / "direct") + " --export " + (dir / "direct.st"));
   INFO(direct.out << direct.err);
   REQUIRE(direct.exit_code == 0);
+  CHECK_THAT(direct.out, Catch::Contains("rank 0 read 3 of the 3 shard files"));
   check_same_weights(dir / "full.st", dir / "direct.st");
 }
 

@@ -290,9 +290,10 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (from.checkpoint.empty() && !changes.said.empty())  // the recorded job, started again
     fmt::print("changed from the recorded job: {}\n", join(changes.said, "; "));
   if (!from.checkpoint.empty()) {
-    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}{}\n", from.checkpoint, at.epoch + 1,
+    fmt::print("resumed from {}: epoch {}, batch {}, step {}{}{}{}\n", from.checkpoint, at.epoch + 1,
                first_global_batch(at.samples, global),
                at.step, resharded.empty() ? "" : " (" + resharded + ")",
+               at.shard_reads.empty() ? "" : "; rank 0 read " + at.shard_reads,
                changes.said.empty() ? "" : "; changed: " + join(changes.said, "; "));
     nlohmann::json event = {{"event", "resume"},          {"step", at.step},   {"epoch", at.epoch},
                             {"samples", at.samples},        {"checkpoint", from.checkpoint}};

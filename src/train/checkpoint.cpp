@@ -261,7 +261,9 @@ CheckpointMeta load_checkpoint(const std::string& path, Trainer& trainer, int ra
     if (!weights_finite(c)) throw std::runtime_error("it holds non-finite weights");
     // Everything that can refuse the file runs before the model changes.
     // Sharded on either side, each piece's or parameter's state is cut from where it is kept.
-    apply_optimizer_state(trainer.optimizer(), state_for(trainer.optimizer(), c.optimizer, path));
+    ShardReads reads;
+    apply_optimizer_state(trainer.optimizer(), state_for(trainer.optimizer(), c.optimizer, path, &reads));
+    if (reads.files > 0) c.meta.shard_reads = fmt::format("{} of the {} shard files", reads.read, reads.files);
     trainer.scaler().load_state(c.scale, c.growth_tracker);
     trainer.load_step_state(c.step_state);  // a state no hook of this run keeps is passed over
     {

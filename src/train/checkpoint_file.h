@@ -48,6 +48,9 @@ struct CheckpointMeta {
   // The metrics of the last evaluation (the moving average's when kept: what is judged), by
   // name ("accuracy", "loss"); empty before the first. A resume checks --until against them.
   std::map<std::string, double> last_eval;
+  // Set by load_checkpoint, never stored: the shard files this rank read of a sharded
+  // checkpoint's ("1 of the 2 shard files"), empty for an unsharded one.
+  std::string shard_reads;
 };
 
 // A checkpoint from a newer gputrain: refused, never passed over as damaged.

@@ -537,22 +537,28 @@ std::string Parallelism::save_shards(const std::string& checkpoint_path, Trainer
   } catch (const std::exception& e) {
     error = e.what();
   }
-  const auto errors = comm.gather(fmt::format("shard_written/{}", n), error);
+  // Each rank's error (empty: written) and its pieces, which the index lists file by file.
+  const auto told = comm.gather(fmt::format("shard_written/{}", n),
+                                nlohmann::json{error, shard_pieces(trainer.optimizer())}.dump());
   if (rank != 0) {
     if (!error.empty()) throw runtime_error(fmt::format("rank {} could not write its shard file: {}", rank, error));
     return "";
   }
-  for (int r = 0; r < world; ++r)
-    if (!errors[static_cast<size_t>(r)].empty())
-      throw runtime_error(fmt::format("rank {} could not write its shard file: {}", r, errors[static_cast<size_t>(r)]),
+  std::vector<std::string> file_pieces;
+  for (int r = 0; r < world; ++r) {
+    const auto j = nlohmann::json::parse(told[static_cast<size_t>(r)]);
+    if (const auto e = j[0].get<std::string>(); !e.empty())
+      throw runtime_error(fmt::format("rank {} could not write its shard file: {}", r, e),
                           "check that its disk has room and the run folder is writable from every node");
+    file_pieces.push_back(j[1].get<std::string>());
+  }
   for (int r = 0; r < world; ++r)
     if (!std::filesystem::exists(shard_file(save.folder, r, world)))
       throw runtime_error(fmt::format("shard file '{}' that rank {} wrote is not in rank 0's folder",
                                       shard_file(save.folder, r, world), r),
                           "sharded checkpoints need a run folder every rank sees (a shared file system), as "
                           "torch.distributed.checkpoint does; or train with --shard none");
-  return shard_index(save, checkpoint_path, trainer.optimizer(), trainer.model());
+  return shard_index(save, checkpoint_path, trainer.optimizer(), trainer.model(), file_pieces);
 }
 
 double Parallelism::take_comm_seconds() const { return hooks_ ? hooks_->take_wait_seconds() : 0; }

@@ -77,7 +77,16 @@ struct Index {
   int world = 0;
   std::vector<std::string> files, names;
   std::vector<int64_t> numels;
+  // Each file's pieces, where the index lists them: a load opens only the files it overlaps.
+  std::vector<std::vector<Want>> file_pieces;
 };
+
+// [[position, offset, length], ...]: a shard file's pieces as its metadata and the index list them.
+nlohmann::json pieces_json(const std::vector<Want>& wants) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& w : wants) out.push_back({w.position, w.offset, w.length});
+  return out;
+}
 
 Index parse_index(const std::string& text, const std::string& checkpoint_path) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
@@ -97,6 +106,16 @@ Index parse_index(const std::string& text, const std::string& checkpoint_path) {
       x.names.push_back(p.at(0).get<std::string>());
       x.numels.push_back(p.at(1).get<int64_t>());
     }
+    if (j.contains("file_pieces")) {
+      for (const auto& file : j.at("file_pieces")) {
+        x.file_pieces.emplace_back();
+        for (const auto& p : file) {
+          const Want w{p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>()};
+          if (w.position < 0 || w.offset < 0 || w.length < 0) throw bad("a negative piece");
+          x.file_pieces.back().push_back(w);
+        }
+      }
+    }
     const auto folder = j.at("folder").get<std::string>();
     // Inside the checkpoint's own folder: an index naming ../../elsewhere is damage.
     if (folder.empty() || fs::path(folder).is_absolute() || folder.find("..") != std::string::npos)
@@ -106,6 +125,8 @@ Index parse_index(const std::string& text, const std::string& checkpoint_path) {
     throw bad(e.what());
   }
   if (x.world < 1 || static_cast<int>(x.files.size()) != x.world) throw bad("its files do not match its world size");
+  if (!x.file_pieces.empty() && static_cast<int>(x.file_pieces.size()) != x.world)
+    throw bad("its files' pieces do not match its world size");
   for (const auto& f : x.files)
     if (f.find('/') != std::string::npos || f.find("..") != std::string::npos) throw bad("a file name '" + f + "'");
   return x;
@@ -196,6 +217,19 @@ class Assembly {
     }
   }
 
+  // Whether any of `parts` (a file's pieces) holds elements some want needs.
+  bool needs(const std::vector<Want>& parts) const {
+    for (const auto& part : parts) {
+      auto it = by_position_.find(part.position);
+      if (it == by_position_.end()) continue;
+      for (size_t w : it->second)
+        if (std::max(part.offset, wants_[w].offset) <
+            std::min(part.offset + part.length, wants_[w].offset + wants_[w].length))
+          return true;
+    }
+    return false;
+  }
+
   // Want i's state (empty when no part held any), its tensors 1-D.
   std::map<std::string, torch::Tensor> take(size_t i) {
     auto& got = got_[i];
@@ -243,15 +277,21 @@ class Assembly {
   }
 };
 
-// Feeds `a` every part of `stored`: its own state, or its shard files' one at a time.
-void feed(Assembly& a, const OptimizerState& stored, const std::string& checkpoint_path) {
+// Feeds `a` every part of `stored`: its own state, or its shard files' one at a time (those
+// that hold something `a` wants, where the index lists each file's pieces: a rank of N reads
+// about one old file, not all N).
+void feed(Assembly& a, const OptimizerState& stored, const std::string& checkpoint_path, ShardReads* reads = nullptr) {
   if (stored.shards.empty()) {
     a.add(record_parts(stored));
     return;
   }
   const Index index = parse_index(stored.shards, checkpoint_path);
-  for (int r = 0; r < index.world; ++r)
+  for (int r = 0; r < index.world; ++r) {
+    if (!index.file_pieces.empty() && !a.needs(index.file_pieces[static_cast<size_t>(r)])) continue;
     a.add(file_parts((fs::path(index.folder) / index.files[static_cast<size_t>(r)]).string(), index, r));
+    if (reads) ++reads->read;
+  }
+  if (reads) reads->files = index.world;
 }
 
 std::vector<std::string> index_names(const OptimizerState& stored, const std::string& checkpoint_path) {
@@ -275,9 +315,7 @@ void write_shard_file(const ShardSave& save, int rank, Optimizer& optimizer) {
   const OptimizerState state = capture_optimizer_state(optimizer);  // by piece position
   const std::vector<Want> wants = piece_wants(optimizer);
   NamedTensors tensors;
-  nlohmann::json pieces = nlohmann::json::array();
   for (size_t i = 0; i < wants.size(); ++i) {
-    pieces.push_back({wants[i].position, wants[i].offset, wants[i].length});
     auto it = state.state.find(static_cast<int64_t>(i));
     if (it == state.state.end()) continue;
     for (const auto& [key, t] : it->second) tensors.emplace_back(fmt::format("{}.{}", i, key), t);
@@ -291,11 +329,13 @@ void write_shard_file(const ShardSave& save, int rank, Optimizer& optimizer) {
                     {"format", std::to_string(kShardFormat)},
                     {"rank", std::to_string(rank)},
                     {"world", std::to_string(save.world)},
-                    {"pieces", pieces.dump()}});
+                    {"pieces", pieces_json(wants).dump()}});
 }
 
+std::string shard_pieces(Optimizer& optimizer) { return pieces_json(piece_wants(optimizer)).dump(); }
+
 std::string shard_index(const ShardSave& save, const std::string& checkpoint_path, Optimizer& optimizer,
-                        const Net& model) {
+                        const Net& model, const std::vector<std::string>& file_pieces) {
   std::unordered_map<void*, std::string> names;
   for (const auto& p : model.named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
   nlohmann::json params = nlohmann::json::array();
@@ -307,6 +347,11 @@ std::string shard_index(const ShardSave& save, const std::string& checkpoint_pat
                         {"world", save.world},
                         {"folder", fs::relative(save.folder, fs::absolute(checkpoint_path).parent_path()).string()},
                         {"files", files},
+                        {"file_pieces", [&] {
+                           nlohmann::json all = nlohmann::json::array();
+                           for (const auto& p : file_pieces) all.push_back(nlohmann::json::parse(p));
+                           return all;
+                         }()},
                         {"parameters", params}}
       .dump();
 }
@@ -324,7 +369,8 @@ OptimizerState optimizer_groups(Optimizer& optimizer) {
   return out;
 }
 
-OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, const std::string& checkpoint_path) {
+OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, const std::string& checkpoint_path,
+                         ShardReads* reads) {
   if (stored.shards.empty() && !optimizer.sharded()) return stored;
   const auto params = positions(optimizer);
   if (!stored.shards.empty()) {
@@ -348,7 +394,7 @@ OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, con
     std::vector<Want> wants;
     for (size_t i = 0; i < params.size(); ++i) wants.push_back({static_cast<int64_t>(i), 0, params[i].numel()});
     Assembly a(wants, index_names(stored, checkpoint_path));
-    feed(a, stored, checkpoint_path);
+    feed(a, stored, checkpoint_path, reads);
     for (size_t i = 0; i < params.size(); ++i) {
       auto m = a.take(i);
       if (m.empty()) continue;
@@ -369,7 +415,7 @@ OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, con
   }
   const std::vector<Want> wants = piece_wants(optimizer);
   Assembly a(wants, index_names(stored, checkpoint_path));
-  feed(a, stored, checkpoint_path);
+  feed(a, stored, checkpoint_path, reads);
   for (size_t i = 0; i < wants.size(); ++i) {
     auto m = a.take(i);
     if (!m.empty()) out.state[static_cast<int64_t>(i)] = std::move(m);

@@ -33,10 +33,14 @@ std::string shard_file(const std::string& folder, int rank, int world);
 // atomically.
 void write_shard_file(const ShardSave& save, int rank, Optimizer& optimizer);
 
+// This rank's pieces as JSON text ([[position, offset, length], ...], its shard file's list).
+std::string shard_pieces(Optimizer& optimizer);
+
 // The index rank 0's checkpoint keeps for a save (JSON text): the id, the folder relative to the
-// checkpoint's, the files, and every parameter's name and size by position.
+// checkpoint's, the files with each one's pieces (`file_pieces`: every rank's shard_pieces), and
+// every parameter's name and size by position.
 std::string shard_index(const ShardSave& save, const std::string& checkpoint_path, Optimizer& optimizer,
-                        const Net& model);
+                        const Net& model, const std::vector<std::string>& file_pieces);
 
 // The optimizer's groups alone, over the whole parameters (no per-parameter state): what a
 // sharded checkpoint's own optimizer record holds.
@@ -47,7 +51,12 @@ OptimizerState optimizer_groups(Optimizer& optimizer);
 // state is either in it or, sharded, in the shard files its index names. The result goes to
 // apply_optimizer_state. A missing shard file, one from another save, or pieces that do not cover
 // what they should: an error naming the file.
-OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, const std::string& checkpoint_path);
+// `reads`, when given, counts the shard files opened (a load opens those holding its pieces).
+struct ShardReads {
+  int read = 0, files = 0;
+};
+OptimizerState state_for(Optimizer& optimizer, const OptimizerState& stored, const std::string& checkpoint_path,
+                         ShardReads* reads = nullptr);
 
 // The whole state, every parameter's, of a checkpoint's record (read from `checkpoint_path`),
 // shaped as the checkpoint's weights `model` (by the names its index gives each position): what
