@@ -112,6 +112,10 @@ TEST_CASE("sharded data parallel: with uneven --rank_batch_sizes, a frozen layer
   // rank's share of the average.
   CHECK_THAT(sharded.out, Catch::Contains("rank 0 updates 611 of the 1221 trainable elements") &&
                               Catch::Contains("the EMA of those slices alone"));
+  // Rank 0's average: fc1's 1056 elements whole and its 611 of the rest, 6668 bytes; 2277 x 4
+  // without sharding.
+  CHECK_THAT(sharded.out, Catch::Contains("(two moments), ema 6.5 KiB on rank 0 (--shard gradients)") &&
+                              Catch::Contains("(two moments), ema 8.9 KiB"));
   // The average's evaluation (gathered from the slices on every rank) is the unsharded one's.
   auto ema_line = [](const std::string& out) {
     const auto at = out.find("ema: test");

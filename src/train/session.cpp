@@ -152,11 +152,12 @@ Session::Session(const Config& requested, SessionOptions options)
   // What each rank holds for training beyond activations: what data parallel replicates.
   // Sharded, beside what each rank would hold without it.
   Optimizer& optimizer = trainer_->optimizer();
-  const StateMemory memory = expected_state_memory(trainer_->model(), optimizer, rc_.resolved.shard != "gradients");
+  const StateMemory memory =
+      expected_state_memory(trainer_->model(), optimizer, rc_.resolved.shard != "gradients", trainer_->ema());
   const int ranks = parallel_.mesh().ranks.world_size;
   std::string text = memory.text(optimizer);
   if (optimizer.sharded()) {
-    const StateMemory whole = unsharded_state_memory(trainer_->model(), optimizer);
+    const StateMemory whole = unsharded_state_memory(trainer_->model(), optimizer, trainer_->ema());
     text += fmt::format(" on rank {} (--shard {}); each rank of data parallel without it: {}", parallel_.mesh().ranks.rank,
                         rc_.resolved.shard, whole.text(optimizer));
   } else if (ranks > 1) {

@@ -25,9 +25,9 @@ int64_t bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t
 
 std::string StateMemory::text(const Optimizer& optimizer) const {
   const char* what = optimizer.kind() != OptimizerKind::kSGD ? "two moments" : this->optimizer > 0 ? "momentum" : "no momentum";
-  return fmt::format("parameters {}, gradients {}, {} state {} ({})", format_bytes(static_cast<double>(parameters)),
+  return fmt::format("parameters {}, gradients {}, {} state {} ({}){}", format_bytes(static_cast<double>(parameters)),
                      format_bytes(static_cast<double>(gradients)), optimizer.name(), format_bytes(static_cast<double>(this->optimizer)),
-                     what);
+                     what, ema < 0 ? "" : ", ema " + format_bytes(static_cast<double>(ema)));
 }
 
 namespace {
@@ -51,12 +51,22 @@ StateMemory state_memory(Net& model, Optimizer& optimizer, bool sharded, bool fu
 
 }  // namespace
 
-StateMemory expected_state_memory(Net& model, Optimizer& optimizer, bool full_gradients) {
-  return state_memory(model, optimizer, optimizer.sharded(), full_gradients);
+StateMemory expected_state_memory(Net& model, Optimizer& optimizer, bool full_gradients, const Ema* ema) {
+  StateMemory m = state_memory(model, optimizer, optimizer.sharded(), full_gradients);
+  if (ema) {
+    m.ema = 0;
+    for (const auto& t : ema->held()) m.ema += bytes(t);
+  }
+  return m;
 }
 
-StateMemory unsharded_state_memory(Net& model, Optimizer& optimizer) {
-  return state_memory(model, optimizer, false, true);
+StateMemory unsharded_state_memory(Net& model, Optimizer& optimizer, const Ema* ema) {
+  StateMemory m = state_memory(model, optimizer, false, true);
+  if (ema) {
+    m.ema = 0;
+    for (const auto& t : ema->layout()) m.ema += static_cast<int64_t>(t.nbytes());  // meta tensors: the whole sizes
+  }
+  return m;
 }
 
 int64_t optimizer_state_bytes(Optimizer& optimizer) {

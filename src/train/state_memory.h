@@ -6,13 +6,15 @@
 #include <string>
 
 #include "models/registry.h"
+#include "step/ema.h"
 #include "step/optimizer.h"
 
 namespace gputrain {
 
 struct StateMemory {
   int64_t parameters = 0, gradients = 0, optimizer = 0;
-  // "parameters 13.4 MiB, gradients 13.4 MiB, adamw state 26.8 MiB (two moments)"
+  int64_t ema = -1;  // the moving average's (--ema_decay), -1 without one
+  // "parameters 13.4 MiB, gradients 13.4 MiB, adamw state 26.8 MiB (two moments)[, ema 13.4 MiB]"
   std::string text(const Optimizer& optimizer) const;
 };
 
@@ -24,9 +26,10 @@ struct StateMemory {
 // accumulates them until the step's last backward, then frees them as their buckets are
 // reduced), else the pieces' sums (--shard gradients: a full gradient lives from backward
 // until its bucket goes, which is not counted).
-StateMemory expected_state_memory(Net& model, Optimizer& optimizer, bool full_gradients = true);
+// With `ema`, what it holds too (sharded: this rank's slices and the frozen parameters' whole).
+StateMemory expected_state_memory(Net& model, Optimizer& optimizer, bool full_gradients = true, const Ema* ema = nullptr);
 // What each rank would hold without sharding.
-StateMemory unsharded_state_memory(Net& model, Optimizer& optimizer);
+StateMemory unsharded_state_memory(Net& model, Optimizer& optimizer, const Ema* ema = nullptr);
 
 // The bytes of the tensors in the optimizer's state now (moments, momentum buffers).
 int64_t optimizer_state_bytes(Optimizer& optimizer);
