@@ -147,7 +147,9 @@ void Ema::shard(torch::nn::Module& module, EmaSharding s) {
   for (const auto& piece : s.average) {
     const size_t at = index.at(piece.param.unsafeGetTensorImpl());
     piece_param_.push_back(at);
-    piece.flat.copy_(params_[at].reshape(-1).narrow(0, piece.offset, piece.flat.numel()));  // the average so far
+    // From the weights themselves: compose() may have given every rank rank 0's since the
+    // average was made.
+    piece.flat.copy_(piece.param.detach().reshape(-1).narrow(0, piece.offset, piece.flat.numel()));
   }
   sharding_ = std::move(s);
   whole_ = true;

@@ -127,6 +127,21 @@ Index parse_index(const std::string& text, const std::string& checkpoint_path) {
   if (x.world < 1 || static_cast<int>(x.files.size()) != x.world) throw bad("its files do not match its world size");
   if (!x.file_pieces.empty() && static_cast<int>(x.file_pieces.size()) != x.world)
     throw bad("its files' pieces do not match its world size");
+  // The list only lets a load skip files: unless it covers every parameter whole, within
+  // bounds, every file is read (and checked) instead.
+  std::vector<int64_t> covered(x.numels.size(), 0);
+  bool whole = !x.file_pieces.empty();
+  for (const auto& file : x.file_pieces)
+    for (const auto& w : file) {
+      if (w.position >= static_cast<int64_t>(x.numels.size()) || w.length > x.numels[static_cast<size_t>(w.position)] ||
+          w.offset > x.numels[static_cast<size_t>(w.position)] - w.length) {
+        whole = false;
+        continue;
+      }
+      covered[static_cast<size_t>(w.position)] += w.length;
+    }
+  for (size_t i = 0; whole && i < covered.size(); ++i) whole = covered[i] == x.numels[i];
+  if (!whole) x.file_pieces.clear();
   for (const auto& f : x.files)
     if (f.find('/') != std::string::npos || f.find("..") != std::string::npos) throw bad("a file name '" + f + "'");
   return x;
