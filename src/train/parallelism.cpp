@@ -539,7 +539,9 @@ std::string Parallelism::save_shards(const std::string& checkpoint_path, Trainer
   }
   // Each rank's error (empty: written) and its pieces, which the index lists file by file.
   const auto told = comm.gather(fmt::format("shard_written/{}", n),
-                                nlohmann::json{error, shard_pieces(trainer.optimizer())}.dump());
+                                // (an OS error's text may not be UTF-8: replaced, never thrown on one rank)
+                                nlohmann::json{error, shard_pieces(trainer.optimizer())}
+                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (rank != 0) {
     if (!error.empty()) throw runtime_error(fmt::format("rank {} could not write its shard file: {}", rank, error));
     return "";
