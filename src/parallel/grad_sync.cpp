@@ -181,7 +181,7 @@ void GradSync::gather(const std::vector<at::Tensor>& slices, const std::vector<a
     int64_t offset = 0;
     for (size_t k : buckets_[i].params) {
       auto& p = params_[k];
-      whole.at(k).copy_(full[i].narrow(0, offset, p.numel()).view(p.sizes()));  // copy_ keeps p's memory format
+      whole.at(k).copy_(full[i].narrow(0, offset, p.numel()).view(p.sizes()));  // copy_ keeps whole[k]'s memory format
       offset += p.numel();
     }
     full[i] = at::Tensor();

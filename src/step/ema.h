@@ -38,7 +38,7 @@ class Ema {
   std::vector<torch::Tensor> tensors() const;
   // What this rank holds, whole or sharded (its slices): for a finiteness check.
   std::vector<torch::Tensor> held() const;
-  // Their shapes and dtypes (meta tensors), whole or sharded.
+  // The whole tensors' shapes, strides and dtypes (meta tensors), held whole or sharded.
   std::vector<torch::Tensor> layout() const;
   // Their names, as Module::named_parameters / named_buffers give them ("layer1.0.conv1.weight").
   const std::vector<std::string>& names() const { return names_; }
