@@ -70,7 +70,8 @@ class Comm {
   // Sharded data parallel's pair, on flat contiguous buffers; both return at once, the result is
   // there after wait(). reduce_scatter_sum: `out` (n elements) gets this rank's slice [rank * n,
   // (rank + 1) * n) of the sum over the ranks of `in` (size() * n elements). all_gather_into:
-  // `out` (size() * n elements) gets every rank's `in` (n elements) end to end, in rank order.
+  // `out` (size() * n elements) gets every rank's `in` (n elements) end to end, in rank order;
+  // `in` may be this rank's part of `out` (in place).
   [[nodiscard]] std::unique_ptr<CommWork> reduce_scatter_sum(at::Tensor& out, at::Tensor& in);
   [[nodiscard]] std::unique_ptr<CommWork> all_gather_into(at::Tensor& out, at::Tensor& in);
   // Copies rank `root`'s tensors into every rank's, in place, and waits.

@@ -47,7 +47,27 @@ GradSync::GradSync(torch::nn::Module& model, Comm& comm, double bucket_mb, Shard
       for (size_t k : b.params) numels.push_back(params_[k].numel());
       b.layout = shard_layout(numels, comm_.size(), comm_.rank());
       const auto& first = params_[b.params.front()];
-      b.slice = at::zeros({b.layout.shard}, first.options());  // the padding stays zero
+      // The parameters move into the bucket (contiguous ones: a channels_last weight's memory
+      // order is not its logical order, so it keeps its own storage and is copied): the
+      // all-gather then writes them in place and the update of the slice is the update of
+      // their elements, which saves two copies of the bucket and an allocation per step (in the
+      // MLP of tools/compare_zero.py, 2 ms of a 20 ms step here).
+      b.full = at::zeros({b.layout.padded}, first.options());  // the padding stays zero
+      int64_t offset = 0;
+      for (size_t k : b.params) {
+        auto& p = params_[k];
+        auto part = b.full.narrow(0, offset, p.numel());
+        part.copy_(p.reshape(-1));
+        offset += p.numel();
+        const bool movable = p.is_contiguous() && p.device() == first.device() && p.scalar_type() == first.scalar_type();
+        if (!movable) {
+          b.views.emplace_back();
+          continue;
+        }
+        p.set_data(part.view(p.sizes()));
+        b.views.push_back(p.data());
+      }
+      b.slice = b.full.narrow(0, b.layout.begin, b.layout.shard);
       for (const auto& seg : b.layout.segments) b.flats.push_back(b.slice.narrow(0, seg.shard_offset, seg.length));
     }
   }
@@ -156,11 +176,27 @@ std::vector<SlicePiece> GradSync::pieces(const std::vector<at::Tensor>& slices) 
   return out;
 }
 
+bool GradSync::in_bucket(const Bucket& b, size_t j) const {
+  const auto& v = b.views[j];
+  const auto& p = params_[b.params[j]];
+  return v.defined() && p.data_ptr() == v.data_ptr() && p.sizes() == v.sizes() && p.strides() == v.strides();
+}
+
 void GradSync::gather() {
-  std::vector<at::Tensor> slices, whole;
-  for (const auto& b : buckets_) slices.push_back(b.slice);
-  for (const auto& p : params_) whole.push_back(p.detach());
-  gather(slices, whole);
+  torch::NoGradGuard no_grad;
+  std::vector<std::unique_ptr<CommWork>> work;
+  for (auto& b : buckets_) work.push_back(comm_.all_gather_into(b.full, b.slice));  // in place: the slice is in full
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    work[i]->wait();
+    auto& b = buckets_[i];
+    int64_t offset = 0;
+    for (size_t j = 0; j < b.params.size(); ++j) {
+      auto& p = params_[b.params[j]];
+      // A parameter outside the bucket (not contiguous, or its data replaced since): copied.
+      if (!in_bucket(b, j)) p.detach().copy_(b.full.narrow(0, offset, p.numel()).view(p.sizes()));
+      offset += p.numel();
+    }
+  }
 }
 
 void GradSync::gather(const std::vector<at::Tensor>& slices, const std::vector<at::Tensor>& whole) {
@@ -201,7 +237,7 @@ void GradSync::finish() {
       for (size_t i = 0; i < b.layout.segments.size(); ++i) {
         const auto& s = b.layout.segments[i];
         const auto& p = params_[b.params[s.param]];
-        b.flats[i].copy_(p.reshape(-1).narrow(0, s.param_offset, s.length));
+        if (!in_bucket(b, s.param)) b.flats[i].copy_(p.reshape(-1).narrow(0, s.param_offset, s.length));
         b.flats[i].mutable_grad() = b.grad.narrow(0, s.shard_offset, s.length);
       }
     }

@@ -6,7 +6,7 @@
 // Sharded (ZeRO, parallel/shard_layout.h): each bucket is cut into one slice per rank and
 // reduce-scattered, so a rank receives the summed gradients of its slice alone; the optimizer
 // updates the slices (pieces()) and gather() all-gathers them back into every
-// rank's parameters. Full gradients are freed as soon as their bucket is on its way (a copy
+// rank's parameters, in place: the parameters live in their bucket's buffer. Full gradients are freed as soon as their bucket is on its way (a copy
 // travels until it is received). ShardMode::kOptimizer accumulates full gradients over a step's
 // micro-batches and reduces on its last backward; kGradients reduces every backward and
 // accumulates in the slices instead.
@@ -81,11 +81,14 @@ class GradSync {
     size_t ready = 0;
     at::Tensor flat;
     std::unique_ptr<CommWork> work;
-    // Sharded: this rank's slice of the bucket (the parameters' elements it updates), the
+    // Sharded: the bucket's parameters end to end (padded), which the parameters view where
+    // they can (views[j] for its j-th, undefined where it cannot), and this rank's slice of it
+    // (the parameters' elements it updates), the
     // step's gradient sums of that slice (made by the first reduce-scatter), and one
     // reduce-scatter's result.
     ShardLayout layout;
-    at::Tensor slice, grad, received;
+    at::Tensor full, slice, grad, received;
+    std::vector<at::Tensor> views;
     std::vector<at::Tensor> flats;  // the segments' views of slice, one per layout segment: the optimizer's pieces
   };
   ShardMode shard_;
@@ -102,6 +105,8 @@ class GradSync {
   void ready(size_t param);
   void launch(Bucket& b);
   void collect();  // launches what is left and waits for every bucket
+  // The bucket's j-th parameter still views b.full (nothing replaced its data since).
+  bool in_bucket(const Bucket& b, size_t j) const;
 };
 
 }  // namespace gputrain
