@@ -255,6 +255,10 @@ TEST_CASE("sharded data parallel: missing or foreign shard files exit 2 naming t
   auto missing = test::run_gputrain(base + "--epochs 2 --resume auto --output_dir " + a);
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains(file.string()));
+  // Rank 0 reads its own file alone: it hears rank 1's refusal before it says it resumed, and
+  // says the same line.
+  CHECK_THAT(missing.err, Catch::Contains("[rank0] gputrain: error: ") && Catch::Contains("[rank1] gputrain: error: "));
+  CHECK_THAT(missing.out, !Catch::Contains("resumed from"));
   // Another run's file in its place.
   fs::copy_file(shard_folders(b).at(0) / "rank-1-of-2.safetensors", file);
   auto foreign = test::run_gputrain(base + "--epochs 2 --resume auto --output_dir " + a);

@@ -220,7 +220,16 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   check_steps_fit(s);
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
-  if (!from.checkpoint.empty()) at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
+  if (!from.checkpoint.empty()) {
+    at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
+    // A rank that cannot load (a shard file that it alone reads is missing or damaged) refuses
+    // the job (run_training): the others hear it in this meeting, not after --dist_timeout in the
+    // first collective.
+    if (comm) {
+      comm->gather("checkpoint loaded", "");
+      comm->share("checkpoints loaded", "");
+    }
+  }
   const CheckpointMeta loaded = at;  // as the file holds it (a resume may move the step position)
   // A position past the end of the epoch would skip the rest of it in silence.
   if (!from.checkpoint.empty() && at.samples > static_cast<int64_t>(s.data().train->size()))
