@@ -49,8 +49,8 @@ DataParallelResult measure_data_parallel(const Variant& v, std::shared_ptr<const
   comm->barrier();
   const VariantResult alone = run_variant(lone, data, s, on_step);
   if (whole.interrupted || bucketed.interrupted || alone.interrupted) return r;
-  // The same job with each --shard, in alternating rounds (none, optimizer, gradients, then
-  // again): a CPU's speed drifts by 10-20% over a benchmark, more than sharding costs, so each
+  // The same job with each --shard, in alternating rounds (none, optimizer, gradients; then
+  // optimizer, gradients, none; ...): a CPU's speed drifts by 10-20% over a benchmark, more than sharding costs, so each
   // mode's figure is its median over rounds that met the same drift. After the lone runs: all
   // ranks start each job together.
   constexpr int kShardRounds = 3;
@@ -59,7 +59,8 @@ DataParallelResult measure_data_parallel(const Variant& v, std::shared_ptr<const
   std::vector<VariantResult> shard_last(modes.size());
   if (!bucketed.pipeline && job.config.shard == "none")
     for (int round = 0; round < kShardRounds; ++round)
-      for (size_t m = 0; m < modes.size(); ++m) {
+      for (size_t i = 0; i < modes.size(); ++i) {
+        const size_t m = (i + static_cast<size_t>(round)) % modes.size();  // each mode goes first in one round
         Variant v_shard = job;
         v_shard.config.shard = modes[m];
         shard_last[m] = run_variant(v_shard, data, s, on_step, comm);

@@ -162,10 +162,10 @@ void Ema::gather() {
   for (size_t i : sharded_params_) {
     const auto& m = layout_[i];
     // In the parameter's own memory format (its strides): swap() puts it in the module.
-    params_[i] = at::empty_strided(m.sizes(), m.strides(), m.options().device(device_));
-    whole.push_back(params_[i]);
+    whole.push_back(at::empty_strided(m.sizes(), m.strides(), m.options().device(device_)));
   }
-  sharding_.gather(whole);
+  sharding_.gather(whole);  // a failed collective leaves the average sharded, as it was
+  for (size_t k = 0; k < sharded_params_.size(); ++k) params_[sharded_params_[k]] = whole[k];
   whole_ = true;
 }
 

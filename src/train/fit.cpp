@@ -224,12 +224,17 @@ class Fit {
     return m;
   }
 
-  // Saves unless a weight went non-finite: a checkpoint must always be safe to resume from.
-  void save(const std::string& name, CheckpointMeta m) {
-    if (!c().save_checkpoints && name != "last.pt") return;
+  // Saves the checkpoints `names` of this step (last.pt always; the others with
+  // --save_checkpoints) unless a weight went non-finite: a checkpoint must always be safe to
+  // resume from.
+  void save(const std::vector<std::string>& names, CheckpointMeta m) {
+    std::vector<std::string> saved;
+    for (const auto& name : names)
+      if (c().save_checkpoints || name == "last.pt") saved.push_back(name);
+    if (saved.empty()) return;
     s_.parallel().gather_rng(m, trainer());  // every rank is here: rank 0 writes
     Ema* ema = trainer().ema();
-    if (ema) ema->gather();  // --shard: the whole average, for rank 0's file
+    if (ema) ema->gather();  // --shard: the whole average, for rank 0's files
     // Sharded, every rank writes its own slices: all check theirs and agree (all_finite).
     const bool sharded = trainer().optimizer().sharded();
     if ((folder_ || sharded) && !all_finite(trainer()))
@@ -237,10 +242,12 @@ class Fit {
                   std::string(s_.recipe().precision.amp ? "train without mixed precision (--no-use_amp), " : "") +
                       "lower --lr or set --clip_max_norm; " + last_checkpoint_note(),
                   kExitNonFinite);
-    // --shard: each rank writes its slices' optimizer state beside the checkpoint first.
-    const std::string shards =
-        sharded ? s_.parallel().save_shards(folder_ ? folder_->checkpoint_path(name) : "", trainer()) : "";
-    if (folder_) stop_.saved(folder_->save_checkpoint(name, trainer(), m, shards));
+    for (const auto& name : saved) {
+      // --shard: each rank writes its slices' optimizer state beside the checkpoint first.
+      const std::string shards =
+          sharded ? s_.parallel().save_shards(folder_ ? folder_->checkpoint_path(name) : "", trainer()) : "";
+      if (folder_) stop_.saved(folder_->save_checkpoint(name, trainer(), m, shards));
+    }
     if (ema) ema->release();
   }
 
@@ -399,7 +406,7 @@ class Fit {
     const bool epoch_done = batches_.epoch_done() || r_.step >= schedule_.total_steps;
     if (r_.stop && !epoch_done) {
       if (folder_) folder_->status().set_state("stopping", r_.stop.text());
-      save("last.pt", meta(epoch, batches_.consumed()));
+      save({"last.pt"}, meta(epoch, batches_.consumed()));
       return false;
     }
     if (!evaluate_epoch(epoch, stats, epoch_start)) return false;
@@ -568,7 +575,7 @@ class Fit {
     if (!evaluate_both(r_.last_eval, r_.last_ema_eval)) {
       // A signal or the deadline during the evaluation: the epoch's steps are saved, its
       // evaluation runs on resume.
-      save("last.pt", meta(epoch, consumed));
+      save({"last.pt"}, meta(epoch, consumed));
       return false;
     }
     const std::string& monitored = s_.monitored();
@@ -594,9 +601,10 @@ class Fit {
     // inside it; a whole epoch continues with the next.
     const bool whole_epoch = batches_.epoch_done();
     const auto m = whole_epoch ? meta(epoch + 1, 0) : meta(epoch, consumed, /*evaluated=*/true);
-    if (whole_epoch) save(fmt::format("epoch-{}.pt", epoch + 1), m);
-    save("last.pt", m);
-    if (improved) save("best.pt", m);
+    std::vector<std::string> names = {"last.pt"};
+    if (whole_epoch) names.insert(names.begin(), fmt::format("epoch-{}.pt", epoch + 1));
+    if (improved) names.push_back("best.pt");
+    save(names, m);
     if (c().save_checkpoints && folder_) folder_->prune_checkpoints(c().keep_checkpoints);
     return true;
   }

@@ -531,17 +531,18 @@ std::string Parallelism::save_shards(const std::string& checkpoint_path, Trainer
   const auto named = nlohmann::json::parse(
       comm.share(fmt::format("shard_save/{}", n), rank == 0 ? nlohmann::json{save.folder, save.id}.dump() : ""));
   save = {named[0].get<std::string>(), named[1].get<std::string>(), world};
-  std::string error;
+  // Nothing here throws on one rank alone: the others would wait for it in the gather.
+  std::string error, pieces;
   try {
     write_shard_file(save, rank, trainer.optimizer());
+    pieces = shard_pieces(trainer.optimizer());
   } catch (const std::exception& e) {
     error = e.what();
   }
   // Each rank's error (empty: written) and its pieces, which the index lists file by file.
   const auto told = comm.gather(fmt::format("shard_written/{}", n),
                                 // (an OS error's text may not be UTF-8: replaced, never thrown on one rank)
-                                nlohmann::json{error, shard_pieces(trainer.optimizer())}
-                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+                                nlohmann::json{error, pieces}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (rank != 0) {
     if (!error.empty()) throw runtime_error(fmt::format("rank {} could not write its shard file: {}", rank, error));
     return "";
