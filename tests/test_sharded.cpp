@@ -77,9 +77,10 @@ TEST_CASE("sharded data parallel: optimizer and gradients on 2 and 3 ranks train
     REQUIRE(r.exit_code == 0);
     check_same_weights(dir / "ref.st", dir / (name + ".st"));
     CHECK_THAT(r.out, Catch::Contains("gradients reduce-scattered") && Catch::Contains("sharding"));
-    // One bucket over 3 ranks: 2277 elements, 759 each, and a third of the state.
+    // One bucket over 3 ranks: 2277 elements, each parameter from a multiple of 16 (64 bytes),
+    // in slices of 768 (a multiple of 16): rank 0's holds 757 elements, a third of the state.
     if (c.flags.ends_with("--ddp_bucket_mb 0"))
-      CHECK_THAT(r.out, Catch::Contains("rank 0 updates 759 of the 2277 trainable elements") &&
+      CHECK_THAT(r.out, Catch::Contains("rank 0 updates 757 of the 2277 trainable elements") &&
                             Catch::Contains("gradients 3.0 KiB, adamw state 5.9 KiB (two moments) on rank 0"));
   }
   // The report: rank 0's slice of 32x32+32 + 32x32+32 + 32x5+5 = 2277 elements (padded to 2278),
@@ -88,11 +89,11 @@ TEST_CASE("sharded data parallel: optimizer and gradients on 2 and 3 ranks train
     auto r = test::run_gputrain(launch(2) + kMlp + "--shard " + mode + " --batch_size 24 --max_steps 1");
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.out, Catch::Contains("rank 0 updates 1139 of the 2277 trainable elements"));
+    CHECK_THAT(r.out, Catch::Contains("rank 0 updates 1141 of the 2277 trainable elements"));
     CHECK_THAT(r.out, Catch::Contains(fmt::format("parameters 8.9 KiB, gradients {} KiB, adamw state 8.9 KiB (two moments) "
                                                   "on rank 0 (--shard {}); each rank of data parallel without it: "
                                                   "parameters 8.9 KiB, gradients 8.9 KiB, adamw state 17.8 KiB",
-                                                  mode == "optimizer" ? "8.9" : "4.4", mode)));
+                                                  mode == "optimizer" ? "8.9" : "4.5", mode)));
   }
 }
 
@@ -110,7 +111,7 @@ TEST_CASE("sharded data parallel: with uneven --rank_batch_sizes, a frozen layer
   check_same_weights(dir / "none.st", dir / "sharded.st");
   // fc1 is frozen: the slices cover the 1221 elements of fc2 and fc3 alone, and so does each
   // rank's share of the average.
-  CHECK_THAT(sharded.out, Catch::Contains("rank 0 updates 611 of the 1221 trainable elements") &&
+  CHECK_THAT(sharded.out, Catch::Contains("rank 0 updates 613 of the 1221 trainable elements") &&
                               Catch::Contains("the EMA of those slices alone"));
   // Rank 0's average: fc1's 1056 elements whole and its 611 of the rest, 6668 bytes; 2277 x 4
   // without sharding.
@@ -132,29 +133,47 @@ TEST_CASE("sharded data parallel: with uneven --rank_batch_sizes, a frozen layer
 TEST_CASE("sharded data parallel: a resnet and the transformer train the weights of unsharded data parallel",
           "[dist][cli]") {
   test::TempDir dir;
-  // Without clipping: the global norm summed from the ranks' slices differs from the whole one
-  // in its last bits, and 8 steps through BatchNorm grow that to ~1e-6 (the MLP checks clipping).
-  // The transformer with SGD: the attention's key bias has a gradient of zero in exact
-  // arithmetic (softmax ignores a shift), and Adam divides its rounding noise by its own size,
-  // so that a last-bit difference of the vectorized update over a slice that starts elsewhere
-  // becomes a step of the learning rate's size.
-  const std::vector<std::string> models = {
-      "--dataset synthetic --input_shape 3x16x16 --num_classes 4 --model resnet18 --width 4 --optimizer adamw "
-      "--lr 0.01 --weight_decay 1e-4",
-      "--dataset synthetic --input_shape 12x5 --num_classes 5 --model transformer --width 16 --heads 2 --optimizer sgd "
-      "--momentum 0.9 --lr 0.05",
+  struct Case {
+    std::string model;
+    int ranks;
+    std::string shard;
   };
-  for (size_t m = 0; m < models.size(); ++m) {
-    const std::string base = "train " + models[m] +
-                             " --synthetic_train_size 256 --synthetic_test_size 16 --batch_size 16 --max_steps 8 "
-                             "--epochs 1 --num_workers 0 --threads 1 --no-use_amp ";
-    const std::string a = fmt::format("m{}none", m), b = fmt::format("m{}grad", m);
-    auto none = test::run_gputrain(launch(2) + base + "--output_dir " + (dir / a) + " --export " + (dir / (a + ".st")));
+  // AdamW with clipping and accumulation: the slices are cut at multiples of 64 bytes from each
+  // parameter's start (parallel/shard_layout.h) and the global norm is summed in double, so on 2
+  // ranks `optimizer` updates every element as unsharded does, bit for bit: the attention's key
+  // bias included, whose gradient is zero in exact arithmetic (softmax ignores a shift) and whose
+  // Adam steps are its rounding noise divided by its own size.
+  // With `gradients` (each micro-batch reduced on its own) or on 3 ranks (the sums grouped in
+  // another order than Gloo's all-reduce groups them) the gradients differ in their last bits.
+  // There the transformer trains with SGD (Adam would turn the key bias's other rounding noise
+  // into steps of the learning rate) and the resnet with AdamW at lr 0.001: at 0.01 Adam moves
+  // every weight of this 4-channel resnet by the learning rate whatever its gradient's size, and
+  // last-bit differences grow to 1e-3 in 20 steps while the losses stay equal to 4 digits.
+  const std::string resnet = "--dataset synthetic --input_shape 3x16x16 --num_classes 4 --model resnet18 --width 4 "
+                             "--optimizer adamw --weight_decay 1e-4 --clip_max_norm 0.5 ";
+  const std::string transformer = "--dataset synthetic --input_shape 12x5 --num_classes 5 --model transformer --width 16 "
+                                  "--heads 2 --clip_max_norm 0.5 ";
+  const std::vector<Case> cases = {
+      {resnet + "--lr 0.01", 2, "optimizer"},
+      {resnet + "--lr 0.001", 3, "gradients"},
+      {transformer + "--optimizer adamw --lr 0.01 --weight_decay 1e-4", 2, "optimizer"},
+      {transformer + "--optimizer sgd --momentum 0.9 --lr 0.05", 3, "gradients"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    // A global batch of 48: 2 ranks x 12 or 3 x 8, in 2 micro-batches; 20 steps.
+    const std::string base = launch(c.ranks) + "train " + c.model +
+                             fmt::format(" --synthetic_train_size 960 --synthetic_test_size 16 --batch_size {} "
+                                         "--accumulation_steps 2 --max_steps 20 --epochs 1 --num_workers 0 --threads 1 "
+                                         "--no-use_amp --lr_schedule constant ",
+                                         24 / c.ranks);
+    const std::string a = fmt::format("c{}none", i), b = fmt::format("c{}{}", i, c.shard);
+    auto none = test::run_gputrain(base + "--output_dir " + (dir / a) + " --export " + (dir / (a + ".st")));
     INFO(none.out << none.err);
     REQUIRE(none.exit_code == 0);
-    auto sharded = test::run_gputrain(launch(2) + base + "--shard gradients --output_dir " + (dir / b) + " --export " +
+    auto sharded = test::run_gputrain(base + "--shard " + c.shard + " --output_dir " + (dir / b) + " --export " +
                                       (dir / (b + ".st")));
-    INFO(sharded.out << sharded.err);
+    INFO(c.model << " on " << c.ranks << " ranks, --shard " << c.shard << "\n" << sharded.out << sharded.err);
     REQUIRE(sharded.exit_code == 0);
     check_same_weights(dir / (a + ".st"), dir / (b + ".st"));  // BatchNorm statistics included
   }

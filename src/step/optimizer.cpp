@@ -56,12 +56,20 @@ std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& params) {
   return grads;
 }
 
-torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
-  if (grads.empty()) return torch::zeros({});
-  auto norms = at::_foreach_norm(grads, 2, torch::kFloat);
+// The sum of the gradients' squares, accumulated in double precision. Sharded, each rank sums
+// its slices' and the ranks add theirs: in float the two orders of summation would round to
+// norms a bit apart, and so to other clipping factors (in double, both round to the same float
+// but for a rare tie). PyTorch's clip_grad_norm_ sums in float: within 1e-7 of it.
+torch::Tensor squares(const std::vector<torch::Tensor>& grads) {
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  auto norms = at::_foreach_norm(grads, 2, torch::kDouble);
   for (auto& n : norms)  // pipeline stages: gradients on several devices, the total on the first's
     if (n.device() != norms.front().device()) n = n.to(norms.front().device());
-  return torch::stack(norms).norm();
+  return torch::stack(norms).square().sum();
+}
+
+torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
+  return squares(grads).sqrt().to(torch::kFloat);
 }
 
 }  // namespace
@@ -132,12 +140,11 @@ std::vector<torch::Tensor> Optimizer::updated() {
 }
 
 torch::Tensor Optimizer::grad_norm() {
-  auto norm = gradient_norm(updated());
-  if (!shard_) return norm;
+  if (!shard_) return gradient_norm(updated());
   // The squares' sum over the ranks (each rank's pieces are disjoint; padding holds zeros).
-  auto squares = (norm * norm).reshape({1}).to(torch::kFloat);
-  sharding_.sum_over_ranks(squares);
-  return squares.sqrt().reshape({});
+  auto sum = squares(grads_of(updated())).reshape({1});
+  sharding_.sum_over_ranks(sum);
+  return sum.sqrt().reshape({}).to(torch::kFloat);
 }
 
 void Optimizer::sum_over_ranks(torch::Tensor& t) {
