@@ -346,3 +346,32 @@ TEST_CASE("sharded data parallel: refused with pipeline stages and --unfreeze_at
   CHECK(alone.exit_code == 0);
   CHECK_THAT(alone.out, Catch::Contains("one process: nothing to shard its state over"));
 }
+
+TEST_CASE("sharded data parallel: --shard gradients splits a batch that runs out of memory, and reduces its chunks once",
+          "[dist][cli]") {
+  test::TempDir dir;
+  // A simulated limit of 12 samples: rank 0's batch of 24 runs out of memory at step 1 and goes
+  // on in chunks of 12, rank 1's batch of 12 fits. Rank 0's chunks accumulate and the step
+  // reduces once, as rank 1's does (a reduce per chunk would meet rank 1 with one collective
+  // too many), so the weights are those of unsharded data parallel split alike.
+  const std::string base = launch(2) + kMlp + "--batch_size 24 --rank_batch_sizes 24,12 --epochs 1 ";
+  const std::string oom = "GPUTRAIN_FAULT_OOM_ABOVE=12";
+  auto none = test::run_gputrain(base + "--output_dir " + (dir / "none") + " --export " + (dir / "none.st"), oom);
+  INFO(none.out << none.err);
+  REQUIRE(none.exit_code == 0);
+  auto sharded = test::run_gputrain(base + "--shard gradients --output_dir " + (dir / "grad") + " --export " +
+                                        (dir / "grad.st"),
+                                    oom);
+  INFO(sharded.out << sharded.err);
+  REQUIRE(sharded.exit_code == 0);
+  CHECK_THAT(sharded.err, Catch::Contains("[rank0] gputrain: out of memory at step 1: micro-batch 24 -> 12") &&
+                              !Catch::Contains("[rank1] gputrain: out of memory"));
+  check_same_weights(dir / "none.st", dir / "grad.st");
+  // In a step's second loader batch the first one's gradients reached the other ranks already:
+  // no retry, one clear line.
+  auto late = test::run_gputrain(launch(2) + kMlp + "--batch_size 12 --accumulation_steps 2 --shard gradients --max_steps 2 "
+                                     "--output_dir " + (dir / "late"),
+                                 "GPUTRAIN_FAULT_OOM_STEP=2 GPUTRAIN_FAULT_OOM_FORWARD=2");
+  CHECK(late.exit_code == 1);
+  CHECK_THAT(late.err, Catch::Contains("out of memory in step 2 while its gradients were being summed over the ranks"));
+}

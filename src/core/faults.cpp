@@ -22,7 +22,7 @@ const Faults& faults() {
                         read("GPUTRAIN_FAULT_NAN_RANK"),     read("GPUTRAIN_FAULT_SLOW_RANK"),
                         read("GPUTRAIN_FAULT_SIGTERM_STEP"), read("GPUTRAIN_FAULT_KILL_STEP"),
                         read("GPUTRAIN_FAULT_STOP_STEP"),    read("GPUTRAIN_FAULT_STOP_RANK"),
-                        read("GPUTRAIN_FAULT_SPIKE_EVERY")};
+                        read("GPUTRAIN_FAULT_SPIKE_EVERY"),  read("GPUTRAIN_FAULT_OOM_FORWARD")};
   return f;
 }
 

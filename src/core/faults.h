@@ -22,6 +22,7 @@ struct Faults {
   int64_t stop_step = -1;     // GPUTRAIN_FAULT_STOP_STEP=k: data-parallel rank STOP_RANK sends itself SIGSTOP after step k
   int64_t stop_rank = -1;     // GPUTRAIN_FAULT_STOP_RANK=r: (a hung rank)
   int64_t spike_every = -1;   // GPUTRAIN_FAULT_SPIKE_EVERY=k: the inputs of every k-th step x -1000 (a loss spike)
+  int64_t oom_forward = -1;   // GPUTRAIN_FAULT_OOM_FORWARD=m: OOM_STEP's error comes in the step's m-th forward (from 1)
 };
 
 const Faults& faults();

@@ -15,10 +15,8 @@ class FaultHooks : public StepHooks {
   FaultHooks(const GradScaler& scaler, int rank) : scaler_(scaler), rank_(rank) {}
   void begin(int64_t step) override {
     step_ = step;
-    if (step == faults().oom_step && !oom_done_) {  // once: the retry of the step goes through
-      oom_done_ = true;
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_STEP");
-    }
+    forwards_ = 0;
+    if (faults().oom_forward < 0) oom_at("GPUTRAIN_FAULT_OOM_STEP");
   }
   void inputs(int64_t step, std::vector<Batch>& micro) override {
     // The float sample x is what these faults corrupt; named fields (ids) have none to.
@@ -31,6 +29,7 @@ class FaultHooks : public StepHooks {
       for (auto& b : micro) b.x() = b.x() * -1000;
   }
   void before_forward(const Batch& b) override {
+    if (++forwards_ == faults().oom_forward) oom_at("GPUTRAIN_FAULT_OOM_FORWARD");
     if (faults().oom_above >= 0 && b.samples() > faults().oom_above)
       TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by GPUTRAIN_FAULT_OOM_ABOVE");
   }
@@ -48,6 +47,13 @@ class FaultHooks : public StepHooks {
   int rank_;
   int64_t step_ = 0;
   bool oom_done_ = false;
+  int64_t forwards_ = 0;  // in this step
+
+  void oom_at(const char* by) {
+    if (step_ != faults().oom_step || oom_done_) return;
+    oom_done_ = true;  // once: the retry of the step goes through
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "injected by ", by);
+  }
 };
 
 }  // namespace

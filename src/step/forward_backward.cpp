@@ -24,6 +24,7 @@ torch::Tensor LocalForwardBackward::run(const Batch& b, bool last, const Weighte
     }
     {
       RECORD_USER_SCOPE("gputrain::backward");
+      if (i + 1 == chunks.size()) hooks.before_batch_backward();
       scaled(loss).backward();  // backward runs outside autocast, as in PyTorch
     }
     auto detached = loss.detach();

@@ -24,7 +24,8 @@ class ForwardBackward {
  public:
   virtual ~ForwardBackward() = default;
   // Forward and backward of `b`, the gradients accumulating. On this device the hooks'
-  // before_forward and, when `last` (the step's last batch), before_last_backward are called
+  // before_forward, before_batch_backward and, when `last` (the step's last batch),
+  // before_last_backward are called
   // (the pipeline calls neither: its stage threads run the forwards, and finish gradients in no
   // fixed order). Returns the batch's weighted loss, detached, on the run's device.
   virtual torch::Tensor run(const Batch& b, bool last, const WeightedLoss& weighted, const ScaledLoss& scaled,

@@ -22,6 +22,9 @@ void HookList::before_forward(const Batch& b) {
 void HookList::before_last_backward() {
   for (auto& h : hooks_) h->before_last_backward();
 }
+void HookList::before_batch_backward() {
+  for (auto& h : hooks_) h->before_batch_backward();
+}
 torch::Tensor HookList::scaled(torch::Tensor loss) {
   for (auto& h : hooks_) loss = h->scaled(std::move(loss));
   return loss;

@@ -26,6 +26,9 @@ class StepHooks {
   virtual void begin(int64_t step) {}                       // before the step's first forward
   virtual void before_forward(const Batch& b) {}            // each forward on this device
   virtual void before_last_backward() {}                    // the step's last backward is next
+  // The backward that ends a loader batch (its last chunk's, after an out-of-memory split) is
+  // next, after its forward.
+  virtual void before_batch_backward() {}
   virtual torch::Tensor scaled(torch::Tensor loss) { return loss; }  // what backward starts from
   // A count of the whole step (the tokens a per-token loss is averaged over), before its first
   // forward: data parallel sums it over the ranks.
@@ -57,6 +60,7 @@ class HookList : public StepHooks {
   void begin(int64_t step) override;
   void before_forward(const Batch& b) override;
   void before_last_backward() override;
+  void before_batch_backward() override;
   torch::Tensor scaled(torch::Tensor loss) override;
   torch::Tensor step_total(torch::Tensor count) override;
   void after_backward() override;

@@ -29,7 +29,7 @@
 namespace gputrain {
 
 // Data parallel around the step: the gradients summed over the ranks in buckets launched during
-// the step's last backward (--shard gradients: every backward) and waited for before the
+// the step's last backward (--shard gradients: every loader batch's) and waited for before the
 // update, so every rank sees the same
 // gradients, infs included (all skip the same overflow step); with --sync_bn, the BatchNorm
 // layers normalize with the global batch's statistics in the step's forwards and backwards only
@@ -68,10 +68,11 @@ class DataParallelHooks : public StepHooks {
   void before_forward(const Batch&) override {
     if (shard_ == ShardMode::kGradients) sync_->settle();
   }
-  // --shard gradients: every backward is armed (its gradients are reduced and freed as they come).
-  torch::Tensor scaled(torch::Tensor loss) override {
+  // --shard gradients: every loader batch's backward is armed (its gradients are reduced and
+  // freed as they come); after an out-of-memory split, its last chunk's alone (the earlier chunks
+  // accumulate here), so a rank that split sends what the others send.
+  void before_batch_backward() override {
     if (shard_ == ShardMode::kGradients) sync_->arm_micro();
-    return loss;
   }
   // Once per step: a retry after an out-of-memory error (this rank alone) counts the same
   // batches, and a second all-reduce would meet the other ranks' gradient buckets instead.
@@ -87,9 +88,9 @@ class DataParallelHooks : public StepHooks {
     for (auto* n : norms_) n->sync_with(nullptr);
     launched_ = sync_->disarm();
   }
-  // --shard gradients reduces every chunk of a step: a rank that retried in smaller chunks
-  // would meet the others with more collectives than they send.
-  bool can_retry() const override { return !launched_ && shard_ != ShardMode::kGradients; }
+  // Nothing of the step may have reached the other ranks: with --shard gradients, an
+  // out-of-memory error in the step's first loader batch, before its backward.
+  bool can_retry() const override { return !launched_; }
   // Only what trains is all-reduced: the buckets are laid out again over the new set (every
   // rank unfreezes at the same step, so their buckets still pair up).
   void trainable_changed() override {
