@@ -55,25 +55,12 @@ class SummedWork : public CommWork {
   int ranks_;
 };
 
-// Several collectives that finish together: wait() waits for each, in order.
-class AllWork : public CommWork {
- public:
-  explicit AllWork(std::vector<std::unique_ptr<CommWork>> parts) : parts_(std::move(parts)) {}
-  void wait() override {
-    for (auto& w : parts_) w->wait();
-    parts_.clear();
-  }
-
- private:
-  std::vector<std::unique_ptr<CommWork>> parts_;
-};
-
 }  // namespace
 
 struct Comm::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
-  bool gloo = false;  // the backend is ProcessGroupGloo (the sharded pair takes other roads: see below)
+  bool gloo = false;  // the backend is ProcessGroupGloo (reduce_scatter_sum takes another road)
   int groups = 0;  // backends made so far: each gets its own key prefix in the store
   int meetings = 0;  // share() and gather() calls so far: each gets its own keys
 };
@@ -463,23 +450,7 @@ std::unique_ptr<CommWork> Comm::reduce_scatter_sum(at::Tensor& out, at::Tensor& 
 std::unique_ptr<CommWork> Comm::all_gather_into(at::Tensor& out, at::Tensor& in) {
   if (out.numel() != in.numel() * size() || !in.is_contiguous() || !out.is_contiguous())
     throw std::logic_error("Comm::all_gather_into: `out` must hold size() contiguous copies of `in`'s size");
-  if (!impl_->gloo)
-    return std::make_unique<C10dWork>(impl_->backend->all_gather_single(out, in), *this, "all-gather");
-  // Gloo: one broadcast from each rank of its part, all in flight at once (Gloo runs them on
-  // its worker threads). Measured with torch.distributed on the 2-core CI machine (1.9 M floats,
-  // 5 rounds of 20): Gloo's all-gather took 3.2-4.0 ms on 2 ranks (5.6-5.9 on 3), the broadcasts
-  // 2.0-2.9 (3.7-4.7).
-  const int64_t n = in.numel();
-  auto mine = out.narrow(0, rank() * n, n);
-  if (mine.data_ptr() != in.data_ptr()) mine.copy_(in.view(-1));  // `in` may be there already (in place)
-  std::vector<std::unique_ptr<CommWork>> parts;
-  for (int root = 0; root < size(); ++root) {
-    std::vector<at::Tensor> part = {out.narrow(0, root * n, n)};
-    c10d::BroadcastOptions o;
-    o.rootRank = root;
-    parts.push_back(std::make_unique<C10dWork>(impl_->backend->broadcast(part, o), *this, "all-gather"));
-  }
-  return std::make_unique<AllWork>(std::move(parts));
+  return std::make_unique<C10dWork>(impl_->backend->all_gather_single(out, in), *this, "all-gather");
 }
 
 void Comm::broadcast(const std::vector<at::Tensor>& tensors, int root) {
