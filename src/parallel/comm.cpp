@@ -430,7 +430,7 @@ std::vector<at::Tensor> Comm::all_gather(const at::Tensor& t) {
   return out[0];
 }
 
-std::unique_ptr<CommWork> Comm::reduce_scatter_sum(at::Tensor& out, at::Tensor& in) {
+std::unique_ptr<CommWork> Comm::reduce_scatter_sum(at::Tensor& out, at::Tensor& in, at::Tensor* scratch) {
   if (in.numel() != out.numel() * size() || !in.is_contiguous() || !out.is_contiguous())
     throw std::logic_error("Comm::reduce_scatter_sum: `in` must be size() contiguous slices of `out`'s size");
   if (!impl_->gloo)
@@ -440,7 +440,10 @@ std::unique_ptr<CommWork> Comm::reduce_scatter_sum(at::Tensor& out, at::Tensor& 
   // 3 rounds): Gloo's reduce-scatter took 8-13 ms on 2 ranks (13-17 on 3), more than its
   // all-reduce (7-9; 10-13), while all-to-all plus the sum took 4-6.5 (6.4-7.5): the bytes of an
   // ideal reduce-scatter.
-  auto received = at::empty_like(in);
+  const bool reuse = scratch && scratch->defined() && scratch->numel() == in.numel() &&
+                     scratch->options().type_equal(in.options());
+  auto received = reuse ? *scratch : at::empty_like(in);
+  if (scratch) *scratch = received;
   std::vector<int64_t> even;  // empty split sizes: size() equal parts
   auto work = impl_->backend->all_to_all_single(received, in, even, even);
   return std::make_unique<SummedWork>(std::make_unique<C10dWork>(std::move(work), *this, "reduce-scatter"),

@@ -114,17 +114,25 @@ void GradSync::launch(Bucket& b) {
     return;
   }
   // Laid out as the bucket: zeros in the gaps between parameters and in the padding.
-  std::vector<at::Tensor> laid;
-  int64_t end = 0;
-  for (size_t j = 0; j < parts.size(); ++j) {
-    if (b.layout.starts[j] > end) laid.push_back(at::zeros({b.layout.starts[j] - end}, parts[j].options()));
-    laid.push_back(parts[j]);
-    end = b.layout.starts[j] + parts[j].numel();
+  if (shard_ == ShardMode::kOptimizer) {  // the step's one reduce-scatter, into buffers kept (Bucket)
+    if (!b.flat.defined()) {
+      b.flat = at::zeros({b.layout.padded}, parts.front().options());  // gaps and padding stay zero
+      b.received = at::empty({b.layout.shard}, parts.front().options());
+    }
+    for (size_t j = 0; j < parts.size(); ++j) b.flat.narrow(0, b.layout.starts[j], parts[j].numel()).copy_(parts[j]);
+  } else {
+    std::vector<at::Tensor> laid;
+    int64_t end = 0;
+    for (size_t j = 0; j < parts.size(); ++j) {
+      if (b.layout.starts[j] > end) laid.push_back(at::zeros({b.layout.starts[j] - end}, parts[j].options()));
+      laid.push_back(parts[j]);
+      end = b.layout.starts[j] + parts[j].numel();
+    }
+    if (b.layout.padded > end) laid.push_back(at::zeros({b.layout.padded - end}, parts.front().options()));
+    b.flat = at::cat(laid);
+    b.received = at::empty({b.layout.shard}, b.flat.options());
   }
-  if (b.layout.padded > end) laid.push_back(at::zeros({b.layout.padded - end}, parts.front().options()));
-  b.flat = at::cat(laid);
-  b.received = at::empty({b.layout.shard}, b.flat.options());
-  b.work = comm_.reduce_scatter_sum(b.received, b.flat);
+  b.work = comm_.reduce_scatter_sum(b.received, b.flat, shard_ == ShardMode::kOptimizer ? &b.scratch : nullptr);
   // The bucket's gradients are in flight (copied into flat): they are freed now, and the next
   // micro-batch's backward (kGradients) makes fresh ones. kOptimizer launches on the step's last
   // backward alone, after accumulating in the full gradients.
@@ -136,8 +144,9 @@ void GradSync::collect() {
   for (auto& b : buckets_) {
     b.work->wait();
     b.work.reset();
-    b.flat = at::Tensor();
     b.grad = b.grad.defined() ? b.grad.add_(b.received) : b.received;  // kGradients: summed over micro-batches
+    if (shard_ == ShardMode::kOptimizer) continue;  // kept for the next step (the sums view received until then)
+    b.flat = at::Tensor();
     b.received = at::Tensor();
   }
 }
