@@ -103,34 +103,30 @@ void GradSync::launch(Bucket& b) {
   // One buffer on the collectives' device (the first parameter's): pipeline stages on other
   // GPUs copy their gradients there and back.
   const auto device = params_.front().device();
-  std::vector<at::Tensor> parts;
-  for (size_t k : b.params) {
-    const auto& p = params_[k];
-    parts.push_back(p.grad().defined() ? p.grad().reshape(-1).to(device) : at::zeros({p.numel()}, p.options().device(device)));
-  }
   if (shard_ == ShardMode::kNone) {
+    std::vector<at::Tensor> parts;
+    for (size_t k : b.params) {
+      const auto& p = params_[k];
+      parts.push_back(p.grad().defined() ? p.grad().reshape(-1).to(device) : at::zeros({p.numel()}, p.options().device(device)));
+    }
     b.flat = at::cat(parts);
     b.work = comm_.all_reduce_sum(b.flat);
     return;
   }
   // Laid out as the bucket: zeros in the gaps between parameters and in the padding.
-  if (shard_ == ShardMode::kOptimizer) {  // the step's one reduce-scatter, into buffers kept (Bucket)
-    if (!b.flat.defined()) {
-      b.flat = at::zeros({b.layout.padded}, parts.front().options());  // gaps and padding stay zero
-      b.received = at::empty({b.layout.shard}, parts.front().options());
-    }
-    for (size_t j = 0; j < parts.size(); ++j) b.flat.narrow(0, b.layout.starts[j], parts[j].numel()).copy_(parts[j]);
-  } else {
-    std::vector<at::Tensor> laid;
-    int64_t end = 0;
-    for (size_t j = 0; j < parts.size(); ++j) {
-      if (b.layout.starts[j] > end) laid.push_back(at::zeros({b.layout.starts[j] - end}, parts[j].options()));
-      laid.push_back(parts[j]);
-      end = b.layout.starts[j] + parts[j].numel();
-    }
-    if (b.layout.padded > end) laid.push_back(at::zeros({b.layout.padded - end}, parts.front().options()));
-    b.flat = at::cat(laid);
-    b.received = at::empty({b.layout.shard}, b.flat.options());
+  // kOptimizer's one reduce-scatter a step goes through buffers kept (Bucket); kGradients' fresh.
+  if (shard_ == ShardMode::kGradients || !b.flat.defined()) {
+    const auto options = params_[b.params.front()].options().device(device);
+    b.flat = at::zeros({b.layout.padded}, options);
+    b.received = at::empty({b.layout.shard}, options);
+  }
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    const auto& p = params_[b.params[j]];
+    auto part = b.flat.narrow(0, b.layout.starts[j], p.numel()).view(p.sizes());
+    if (p.grad().defined())
+      part.copy_(p.grad());  // in logical order, whatever the gradient's memory format
+    else
+      part.zero_();
   }
   b.work = comm_.reduce_scatter_sum(b.received, b.flat, shard_ == ShardMode::kOptimizer ? &b.scratch : nullptr);
   // The bucket's gradients are in flight (copied into flat): they are freed now, and the next
