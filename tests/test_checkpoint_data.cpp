@@ -195,7 +195,11 @@ TEST_CASE("checkpoint data: crafted files are refused on every command at once, 
       "train --preset smoke --init_from F --output_dir run_init", "train --preset smoke --resume F --output_dir run_resume"};
   for (std::string command : commands) {
     const std::string pattern = command;
-    baseline[pattern] = measured(command.replace(command.find(" F"), 2, " missing.pt"), dir.path.string()).max_rss_kib;
+    // The highest of three: one start's peak varies by up to 20 MiB (stop 59's CI measured a
+    // train start 23 MiB under the others, and a crafted file's refusal went over by that).
+    command.replace(command.find(" F"), 2, " missing.pt");
+    for (int round = 0; round < 3; ++round)
+      baseline[pattern] = std::max(baseline[pattern], measured(command, dir.path.string()).max_rss_kib);
     CHECK((baseline[pattern] > 0 || !kGnuTime));
   }
   for (const auto& [file, why] : files) {

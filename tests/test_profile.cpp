@@ -66,21 +66,23 @@ TEST_CASE("profile: --profile 3:6 writes a trace with gputrain's regions and ate
   for (const char* region : {"gputrain::step", "gputrain::data_wait", "gputrain::forward", "gputrain::backward",
                              "gputrain::optimizer", "gputrain::load_batch", "aten::convolution_backward"})
     CHECK(names.count(region));
-  // Operators' self times plus the wait for data: nearly all of the recorded wall time.
+  // Self times split the recorded steps' wall time: operators' and regions' self times on the
+  // host add up to it (each row rounded to 1e-4). The operators' own share is not checked: it is
+  // a timing figure (0.87 on an idle machine here, 0.46 with two busy neighbours, as in ctest -j2).
   std::ifstream csv(run + "/profile/ops.csv");
   std::string line;
   std::getline(csv, line);
   CHECK(line == "name,kind,calls,self_us,total_us,self_share,input_shapes");
-  double covered = 0;
+  double host = 0, operators = 0;
   while (std::getline(csv, line)) {
     REQUIRE(line.back() == ',');  // no shapes without ":shapes"
     line.pop_back();
-    const auto last = line.rfind(',');
-    if (line.find(",operator,") != std::string::npos || line.rfind("gputrain::data_wait,", 0) == 0)
-      covered += std::stod(line.substr(last + 1));
+    const double share = std::stod(line.substr(line.rfind(',') + 1));
+    if (line.find(",device,") == std::string::npos) host += share;
+    if (line.find(",operator,") != std::string::npos) operators += share;
   }
-  CHECK(covered >= 0.8);
-  CHECK(covered <= 1.05);
+  CHECK(host == Approx(1).margin(0.01));
+  CHECK(operators > 0);
   // The memory at each recorded step's start and end.
   std::ifstream memory(run + "/profile/memory.csv");
   std::getline(memory, line);
