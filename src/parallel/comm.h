@@ -72,11 +72,12 @@ class Comm {
   // (rank + 1) * n) of the sum over the ranks of `in` (size() * n elements). all_gather_into:
   // `out` (size() * n elements) gets every rank's `in` (n elements) end to end, in rank order;
   // `in` may be this rank's part of `out` (in place).
-  // `scratch`, where given, keeps the receiving buffer Gloo's road needs for the next call of the
-  // same size (none is allocated and freed per call).
+  // `scratch`, where given, keeps the buffer Gloo's road needs (size() * n elements: the one
+  // received, or the one sent) for the next call of the same size, so none is allocated and freed
+  // per call; the two may share one.
   [[nodiscard]] std::unique_ptr<CommWork> reduce_scatter_sum(at::Tensor& out, at::Tensor& in,
                                                              at::Tensor* scratch = nullptr);
-  [[nodiscard]] std::unique_ptr<CommWork> all_gather_into(at::Tensor& out, at::Tensor& in);
+  [[nodiscard]] std::unique_ptr<CommWork> all_gather_into(at::Tensor& out, at::Tensor& in, at::Tensor* scratch = nullptr);
   // Copies rank `root`'s tensors into every rank's, in place, and waits.
   void broadcast(const std::vector<at::Tensor>& tensors, int root = 0);
   void barrier();

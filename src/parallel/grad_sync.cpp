@@ -104,12 +104,23 @@ void GradSync::launch(Bucket& b) {
   // GPUs copy their gradients there and back.
   const auto device = params_.front().device();
   if (shard_ == ShardMode::kNone) {
-    std::vector<at::Tensor> parts;
+    // Kept from step to step, as DDP keeps its buckets: a fresh one each step is page-faulted
+    // again each step on a CPU (see Bucket).
+    if (!b.flat.defined()) {
+      int64_t numel = 0;
+      for (size_t k : b.params) numel += params_[k].numel();
+      b.flat = at::empty({numel}, params_[b.params.front()].options().device(device));
+    }
+    int64_t offset = 0;
     for (size_t k : b.params) {
       const auto& p = params_[k];
-      parts.push_back(p.grad().defined() ? p.grad().reshape(-1).to(device) : at::zeros({p.numel()}, p.options().device(device)));
+      auto part = b.flat.narrow(0, offset, p.numel()).view(p.sizes());
+      offset += p.numel();
+      if (!p.grad().defined())
+        part.zero_();
+      else if (!p.grad().is_alias_of(part) || p.grad().strides() != part.strides())  // not last step's view, accumulated in place
+        part.copy_(p.grad());  // in logical order, whatever the gradient's memory format
     }
-    b.flat = at::cat(parts);
     b.work = comm_.all_reduce_sum(b.flat);
     return;
   }
@@ -196,7 +207,10 @@ bool GradSync::in_bucket(const Bucket& b, size_t j) const {
 void GradSync::gather() {
   torch::NoGradGuard no_grad;
   std::vector<std::unique_ptr<CommWork>> work;
-  for (auto& b : buckets_) work.push_back(comm_.all_gather_into(b.full, b.slice));  // in place: the slice is in full
+  // In place: the slice is in full. kOptimizer's kept buffer (free once the reduce-scatter's sum
+  // is made) carries Gloo's road.
+  for (auto& b : buckets_)
+    work.push_back(comm_.all_gather_into(b.full, b.slice, shard_ == ShardMode::kOptimizer ? &b.scratch : nullptr));
   for (size_t i = 0; i < buckets_.size(); ++i) {
     work[i]->wait();
     auto& b = buckets_[i];
@@ -260,14 +274,20 @@ void GradSync::finish() {
     for (size_t k : b.params) {
       auto& p = params_[k];
       auto sum = b.flat.narrow(0, offset, p.numel()).view(p.sizes());
-      if (p.grad().defined())
+      offset += p.numel();
+      // The gradient becomes its sum's view in the bucket (DDP's gradient_as_bucket_view): no
+      // copy back. A gradient of another memory format (a channels_last weight's), device or
+      // type keeps its own tensor, for the optimizer reads it beside its parameter.
+      const bool view = p.is_contiguous() && p.device() == sum.device() && p.scalar_type() == sum.scalar_type() &&
+                        (!p.grad().defined() || p.grad().is_contiguous());
+      if (view)
+        p.mutable_grad() = sum;
+      else if (p.grad().defined())
         p.mutable_grad().copy_(sum);
       else
         p.mutable_grad() = sum.to(p.device(), /*non_blocking=*/false, /*copy=*/true);
-      offset += p.numel();
     }
     b.work.reset();
-    b.flat = at::Tensor();
   }
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -104,12 +104,15 @@ void Optimizer::step() {
 }
 
 void Optimizer::zero_grad() {
-  base_->zero_grad(/*set_to_none=*/true);
-  // The pieces' gradients view the slices' sums: dropped, not detached in place (torch::optim's
-  // zero_grad would, which a view refuses).
-  if (shard_)
-    for (auto& g : shard_->param_groups())
+  // Gradients are dropped (set to none), not detached in place first as torch::optim's
+  // zero_grad does: data parallel's gradients view its buckets and the pieces' view the slices'
+  // sums, and a view refuses detach_(). No gradient here has a graph to detach from.
+  auto drop = [](torch::optim::Optimizer& o) {
+    for (auto& g : o.param_groups())
       for (auto& p : g.params()) p.mutable_grad() = torch::Tensor();
+  };
+  drop(*base_);
+  if (shard_) drop(*shard_);
 }
 
 void Optimizer::shard(Sharding s) {
