@@ -65,7 +65,9 @@ TEST_CASE("sharded data parallel: optimizer and gradients on 2 and 3 ranks train
   };
   const std::vector<Case> cases = {
       {2, "--shard optimizer --batch_size 24"},
-      {2, "--shard gradients --batch_size 12 --accumulation_steps 2"},  // reduced and freed every micro-batch
+      // Reduced and freed every micro-batch, a bucket per parameter: six buckets through the two
+      // sets of staging buffers, each launch past the second waiting for the oldest.
+      {2, "--shard gradients --batch_size 12 --accumulation_steps 2 --ddp_bucket_mb 0.001"},
       {3, "--shard optimizer --batch_size 8 --accumulation_steps 2 --ddp_bucket_mb 0.001"},  // a bucket per parameter
       {3, "--shard gradients --batch_size 16 --ddp_bucket_mb 0"},  // one bucket after backward
   };

@@ -1,6 +1,7 @@
 // Bucketed gradient all-reduce (or reduce-scatter, sharded) from autograd's post-accumulate hooks.
 #include "parallel/grad_sync.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <torch/csrc/autograd/function_hook.h>
@@ -85,8 +86,13 @@ GradSync::~GradSync() {
 void GradSync::arm() {
   armed_ = true;
   next_ = 0;
+  settled_ = 0;
   for (auto& b : buckets_) {
     b.ready = 0;
+    // A bucket still out (a step that failed): its buffers are left to it, not to the pool,
+    // for Gloo may still write them.
+    if (b.staging.flat.defined()) --stagings_;
+    b.staging = {};
     b.work.reset();
   }
 }
@@ -125,21 +131,28 @@ void GradSync::launch(Bucket& b) {
     return;
   }
   // Laid out as the bucket: zeros in the gaps between parameters and in the padding.
-  // kOptimizer's one reduce-scatter a step goes through buffers kept (Bucket); kGradients' fresh.
-  if (shard_ == ShardMode::kGradients || !b.flat.defined()) {
+  // kOptimizer's one reduce-scatter a step goes through buffers kept (Bucket); kGradients'
+  // through the pool's.
+  if (shard_ == ShardMode::kGradients) {
+    stage(b);
+  } else if (!b.flat.defined()) {
     const auto options = params_[b.params.front()].options().device(device);
-    b.flat = at::zeros({b.layout.padded}, options);
+    b.flat = at::empty({b.layout.padded}, options);
     b.received = at::empty({b.layout.shard}, options);
   }
+  int64_t end = 0;  // of the last parameter laid out
   for (size_t j = 0; j < b.params.size(); ++j) {
     const auto& p = params_[b.params[j]];
+    b.flat.narrow(0, end, b.layout.starts[j] - end).zero_();
     auto part = b.flat.narrow(0, b.layout.starts[j], p.numel()).view(p.sizes());
     if (p.grad().defined())
       part.copy_(p.grad());  // in logical order, whatever the gradient's memory format
     else
       part.zero_();
+    end = b.layout.starts[j] + p.numel();
   }
-  b.work = comm_.reduce_scatter_sum(b.received, b.flat, shard_ == ShardMode::kOptimizer ? &b.scratch : nullptr);
+  b.flat.narrow(0, end, b.layout.padded - end).zero_();
+  b.work = comm_.reduce_scatter_sum(b.received, b.flat, &b.scratch);
   // The bucket's gradients are in flight (copied into flat): they are freed now, and the next
   // micro-batch's backward (kGradients) makes fresh ones. kOptimizer launches on the step's last
   // backward alone, after accumulating in the full gradients.
@@ -148,19 +161,58 @@ void GradSync::launch(Bucket& b) {
 
 void GradSync::collect() {
   while (next_ < buckets_.size()) launch(buckets_[next_++]);  // no overlap (bucket_mb 0), or a gradient that never came
-  for (auto& b : buckets_) {
-    b.work->wait();
-    b.work.reset();
-    b.grad = b.grad.defined() ? b.grad.add_(b.received) : b.received;  // kGradients: summed over micro-batches
-    if (shard_ == ShardMode::kOptimizer) continue;  // kept for the next step (the sums view received until then)
-    b.flat = at::Tensor();
-    b.received = at::Tensor();
+  while (settled_ < next_) receive(buckets_[settled_++]);
+}
+
+void GradSync::receive(Bucket& b) {
+  b.work->wait();
+  b.work.reset();
+  if (shard_ == ShardMode::kOptimizer) {
+    b.grad = b.received;  // kept for the next step (the sums view received until then)
+    return;
   }
+  // kGradients: summed over the step's micro-batches in the slice's own buffer, kept from step
+  // to step (the sharded gradients); the staging goes back to the pool.
+  if (b.summing) {
+    b.grad.add_(b.received);
+  } else {
+    if (!b.grad.defined()) b.grad = at::empty({b.layout.shard}, b.received.options());
+    b.grad.copy_(b.received);
+    b.summing = true;
+  }
+  spare_.push_back(std::move(b.staging));
+  b.staging = {};
+  b.flat = b.received = b.scratch = at::Tensor();
+}
+
+void GradSync::stage(Bucket& b) {
+  // Both sets out: the oldest bucket in flight is received, which frees its set.
+  if (spare_.empty() && stagings_ >= kStagings && settled_ < next_) receive(buckets_[settled_++]);
+  const auto& first = params_[b.params.front()];
+  if (!spare_.empty() && spare_.back().flat.scalar_type() != first.scalar_type()) {  // buckets of another type
+    spare_.pop_back();
+    --stagings_;
+  }
+  if (spare_.empty()) {
+    int64_t padded = 0, shard = 0;
+    for (const auto& c : buckets_) {
+      padded = std::max(padded, c.layout.padded);
+      shard = std::max(shard, c.layout.shard);
+    }
+    const auto options = first.options().device(params_.front().device());
+    spare_.push_back({at::empty({padded}, options), at::empty({shard}, options), at::empty({padded}, options)});
+    ++stagings_;
+  }
+  b.staging = std::move(spare_.back());
+  spare_.pop_back();
+  b.flat = b.staging.flat.narrow(0, 0, b.layout.padded);
+  b.received = b.staging.received.narrow(0, 0, b.layout.shard);
+  b.scratch = b.staging.scratch.narrow(0, 0, b.layout.padded);
 }
 
 void GradSync::begin_step() {
   launched_ = false;
-  for (auto& b : buckets_) b.grad = at::Tensor();  // the last step's sums (the pieces dropped their views)
+  for (auto& b : buckets_) b.summing = false;  // the last step's sums are done with (the pieces dropped their views)
 }
 
 void GradSync::settle() {
@@ -207,10 +259,18 @@ bool GradSync::in_bucket(const Bucket& b, size_t j) const {
 void GradSync::gather() {
   torch::NoGradGuard no_grad;
   std::vector<std::unique_ptr<CommWork>> work;
-  // In place: the slice is in full. kOptimizer's kept buffer (free once the reduce-scatter's sum
-  // is made) carries Gloo's road.
-  for (auto& b : buckets_)
-    work.push_back(comm_.all_gather_into(b.full, b.slice, shard_ == ShardMode::kOptimizer ? &b.scratch : nullptr));
+  // In place: the slice is in full. A kept buffer carries Gloo's road: kOptimizer's own (free
+  // once the reduce-scatter's sum is made), kGradients' pool's (all back once every bucket is
+  // received), for as many buckets as the pool has.
+  std::vector<at::Tensor> scratch(buckets_.size());
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    auto& b = buckets_[i];
+    if (shard_ == ShardMode::kOptimizer) scratch[i] = b.scratch;
+    if (shard_ == ShardMode::kGradients && i < spare_.size()) scratch[i] = spare_[i].scratch.narrow(0, 0, b.layout.padded);
+    work.push_back(comm_.all_gather_into(b.full, b.slice, scratch[i].defined() ? &scratch[i] : nullptr));
+  }
+  if (shard_ == ShardMode::kOptimizer)
+    for (size_t i = 0; i < buckets_.size(); ++i) buckets_[i].scratch = scratch[i];
   for (size_t i = 0; i < buckets_.size(); ++i) {
     work[i]->wait();
     auto& b = buckets_[i];

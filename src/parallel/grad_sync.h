@@ -76,6 +76,10 @@ class GradSync {
   double take_wait_seconds();
 
  private:
+  // kGradients' buffers for one bucket in flight, sized for the largest bucket.
+  struct Staging {
+    at::Tensor flat, received, scratch;
+  };
   struct Bucket {
     std::vector<size_t> params;  // indices into params_
     size_t ready = 0;
@@ -90,9 +94,12 @@ class GradSync {
     // DDP keeps its buckets (the bytes of the bucket twice over on Gloo, once on NCCL): fresh
     // buffers of the bucket's size each step cost page faults (glibc returns them to the
     // system), which took the MLP of tools/compare_zero.py from 16 to 28 ms a step in `train`.
-    // kGradients makes them per micro-batch: keeping them would keep the bytes it frees.
+    // kGradients borrows them from a pool of two (staging): keeping a set per bucket would keep
+    // the full gradients' bytes it exists to free.
     ShardLayout layout;
     at::Tensor full, slice, grad, received, scratch;
+    bool summing = false;  // kGradients: grad holds this step's first sums
+    Staging staging;  // kGradients: the pool's buffers flat, received and scratch view, while in flight
     std::vector<at::Tensor> views;
     std::vector<at::Tensor> flats;  // the segments' views of slice, one per layout segment: the optimizer's pieces
   };
@@ -104,12 +111,22 @@ class GradSync {
   bool armed_ = false;
   bool launched_ = false;  // a bucket went out since begin_step()
   size_t next_ = 0;  // the next bucket to launch: every rank launches them in the same order
+  size_t settled_ = 0;  // buckets before it are received (sharded): [settled_, next_) are in flight
+  // kGradients: buffers no bucket uses, and how many exist. Two at most, as DeepSpeed's ZeRO-2
+  // double-buffers its reduction bucket: the backward fills one while the other travels (a
+  // third would wait in the group's queue, which runs its collectives one at a time), and the
+  // memory is two buckets' whatever the model's size.
+  std::vector<Staging> spare_;
+  size_t stagings_ = 0;
+  static constexpr size_t kStagings = 2;
   bool hooked_ = false;
   double wait_seconds_ = 0;
 
   void ready(size_t param);
   void launch(Bucket& b);
   void collect();  // launches what is left and waits for every bucket
+  void receive(Bucket& b);  // waits for b's reduce-scatter and adds it to the slice's sums
+  void stage(Bucket& b);  // kGradients: b's buffers from the pool (waiting for the oldest bucket when both are out)
   // The bucket's j-th parameter still views b.full (nothing replaced its data since).
   bool in_bucket(const Bucket& b, size_t j) const;
 };
