@@ -1,7 +1,8 @@
 // Data parallel: the gradients summed over the ranks in buckets, each launched from autograd
 // as soon as backward has produced all of its gradients, so communication overlaps the rest of
 // backward (as PyTorch's DDP does). Only the step's last micro-batch is armed: accumulation
-// micro-batches communicate nothing.
+// micro-batches communicate nothing. The buckets are kept from step to step, and each gradient
+// is left as a view of its sum in its bucket (DDP's gradient_as_bucket_view).
 //
 // Sharded (ZeRO, parallel/shard_layout.h): each bucket is cut into one slice per rank and
 // reduce-scattered, so a rank receives the summed gradients of its slice alone; the optimizer
