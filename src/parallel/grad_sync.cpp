@@ -124,7 +124,7 @@ void GradSync::launch(Bucket& b) {
       offset += p.numel();
       if (!p.grad().defined())
         part.zero_();
-      else if (!p.grad().is_alias_of(part) || p.grad().strides() != part.strides())  // not last step's view, accumulated in place
+      else if (p.grad().data_ptr() != part.data_ptr() || p.grad().strides() != part.strides())  // not last step's view, accumulated in place
         part.copy_(p.grad());  // in logical order, whatever the gradient's memory format
     }
     b.work = comm_.all_reduce_sum(b.flat);
