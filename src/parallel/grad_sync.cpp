@@ -189,7 +189,7 @@ void GradSync::stage(Bucket& b) {
   // Both sets out: the oldest bucket in flight is received, which frees its set.
   if (spare_.empty() && stagings_ >= kStagings && settled_ < next_) receive(buckets_[settled_++]);
   const auto& first = params_[b.params.front()];
-  if (!spare_.empty() && spare_.back().flat.scalar_type() != first.scalar_type()) {  // buckets of another type
+  while (!spare_.empty() && spare_.back().flat.scalar_type() != first.scalar_type()) {  // made for buckets of another type
     spare_.pop_back();
     --stagings_;
   }
@@ -200,14 +200,17 @@ void GradSync::stage(Bucket& b) {
       shard = std::max(shard, c.layout.shard);
     }
     const auto options = first.options().device(params_.front().device());
-    spare_.push_back({at::empty({padded}, options), at::empty({shard}, options), at::empty({padded}, options)});
+    // Gloo's road alone needs scratch, and Gloo is the CPUs' backend (comm.cpp; NCCL on GPUs).
+    const bool gloo = options.device().is_cpu();
+    spare_.push_back({at::empty({padded}, options), at::empty({shard}, options),
+                      gloo ? at::empty({padded}, options) : at::Tensor()});
     ++stagings_;
   }
   b.staging = std::move(spare_.back());
   spare_.pop_back();
   b.flat = b.staging.flat.narrow(0, 0, b.layout.padded);
   b.received = b.staging.received.narrow(0, 0, b.layout.shard);
-  b.scratch = b.staging.scratch.narrow(0, 0, b.layout.padded);
+  b.scratch = b.staging.scratch.defined() ? b.staging.scratch.narrow(0, 0, b.layout.padded) : at::Tensor();
 }
 
 void GradSync::begin_step() {
@@ -266,7 +269,8 @@ void GradSync::gather() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     auto& b = buckets_[i];
     if (shard_ == ShardMode::kOptimizer) scratch[i] = b.scratch;
-    if (shard_ == ShardMode::kGradients && i < spare_.size()) scratch[i] = spare_[i].scratch.narrow(0, 0, b.layout.padded);
+    if (shard_ == ShardMode::kGradients && i < spare_.size() && spare_[i].scratch.defined())
+      scratch[i] = spare_[i].scratch.narrow(0, 0, b.layout.padded);
     work.push_back(comm_.all_gather_into(b.full, b.slice, scratch[i].defined() ? &scratch[i] : nullptr));
   }
   if (shard_ == ShardMode::kOptimizer)
@@ -313,6 +317,13 @@ void GradSync::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   if (shard_ != ShardMode::kNone) {
     collect();
+    // On a GPU the caching allocator keeps freed blocks for the next micro-batch, and the
+    // forward's activations may use them meanwhile: the pool outlives a step on CPUs alone,
+    // whose glibc would hand its buffers back to the system (Bucket).
+    if (!params_.front().device().is_cpu()) {
+      spare_.clear();
+      stagings_ = 0;
+    }
     torch::NoGradGuard no_grad;
     for (auto& b : buckets_) {
       // The slice from the parameters as they are now (a checkpoint or a restore may have
