@@ -44,6 +44,20 @@ std::vector<fs::path> shard_folders(const std::string& run, const std::string& n
   return out;
 }
 
+// Trains `base` without sharding and with --shard `shard`, each exporting its weights; returns
+// the two exports' paths (unsharded first).
+std::pair<std::string, std::string> train_unsharded_and(const std::string& shard, const std::string& base,
+                                                        const test::TempDir& dir, const std::string& name) {
+  const std::string a = dir / (name + "none.st"), b = dir / (name + shard + ".st");
+  auto none = test::run_gputrain(base + "--output_dir " + (dir / (name + "none")) + " --export " + a);
+  INFO(none.out << none.err);
+  REQUIRE(none.exit_code == 0);
+  auto sharded = test::run_gputrain(base + "--shard " + shard + " --output_dir " + (dir / (name + shard)) + " --export " + b);
+  INFO(base << "--shard " << shard << "\n" << sharded.out << sharded.err);
+  REQUIRE(sharded.exit_code == 0);
+  return {a, b};
+}
+
 size_t checkpoints_in(const std::string& run) {
   size_t n = 0;
   for (const auto& e : fs::directory_iterator(fs::path(run) / "checkpoints")) n += e.path().extension() == ".pt";
@@ -169,15 +183,8 @@ TEST_CASE("sharded data parallel: a resnet and the transformer train the weights
                                          "--accumulation_steps 2 --max_steps 20 --epochs 1 --num_workers 0 --threads 1 "
                                          "--no-use_amp --lr_schedule constant ",
                                          24 / c.ranks);
-    const std::string a = fmt::format("c{}none", i), b = fmt::format("c{}{}", i, c.shard);
-    auto none = test::run_gputrain(base + "--output_dir " + (dir / a) + " --export " + (dir / (a + ".st")));
-    INFO(none.out << none.err);
-    REQUIRE(none.exit_code == 0);
-    auto sharded = test::run_gputrain(base + "--shard " + c.shard + " --output_dir " + (dir / b) + " --export " +
-                                      (dir / (b + ".st")));
-    INFO(c.model << " on " << c.ranks << " ranks, --shard " << c.shard << "\n" << sharded.out << sharded.err);
-    REQUIRE(sharded.exit_code == 0);
-    check_same_weights(dir / (a + ".st"), dir / (b + ".st"));  // BatchNorm statistics included
+    const auto [a, b] = train_unsharded_and(c.shard, base, dir, fmt::format("c{}", i));
+    check_same_weights(a, b);  // BatchNorm statistics included
   }
 }
 
@@ -206,19 +213,11 @@ TEST_CASE("sharded data parallel: GPT (a tied head) trains the weights of unshar
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
-    const std::string base = launch(c.ranks) + gpt + c.flags + " ";
-    const std::string a = fmt::format("c{}none", i), b = fmt::format("c{}{}", i, c.shard);
-    auto none = test::run_gputrain(base + "--output_dir " + (dir / a) + " --export " + (dir / (a + ".st")));
-    INFO(none.out << none.err);
-    REQUIRE(none.exit_code == 0);
-    auto sharded = test::run_gputrain(base + "--shard " + c.shard + " --output_dir " + (dir / b) + " --export " +
-                                      (dir / (b + ".st")));
-    INFO(c.ranks << " ranks, --shard " << c.shard << "\n" << sharded.out << sharded.err);
-    REQUIRE(sharded.exit_code == 0);
+    const auto [a, b] = train_unsharded_and(c.shard, launch(c.ranks) + gpt + c.flags + " ", dir, fmt::format("c{}", i));
     if (c.ranks == 2)
-      check_same_weights(dir / (a + ".st"), dir / (b + ".st"), 0, 0);
+      check_same_weights(a, b, 0, 0);
     else
-      check_same_weights(dir / (a + ".st"), dir / (b + ".st"));
+      check_same_weights(a, b);
   }
 }
 
