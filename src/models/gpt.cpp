@@ -13,6 +13,7 @@
 #include "data/schema.h"
 #include "models/checkpoint_block.h"
 #include "models/documents.h"
+#include "models/fast_gelu.h"
 #include "models/family.h"
 #include "models/gpt.h"
 #include "models/lora.h"
@@ -82,7 +83,7 @@ class Block : public nn::Module {
 
  private:
   torch::Tensor dropout(const torch::Tensor& x) { return torch::dropout(x, dropout_, is_training()); }
-  torch::Tensor mlp(const torch::Tensor& h) { return h + dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh"))); }
+  torch::Tensor mlp(const torch::Tensor& h) { return h + dropout(mlp_proj(gelu_tanh(c_fc(ln_2(h))))); }
 
   // Causal self-attention through ATen's fused kernel (flash or memory-efficient on GPUs, the
   // flash kernel on CPUs): the T x T scores are never held whole.

@@ -1,0 +1,101 @@
+#include "models/fast_gelu.h"
+
+#include <cstdint>
+
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+namespace gputrain {
+namespace {
+
+// Each loop is built three times (x86-64-v4: AVX-512, v3: AVX2 + FMA, and the baseline) and the
+// loader picks the best the CPU runs (GCC's and Clang's function multiversioning, glibc's ifunc).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GPUTRAIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GPUTRAIN_CPU_CLONES
+#endif
+
+// e^x for x in [-87, 87], clamped outside (1 / (1 + e^87) is still a normal float: no subnormal
+// slows the loop, and a sigmoid of 1e-38 or of 1 - 1e-38 changes no product here): Cephes' expf (round x / ln 2 to n, a degree-6 polynomial on the remainder,
+// times 2^n), within 2 ulps. Branch-free, so that the loops vectorize.
+inline float exp_clamped(float x) {
+  x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
+  // Adding 1.5 x 2^23 rounds x / ln 2 to an integer n, held in t's low mantissa bits.
+  const float t = x * 1.44269504088896341f + 12582912.0f;
+  const float n = t - 12582912.0f;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln 2, ln 2 in two parts
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t two_to_n = (__builtin_bit_cast(int32_t, t) - 0x4B400000 + 127) << 23;
+  return p * __builtin_bit_cast(float, two_to_n);
+}
+
+// GELU(x) = 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3); 0.5 (1 + tanh(u)) is
+// sigmoid(2u). kTwoBeta is 2 sqrt(2 / pi).
+constexpr float kTwoBeta = 1.5957691216057308f, kKappa = 0.044715f;
+
+inline float sigmoid_2u(float v) { return 1.0f / (1.0f + exp_clamped(-kTwoBeta * (v + kKappa * v * v * v))); }
+
+GPUTRAIN_CPU_CLONES void gelu_forward(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid_2u(x[i]);
+}
+
+// d/dx [x s(x)] = s + x s (1 - s) 2 du/dx, du/dx = sqrt(2 / pi) (1 + 3 0.044715 x^2).
+GPUTRAIN_CPU_CLONES void gelu_backward(const float* __restrict grad, const float* __restrict x, float* __restrict dx,
+                                       int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i], s = sigmoid_2u(v);
+    dx[i] = grad[i] * (s + v * s * (1.0f - s) * kTwoBeta * (1.0f + 3.0f * kKappa * v * v));
+  }
+}
+
+// The loops over contiguous float tensors, split across ATen's intra-op threads.
+torch::Tensor forward_values(const torch::Tensor& x) {
+  auto y = torch::empty_like(x);
+  const float* in = x.const_data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE,
+                   [&](int64_t begin, int64_t end) { gelu_forward(in + begin, out + begin, end - begin); });
+  return y;
+}
+
+torch::Tensor backward_values(const torch::Tensor& grad, const torch::Tensor& x) {
+  auto dx = torch::empty_like(x);
+  const float *g = grad.const_data_ptr<float>(), *in = x.const_data_ptr<float>();
+  float* out = dx.data_ptr<float>();
+  at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE,
+                   [&](int64_t begin, int64_t end) { gelu_backward(g + begin, in + begin, out + begin, end - begin); });
+  return dx;
+}
+
+class GeluTanh : public torch::autograd::Function<GeluTanh> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+    const auto in = x.contiguous();
+    ctx->save_for_backward({in});
+    return forward_values(in);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const auto x = ctx->get_saved_variables()[0];
+    // A graph of the backward (create_graph, a second derivative) needs ATen's differentiable form.
+    if (torch::GradMode::is_enabled()) return {at::gelu_backward(grad[0], x, "tanh")};
+    return {backward_values(grad[0].contiguous(), x)};
+  }
+};
+
+}  // namespace
+
+torch::Tensor gelu_tanh(const torch::Tensor& x) {
+  if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat) return torch::gelu(x, "tanh");
+  if (x.requires_grad() && torch::GradMode::is_enabled()) return GeluTanh::apply(x);
+  return forward_values(x.contiguous());
+}
+
+}  // namespace gputrain
