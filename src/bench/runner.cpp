@@ -12,6 +12,7 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/host_info.h"
+#include "core/host_memory.h"
 #include "core/signals.h"
 #include "core/stats.h"
 #include "parallel/pipeline.h"
@@ -73,6 +74,7 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
     loss_sum = loss_sum.defined() ? loss_sum + loss : loss;
   };
 
+  keep_freed_blocks();  // as train's loop does (core/host_memory.h)
   const int64_t total = s.warmup_steps + s.repeats * s.steps;
   int64_t done = 0;
   auto stopped = [&] { return r.interrupted = stop_signal() != 0; };

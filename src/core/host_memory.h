@@ -1,4 +1,6 @@
-// How the process's C allocator treats large blocks, set once at start.
+// How the process's C allocator treats large blocks, set when the steps begin (train's fit and
+// benchmark's timed loop): not at process start, so that what runs before (reading weights or
+// refusing a hostile checkpoint) keeps glibc's defaults, whose freed blocks go back at once.
 #pragma once
 
 namespace gputrain {

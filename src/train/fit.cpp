@@ -18,6 +18,7 @@
 #include "core/device_cuda.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/host_memory.h"
 #include "core/progress.h"
 #include "core/stats.h"
 #include "core/text.h"
@@ -628,6 +629,7 @@ void check_steps_fit(const Session& s) {
 
 FitResult fit(Session& session, RunFolder* folder, const CheckpointMeta& start, const nlohmann::json& config_record,
               Clock::time_point run_start, const FitOptions& options) {
+  keep_freed_blocks();  // the steps free and allocate the same large tensors: keep them (core/host_memory.h)
   return Fit(session, folder, start, config_record, run_start, options).run();
 }
 
