@@ -11,11 +11,14 @@ namespace gputrain {
 // step frees and allocates the same large tensors every step, so until then (and for tensors
 // that moved the thresholds no further) each step's activations were fresh pages, zeroed by the
 // kernel: 580,000 page faults in 60 steps of the small GPT on this project's 2-core machine
-// (1.6 s of system time), 790,000 in the quickstart. This starts glibc at the thresholds its own
-// rule ends at, 32 MiB and 64 MiB: 130,000 and 93,000 faults, 0.7 and 0.5 s of system time; the
-// quickstart's peak RSS 598 MiB against 578 (1 GiB thresholds kept more: 671). Blocks above
-// 32 MiB are mapped and unmapped as before. A user's MALLOC_MMAP_THRESHOLD_,
-// MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES is kept; other C libraries: nothing is set.
+// (1.6 s of system time), 790,000 in the quickstart. This sets the thresholds its own rule ends
+// at, 32 MiB and 64 MiB: 116,000 faults and 0.65 s for the GPT. Set from process start (the
+// same values in the environment), the quickstart took 93,000 faults and peaked at 598 MiB of
+// RSS against 578 (1 GiB thresholds kept more: 671). Blocks above 32 MiB are mapped and
+// unmapped as before. Set earlier, a hostile checkpoint's refusal (the reader's buffers growing
+// by doubling, each size kept) peaked 12 MiB over its start instead of 2. A user's
+// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES is kept; other C
+// libraries: nothing is set.
 void keep_freed_blocks();
 
 }  // namespace gputrain
