@@ -9,7 +9,8 @@ namespace gputrain {
 namespace {
 
 // Each loop is built three times (x86-64-v4: AVX-512, v3: AVX2 + FMA, and the baseline) and the
-// loader picks the best the CPU runs (GCC's and Clang's function multiversioning, glibc's ifunc).
+// loader picks the best the CPU runs (GCC's function multiversioning, glibc's ifunc). Other
+// compilers and CPUs build each loop once, for the target.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GPUTRAIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -17,8 +18,9 @@ namespace {
 #endif
 
 // e^x for x in [-87, 87], clamped outside (1 / (1 + e^87) is still a normal float: no subnormal
-// slows the loop, and a sigmoid of 1e-38 or of 1 - 1e-38 changes no product here): Cephes' expf (round x / ln 2 to n, a degree-6 polynomial on the remainder,
-// times 2^n), within 2 ulps. Branch-free, so that the loops vectorize.
+// slows the loop, and a sigmoid of 1e-38 or of 1 - 1e-38 changes no product here). Cephes'
+// expf: x / ln 2 rounded to n, a degree-6 polynomial on the remainder, times 2^n; within 2 ulps.
+// Branch-free, so that the loops vectorize.
 inline float exp_clamped(float x) {
   x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
   // Adding 1.5 x 2^23 rounds x / ln 2 to an integer n, held in t's low mantissa bits.
