@@ -49,8 +49,11 @@ ProjectionImpl::ProjectionImpl(int64_t in, int64_t out, bool with_bias, bool lor
 }
 
 torch::Tensor ProjectionImpl::forward(const torch::Tensor& x) {
+  // at::linear, the op Python's F.linear calls: on [B, T, in] it is one addmm over the B x T
+  // rows with the bias as its addend. The C++ frontend's functional::linear does a matmul and then
+  // adds the bias in a second pass over the output (and sums its gradient in another).
   auto y = packed.defined() && x.scalar_type() == weight.scalar_type() ? packed_linear(x, packed, bias)
-                                                                       : torch::nn::functional::linear(x, weight, bias);
+                                                                       : at::linear(x, weight, bias);
   if (lora_A.defined())
     y = y + torch::nn::functional::linear(torch::nn::functional::linear(x, lora_A), lora_B) * lora_scale;
   return y;
