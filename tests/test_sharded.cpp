@@ -177,6 +177,7 @@ TEST_CASE("sharded data parallel: a resnet and the transformer train the weights
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
+    INFO(c.model << " on " << c.ranks << " ranks, --shard " << c.shard);
     // A global batch of 48: 2 ranks x 12 or 3 x 8, in 2 micro-batches; 20 steps.
     const std::string base = launch(c.ranks) + "train " + c.model +
                              fmt::format(" --synthetic_train_size 960 --synthetic_test_size 16 --batch_size {} "
@@ -184,7 +185,10 @@ TEST_CASE("sharded data parallel: a resnet and the transformer train the weights
                                          "--no-use_amp --lr_schedule constant ",
                                          24 / c.ranks);
     const auto [a, b] = train_unsharded_and(c.shard, base, dir, fmt::format("c{}", i));
-    check_same_weights(a, b);  // BatchNorm statistics included
+    // BatchNorm statistics included. Where the sums are grouped otherwise (3 ranks, `gradients`),
+    // 20 Adam steps leave last-bit differences up to 2e-6 on a weight (an Intel Xeon with
+    // AVX-512; an AMD EPYC stayed under 1e-6): 1e-4 of how far the weights moved.
+    check_same_weights(a, b, 1e-5, c.ranks == 2 && c.shard == "optimizer" ? 1e-6 : 1e-5);
   }
 }
 

@@ -19,6 +19,9 @@ inline void check_same_weights(const std::string& a, const std::string& b, doubl
   for (const auto& [name, t] : wa) {
     INFO(name);
     REQUIRE(wb.count(name));
+    REQUIRE(t.sizes() == wb.at(name).sizes());
+    INFO("largest difference " << (t - wb.at(name)).abs().max().item<double>() << " of a largest value "
+                               << t.abs().max().item<double>());
     CHECK(torch::allclose(t, wb.at(name), rtol, atol));
   }
 }
