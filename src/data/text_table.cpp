@@ -10,7 +10,6 @@
 #include <set>
 #include <sstream>
 
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -444,24 +443,23 @@ TokenizedTable tokenize_table(const std::string& path, const TextTableOptions& o
   const size_t budget = static_cast<size_t>(o.max_length) - specials;
   std::vector<std::vector<int32_t>> ids(n), types(pairs ? n : 0);
   std::vector<uint8_t> cut(n, 0);
-  at::parallel_for(0, static_cast<int64_t>(n), 64, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const auto r = static_cast<size_t>(i);
-      std::vector<int64_t> a = encoder.model->encode(cells.columns[0][r]), b;
-      if (pairs) b = encoder.model->encode(cells.columns[1][r]);
-      const auto [na, nb] = pairs ? longest_first(a.size(), b.size(), budget) : std::pair{std::min(a.size(), budget), size_t{0}};
-      cut[r] = na < a.size() || nb < b.size();
-      auto& row = ids[r];
-      if (encoder.before >= 0) row.push_back(static_cast<int32_t>(encoder.before));
-      row.insert(row.end(), a.begin(), a.begin() + static_cast<std::ptrdiff_t>(na));
-      if (encoder.after >= 0) row.push_back(static_cast<int32_t>(encoder.after));
-      if (!pairs) continue;
-      types[r].assign(row.size(), 0);
-      row.insert(row.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(nb));
-      if (encoder.after >= 0) row.push_back(static_cast<int32_t>(encoder.after));
-      types[r].resize(row.size(), encoder.second_type_one ? 1 : 0);
-    }
-  });
+  // One thread: an encoder holds its regex match buffer (token_encoder.cpp), so two rows cannot
+  // be encoded at once.
+  for (size_t r = 0; r < n; ++r) {
+    std::vector<int64_t> a = encoder.model->encode(cells.columns[0][r]), b;
+    if (pairs) b = encoder.model->encode(cells.columns[1][r]);
+    const auto [na, nb] = pairs ? longest_first(a.size(), b.size(), budget) : std::pair{std::min(a.size(), budget), size_t{0}};
+    cut[r] = na < a.size() || nb < b.size();
+    auto& row = ids[r];
+    if (encoder.before >= 0) row.push_back(static_cast<int32_t>(encoder.before));
+    row.insert(row.end(), a.begin(), a.begin() + static_cast<std::ptrdiff_t>(na));
+    if (encoder.after >= 0) row.push_back(static_cast<int32_t>(encoder.after));
+    if (!pairs) continue;
+    types[r].assign(row.size(), 0);
+    row.insert(row.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(nb));
+    if (encoder.after >= 0) row.push_back(static_cast<int32_t>(encoder.after));
+    types[r].resize(row.size(), encoder.second_type_one ? 1 : 0);
+  }
 
   size_t longest = 0;
   for (size_t r = 0; r < n; ++r) {
