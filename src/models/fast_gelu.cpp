@@ -44,36 +44,69 @@ constexpr float kTwoBeta = 1.5957691216057308f, kKappa = 0.044715f;
 
 inline float sigmoid_2u(float v) { return 1.0f / (1.0f + exp_clamped(-kTwoBeta * (v + kKappa * v * v * v))); }
 
-GPUTRAIN_CPU_CLONES void gelu_forward(const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid_2u(x[i]);
+// bf16 is float's upper half: widened exactly, and narrowed with rounding to the nearest even
+// (NaN stays a quiet NaN), as c10::BFloat16 and ATen's vector kernels do.
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) { return __builtin_bit_cast(float, static_cast<uint32_t>(v) << 16); }
+inline float narrow(float v, float*) { return v; }
+inline uint16_t narrow(float v, uint16_t*) {
+  const uint32_t b = __builtin_bit_cast(uint32_t, v);
+  const auto rounded = static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+  return v != v ? uint16_t{0x7FC0} : rounded;
 }
 
-// d/dx [x s(x)] = s + x s (1 - s) 2 du/dx, du/dx = sqrt(2 / pi) (1 + 3 0.044715 x^2).
-GPUTRAIN_CPU_CLONES void gelu_backward(const float* __restrict grad, const float* __restrict x, float* __restrict dx,
-                                       int64_t n) {
+template <typename T>
+inline void forward_loop(const T* __restrict x, T* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i], s = sigmoid_2u(v);
-    dx[i] = grad[i] * (s + v * s * (1.0f - s) * kTwoBeta * (1.0f + 3.0f * kKappa * v * v));
+    const float v = widen(x[i]);
+    y[i] = narrow(v * sigmoid_2u(v), y);
   }
 }
 
-// The loops over contiguous float tensors, split across ATen's intra-op threads.
+// d/dx [x s(x)] = s + x s (1 - s) 2 du/dx, du/dx = sqrt(2 / pi) (1 + 3 0.044715 x^2).
+template <typename T>
+inline void backward_loop(const T* __restrict grad, const T* __restrict x, T* __restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = widen(x[i]), s = sigmoid_2u(v);
+    dx[i] = narrow(widen(grad[i]) * (s + v * s * (1.0f - s) * kTwoBeta * (1.0f + 3.0f * kKappa * v * v)), dx);
+  }
+}
+
+// One clone set per storage type (target_clones does not apply to templates).
+GPUTRAIN_CPU_CLONES void gelu_forward(const float* x, float* y, int64_t n) { forward_loop(x, y, n); }
+GPUTRAIN_CPU_CLONES void gelu_forward(const uint16_t* x, uint16_t* y, int64_t n) { forward_loop(x, y, n); }
+GPUTRAIN_CPU_CLONES void gelu_backward(const float* g, const float* x, float* dx, int64_t n) { backward_loop(g, x, dx, n); }
+GPUTRAIN_CPU_CLONES void gelu_backward(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n) {
+  backward_loop(g, x, dx, n);
+}
+
+// The loops over contiguous float or bf16 tensors (T: float, or bf16's bits), split across
+// ATen's intra-op threads.
+template <typename T>
 torch::Tensor forward_values(const torch::Tensor& x) {
   auto y = torch::empty_like(x);
-  const float* in = x.const_data_ptr<float>();
-  float* out = y.data_ptr<float>();
+  const T* in = static_cast<const T*>(x.const_data_ptr());
+  T* out = static_cast<T*>(y.data_ptr());
   at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE,
                    [&](int64_t begin, int64_t end) { gelu_forward(in + begin, out + begin, end - begin); });
   return y;
 }
 
+template <typename T>
 torch::Tensor backward_values(const torch::Tensor& grad, const torch::Tensor& x) {
   auto dx = torch::empty_like(x);
-  const float *g = grad.const_data_ptr<float>(), *in = x.const_data_ptr<float>();
-  float* out = dx.data_ptr<float>();
+  const T *g = static_cast<const T*>(grad.const_data_ptr()), *in = static_cast<const T*>(x.const_data_ptr());
+  T* out = static_cast<T*>(dx.data_ptr());
   at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE,
                    [&](int64_t begin, int64_t end) { gelu_backward(g + begin, in + begin, out + begin, end - begin); });
   return dx;
+}
+
+torch::Tensor forward_values(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kFloat ? forward_values<float>(x) : forward_values<uint16_t>(x);
+}
+torch::Tensor backward_values(const torch::Tensor& grad, const torch::Tensor& x) {
+  return x.scalar_type() == torch::kFloat ? backward_values<float>(grad, x) : backward_values<uint16_t>(grad, x);
 }
 
 class GeluTanh : public torch::autograd::Function<GeluTanh> {
@@ -95,7 +128,8 @@ class GeluTanh : public torch::autograd::Function<GeluTanh> {
 }  // namespace
 
 torch::Tensor gelu_tanh(const torch::Tensor& x) {
-  if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat) return torch::gelu(x, "tanh");
+  if (!x.device().is_cpu() || (x.scalar_type() != torch::kFloat && x.scalar_type() != torch::kBFloat16))
+    return torch::gelu(x, "tanh");
   if (x.requires_grad() && torch::GradMode::is_enabled()) return GeluTanh::apply(x);
   return forward_values(x.contiguous());
 }
