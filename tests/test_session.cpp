@@ -378,6 +378,11 @@ TEST_CASE("session: config.json of a run on every model family holds no auto: ea
     }
     if (tag == "mlp") CHECK(record["resolved"]["stem"] == "n/a");
     if (tag == "mlp-no-amp") CHECK(record["resolved"]["amp_dtype"] == "n/a");
+    if (tag == "mlp") CHECK(record["resolved"]["attention_precision"] == "n/a");
+    // gpt under bf16 autocast on the CPU times its attention both ways; without bf16 it is n/a.
+    if (tag == "gpt")
+      CHECK_THAT(record["reasons"]["attention_precision"].get<std::string>(),
+                 Catch::Contains(record["resolved"]["use_amp"] == true ? "ms in fp32" : "n/a without autocast"));
     if (tag == "mlp-stages") CHECK(record["resolved"]["micro_batches"] == 8);  // auto: 4 per stage
     if (tag == "mlp-balance") CHECK(record["reasons"]["balance"] == "one process: nothing to balance");
     // The printed table says the same.

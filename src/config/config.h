@@ -157,6 +157,7 @@ struct Config {
   bool channels_last = true;
   std::string fused_optimizer = "auto";  // auto | on | off
   bool cuda_graphs = false;              // capture the step as a CUDA graph and replay it
+  std::string attention_precision = "auto";  // auto | amp | fp32: gpt and llama attention on CPUs under bf16
   int64_t threads = 0;  // intra-op CPU threads; 0 = torch's default
   int64_t seed = 42;
 

@@ -297,6 +297,12 @@ std::vector<Field> make_fields() {
        {"auto", "on", "off"}},
       {"cuda_graphs", &C::cuda_graphs, "speed",
        "capture the whole training step as one CUDA graph and replay it (CUDA; needs the fused optimizer)"},
+      {"attention_precision",
+       &C::attention_precision,
+       "speed",
+       "gpt and llama attention on CPUs under bf16 autocast: amp (ATen's bf16 kernel), fp32 (its fp32 kernel, inputs "
+       "widened), auto: whichever a forward and backward at the run's shape takes less time in, timed at start",
+       {"auto", "amp", "fp32"}},
       {"threads", &C::threads, "speed", "intra-op CPU threads (0 = torch's default)", {}, 0, 4096},
       {"seed", &C::seed, "speed", "random seed for weights, shuffling and augmentation", {}, 0, 9.2e18},
 

@@ -5,12 +5,12 @@
 // uses the same names with Conv1D weights stored [in, out] (weights/hf_gpt2.cpp maps them).
 #include <cmath>
 
-#include <ATen/ops/scaled_dot_product_attention.h>
 #include <fmt/format.h>
 #include <torch/nn.h>
 
 #include "core/error.h"
 #include "data/schema.h"
+#include "models/attention.h"
 #include "models/checkpoint_block.h"
 #include "models/documents.h"
 #include "models/fast_gelu.h"
@@ -51,7 +51,7 @@ class Block : public nn::Module {
 
   // `mask` [B, 1, T, T]: which tokens each one sees (packed examples); undefined: causal.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {}) {
-    auto h = x + dropout(attn_proj(attention(ln_1(x), mask)));
+    auto h = x + dropout(attn_proj(self_attention(ln_1(x), mask)));
     return mlp(h);
   }
 
@@ -71,9 +71,8 @@ class Block : public nn::Module {
     // Without a mask the new slots are causal among themselves: right for a first pass from slot
     // 0 (is_causal aligns the queries with the first keys), and a lone query needs no mask at all.
     const bool causal = !mask.defined() && t > 1;
-    auto y = at::scaled_dot_product_attention(qkv[0], keys.narrow(2, 0, length + t), values.narrow(2, 0, length + t),
-                                              mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0,
-                                              causal);
+    auto y = attention(qkv[0], keys.narrow(2, 0, length + t), values.narrow(2, 0, length + t),
+                       mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0, causal);
     auto h = x + attn_proj(y.transpose(1, 2).reshape({B, t, d}));
     return mlp(h);
   }
@@ -86,8 +85,8 @@ class Block : public nn::Module {
   torch::Tensor mlp(const torch::Tensor& h) { return h + dropout(mlp_proj(gelu_tanh(c_fc(ln_2(h))))); }
 
   // Causal self-attention through ATen's fused kernel (flash or memory-efficient on GPUs, the
-  // flash kernel on CPUs): the T x T scores are never held whole.
-  torch::Tensor attention(const torch::Tensor& x, const torch::Tensor& mask) {
+  // flash kernel on CPUs; models/attention.h): the T x T scores are never held whole.
+  torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& mask) {
     const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
     // q, k and v as three column blocks of c_attn's output, each viewed as [B, H, T, d/H]: the
     // backward's one copy is the cat of the three gradients into [B, T, 3d], the layout c_attn's
@@ -95,9 +94,9 @@ class Block : public nn::Module {
     // then copied the stack into [B, T, 3d]: ~2 ms more a layer on 2 cores.)
     const auto qkv = c_attn(x).split(d, 2);
     const auto heads = [&](const torch::Tensor& t) { return t.view({B, T, heads_, d / heads_}).transpose(1, 2); };
-    auto y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                              mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt,
-                                              is_training() ? dropout_ : 0.0, /*is_causal=*/!mask.defined());
+    auto y = attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
+                       mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, is_training() ? dropout_ : 0.0,
+                       /*is_causal=*/!mask.defined());
     return y.transpose(1, 2).reshape({B, T, d});
   }
 

@@ -5,12 +5,12 @@
 // Face's, so its folders load and export without renaming (weights/hf_llama.cpp).
 #include <cmath>
 
-#include <ATen/ops/scaled_dot_product_attention.h>
 #include <fmt/format.h>
 #include <torch/nn.h>
 
 #include "core/error.h"
 #include "data/schema.h"
+#include "models/attention.h"
 #include "models/checkpoint_block.h"
 #include "models/documents.h"
 #include "models/family.h"
@@ -161,8 +161,8 @@ class Block : public nn::Module {
     }
     const bool causal = !mask.defined() && T > 1;
     const auto attend = [&](const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value) {
-      return at::scaled_dot_product_attention(query, key, value, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt,
-                                              is_training() ? dropout_ : 0.0, causal);
+      return attention(query, key, value, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt,
+                       is_training() ? dropout_ : 0.0, causal);
     };
     const int64_t group = g_.heads / g_.kv_heads;
     torch::Tensor y;

@@ -32,6 +32,7 @@ const std::map<std::string, const char*>& per_rank_fields() {
       {"channels_last", "resolved for each device"},
       {"fused_optimizer", "resolved for each device"},
       {"cuda_graphs", "resolved for each device"},
+      {"attention_precision", "timed on each machine's CPU"},
       // Paths: each node may mount the data and weights elsewhere (their sizes are compared).
       {"data_dir", "a node's own mount"},
       {"train_file", "a node's own mount"},

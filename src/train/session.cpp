@@ -16,6 +16,7 @@
 #include "config/fit_target.h"
 #include "data/schema.h"
 #include "data/shift_labels.h"
+#include "models/attention.h"
 #include "models/imported.h"
 #include "models/llama.h"
 #include "models/lora.h"
@@ -144,6 +145,7 @@ Session::Session(const Config& requested, SessionOptions options)
   build_trainer();
   parallel_.compose(*trainer_, *data_, [this](int64_t batch_size) { return first_train_batch(batch_size); }, rc_,
                     recipe_, machine_);
+  decide_attention_precision();  // before the AMP check, which then checks the attention that trains
   check_precision();  // before the batch-size search, which must search in the final precision
   search_batch_size();
   decide_accumulation();
@@ -269,6 +271,41 @@ void Session::check_precision() {
     recipe_.report.insert(amp_row == recipe_.report.end() ? amp_row : amp_row + 1, {"AMP check", r.summary});
     break;
   }
+}
+
+void Session::decide_attention_precision() {
+  const Config& c = rc_.resolved;
+  set_cpu_attention_fp32(false);
+  std::string why;
+  if (c.model != "gpt" && c.model != "llama")
+    why = "n/a for " + c.model + " (gpt and llama only)";
+  else if (!recipe_.precision.amp)
+    why = "n/a without autocast (attention runs in fp32)";
+  else if (recipe_.cuda)
+    why = "n/a on GPUs (attention runs in the autocast dtype, which the fused kernels are for)";
+  if (!why.empty()) {
+    if (c.attention_precision == "fp32")
+      fmt::print(stderr, "gputrain: --attention_precision fp32 has no effect here: {}\n", why);
+    rc_.not_applicable("attention_precision", why);
+    return;
+  }
+  bool fp32 = c.attention_precision == "fp32";
+  std::string line = fmt::format("{} (--attention_precision {})", fp32 ? "fp32, inputs widened" : "bf16", c.attention_precision);
+  const int64_t tokens = c.seq_len > 0 ? c.seq_len : c.positions;  // ragged texts: the longest context
+  if (c.attention_precision == "auto" && tokens <= 0) {
+    line = "bf16: no fixed number of tokens to time at (ragged texts, no --positions)";
+    rc_.decide("attention_precision", "amp", line);
+  } else if (c.attention_precision == "auto") {
+    // The training micro-batch's shape (a later --batch_size auto search changes only B).
+    const int64_t head_size = c.width / c.heads;
+    const AttentionTiming t = time_cpu_attention(c.batch_size, c.heads, tokens, head_size);
+    fp32 = t.fp32_ms < t.bf16_ms;
+    line = fmt::format("{}: a forward and backward at {} x {} heads x {} x {} took {:.1f} ms in fp32, {:.1f} ms in bf16",
+                       fp32 ? "fp32" : "bf16", c.batch_size, c.heads, tokens, head_size, t.fp32_ms, t.bf16_ms);
+    rc_.decide("attention_precision", fp32 ? "fp32" : "amp", line);
+  }
+  set_cpu_attention_fp32(fp32);
+  recipe_.report.push_back({"attention", line});
 }
 
 std::string Session::fall_back_amp(const std::string& why) {

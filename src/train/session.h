@@ -136,6 +136,7 @@ class Session {
   void choose_num_workers();  // --num_workers auto
   void decide_buckets();      // --bucket_window auto, and the padding share with and without buckets
   void check_precision();     // --amp_check
+  void decide_attention_precision();  // --attention_precision auto: timed at the run's shape
   void settle_unused();       // what is still auto does not apply: n/a, with why
 };
 
