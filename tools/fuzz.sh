@@ -59,6 +59,9 @@ if [ -f "$build_dir/libgputrain_core.a" ] && [ -d "$torch_cmake" ]; then
   done
   cudart=$(cache_value CUDA_CUDART)
   [ -e "$cudart" ] && args+=("$cudart")
+  # gputrain's own CPU kernels are built with OpenMP (CMakeLists.txt): the libgomp it linked.
+  gomp=$(cache_value OpenMP_gomp_LIBRARY)
+  [ -e "$gomp" ] && args+=("$gomp")
   # shellcheck disable=SC2054
   args+=(-Wl,--as-needed -lpng -lz -lturbojpeg -lcrypto -ldl)
   for dir in "$torch/lib" "$torch"/../nvidia/*/lib; do

@@ -33,7 +33,6 @@ torch::Tensor in_fp32(const torch::Tensor& q, const torch::Tensor& k, const torc
 }  // namespace
 
 void set_cpu_attention_fp32(bool on) { g_cpu_fp32 = on; }
-bool cpu_attention_fp32() { return g_cpu_fp32; }
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const std::optional<torch::Tensor>& mask, double dropout_p, bool is_causal, bool enable_gqa) {

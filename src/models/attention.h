@@ -21,7 +21,6 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
 
 // The process-wide switch (a numerics setting, as TF32 is), set by the session's decision.
 void set_cpu_attention_fp32(bool on);
-bool cpu_attention_fp32();
 
 // Milliseconds of one causal forward and backward at [batch, heads, tokens, head_size], inputs
 // laid out as a fused qkv projection gives them, in bf16 and through the fp32 path: the best
