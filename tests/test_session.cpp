@@ -380,6 +380,7 @@ TEST_CASE("session: config.json of a run on every model family holds no auto: ea
     if (tag == "mlp-no-amp") CHECK(record["resolved"]["amp_dtype"] == "n/a");
     if (tag == "mlp") CHECK(record["resolved"]["attention_precision"] == "n/a");
     // gpt under bf16 autocast on the CPU times its attention both ways; without bf16 it is n/a.
+    if (tag == "gpt") CHECK_THAT(r.out, Catch::Contains("attention kernel") && Catch::Contains("(at::_fused_sdp_choice, 1 x 2 heads x 8 x 2"));
     if (tag == "gpt")
       CHECK_THAT(record["reasons"]["attention_precision"].get<std::string>(),
                  Catch::Contains(record["resolved"]["use_amp"] == true ? "ms in fp32" : "n/a without autocast"));

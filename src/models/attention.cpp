@@ -5,6 +5,7 @@
 #include <chrono>
 #include <limits>
 
+#include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/autograd.h>
@@ -39,6 +40,19 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   if (g_cpu_fp32 && q.is_cpu() && q.scalar_type() == torch::kBFloat16)
     return in_fp32(q, k, v, mask, dropout_p, is_causal, enable_gqa);
   return sdpa(q, k, v, mask, dropout_p, is_causal, enable_gqa);
+}
+
+std::string attention_kernel(int64_t heads, int64_t tokens, int64_t head_size, torch::ScalarType dtype,
+                             torch::Device device, double dropout_p) {
+  const auto q = torch::empty({1, heads, tokens, head_size}, torch::TensorOptions().dtype(dtype).device(device));
+  // sdp::SDPBackend's values.
+  switch (at::_fused_sdp_choice(q, q, q, std::nullopt, dropout_p, /*is_causal=*/true)) {
+    case 0: return "math";
+    case 1: return "flash";
+    case 2: return "memory-efficient";
+    case 3: return "cuDNN";
+    default: return "other";
+  }
 }
 
 AttentionTiming time_cpu_attention(int64_t batch, int64_t heads, int64_t tokens, int64_t head_size) {

@@ -8,6 +8,7 @@
 // narrowed back: more precise than bf16, never less.
 #pragma once
 #include <optional>
+#include <string>
 
 #include <torch/types.h>
 
@@ -21,6 +22,11 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
 
 // The process-wide switch (a numerics setting, as TF32 is), set by the session's decision.
 void set_cpu_attention_fp32(bool on);
+
+// The kernel ATen picks for causal self-attention of this shape, dtype and device
+// (at::_fused_sdp_choice): "flash", "memory-efficient", "cuDNN" or "math".
+std::string attention_kernel(int64_t heads, int64_t tokens, int64_t head_size, torch::ScalarType dtype,
+                             torch::Device device, double dropout_p);
 
 // Milliseconds of one causal forward and backward at [batch, heads, tokens, head_size], inputs
 // laid out as a fused qkv projection gives them, in bf16 and through the fp32 path: the best

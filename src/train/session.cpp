@@ -283,7 +283,18 @@ void Session::decide_attention_precision() {
     why = "n/a without autocast (attention runs in fp32)";
   else if (recipe_.cuda)
     why = "n/a on GPUs (attention runs in the autocast dtype, which the fused kernels are for)";
+  const int64_t tokens = c.seq_len > 0 ? c.seq_len : c.positions;  // ragged texts: the longest context
+  // The fused kernel that runs attention, as ATen picks it for this shape, dtype and device.
+  const auto report_kernel = [&](bool fp32) {
+    if (tokens <= 0 || c.heads <= 0) return;
+    const auto dtype = recipe_.precision.amp && !fp32 ? recipe_.precision.dtype : torch::kFloat;
+    recipe_.report.push_back({"attention kernel", fmt::format("{} (at::_fused_sdp_choice, 1 x {} heads x {} x {}, {})",
+                                                              attention_kernel(c.heads, tokens, c.width / c.heads, dtype,
+                                                                               recipe_.device, c.dropout),
+                                                              c.heads, tokens, c.width / c.heads, c10::toString(dtype))});
+  };
   if (!why.empty()) {
+    if (c.model == "gpt" || c.model == "llama") report_kernel(false);
     if (c.attention_precision == "fp32")
       fmt::print(stderr, "gputrain: --attention_precision fp32 has no effect here: {}\n", why);
     rc_.not_applicable("attention_precision", why);
@@ -291,7 +302,6 @@ void Session::decide_attention_precision() {
   }
   bool fp32 = c.attention_precision == "fp32";
   std::string line = fmt::format("{} (--attention_precision {})", fp32 ? "fp32, inputs widened" : "bf16", c.attention_precision);
-  const int64_t tokens = c.seq_len > 0 ? c.seq_len : c.positions;  // ragged texts: the longest context
   if (c.attention_precision == "auto" && tokens <= 0) {
     line = "bf16: no fixed number of tokens to time at (ragged texts, no --positions)";
     rc_.decide("attention_precision", "amp", line);
@@ -306,6 +316,7 @@ void Session::decide_attention_precision() {
   }
   set_cpu_attention_fp32(fp32);
   recipe_.report.push_back({"attention", line});
+  report_kernel(fp32);
 }
 
 std::string Session::fall_back_amp(const std::string& why) {
