@@ -284,14 +284,15 @@ void Session::decide_attention_precision() {
   else if (recipe_.cuda)
     why = "n/a on GPUs (attention runs in the autocast dtype, which the fused kernels are for)";
   const int64_t tokens = c.seq_len > 0 ? c.seq_len : c.positions;  // ragged texts: the longest context
+  const int64_t head_size = c.heads > 0 ? c.width / c.heads : 0;
   // The fused kernel that runs attention, as ATen picks it for this shape, dtype and device.
   const auto report_kernel = [&](bool fp32) {
-    if (tokens <= 0 || c.heads <= 0) return;
+    if (tokens <= 0 || head_size <= 0) return;
     const auto dtype = recipe_.precision.amp && !fp32 ? recipe_.precision.dtype : torch::kFloat;
     recipe_.report.push_back({"attention kernel", fmt::format("{} (at::_fused_sdp_choice, 1 x {} heads x {} x {}, {})",
-                                                              attention_kernel(c.heads, tokens, c.width / c.heads, dtype,
+                                                              attention_kernel(c.heads, tokens, head_size, dtype,
                                                                                recipe_.device, c.dropout),
-                                                              c.heads, tokens, c.width / c.heads, c10::toString(dtype))});
+                                                              c.heads, tokens, head_size, c10::toString(dtype))});
   };
   if (!why.empty()) {
     if (c.model == "gpt" || c.model == "llama") report_kernel(false);
@@ -307,7 +308,6 @@ void Session::decide_attention_precision() {
     rc_.decide("attention_precision", "amp", line);
   } else if (c.attention_precision == "auto") {
     // The training micro-batch's shape (a later --batch_size auto search changes only B).
-    const int64_t head_size = c.width / c.heads;
     const AttentionTiming t = time_cpu_attention(c.batch_size, c.heads, tokens, head_size);
     fp32 = t.fp32_ms < t.bf16_ms;
     line = fmt::format("{}: a forward and backward at {} x {} heads x {} x {} took {:.1f} ms in fp32, {:.1f} ms in bf16",
