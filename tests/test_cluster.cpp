@@ -300,12 +300,14 @@ TEST_CASE("cluster: a stopped rank is named with the collective and the step, ra
           "[dist][cli]") {
   test::TempDir dir;
   const std::string run = dir / "run";
-  // Rank 1 stops itself (SIGSTOP) after step 21, mid-epoch (8 steps each). Rank 0 goes into
-  // step 22 (no stop check comes between: --log_every 1000 makes them rare), whose forward
-  // moves BatchNorm's statistics before its gradient sum fails.
+  // Rank 1 stops itself (SIGSTOP) after step 23, mid-epoch (8 steps each). Rank 0 goes into
+  // step 24, whose forward moves BatchNorm's statistics before its gradient sum fails. No stop
+  // check comes between: they come at multiples of an interval of at most --log_every 20 steps
+  // (shorter when steps are slow), and 23 is a prime above 20, a multiple of 1 alone (a step of
+  // half a second). (With step 21, a loaded host's 70 ms steps put a check at step 21.)
   const pid_t pid = test::start_shell(fmt::format(
-      "GPUTRAIN_FAULT_STOP_STEP=21 GPUTRAIN_FAULT_STOP_RANK=1 exec {} launch --nproc_per_node 2 -- train --preset smoke "
-      "--epochs 2000 --lr_schedule constant --log_every 1000 --num_workers 0 --dist_timeout 5 --output_dir {} >{} 2>&1",
+      "GPUTRAIN_FAULT_STOP_STEP=23 GPUTRAIN_FAULT_STOP_RANK=1 exec {} launch --nproc_per_node 2 -- train --preset smoke "
+      "--epochs 2000 --lr_schedule constant --log_every 20 --num_workers 0 --dist_timeout 5 --output_dir {} >{} 2>&1",
       test::gputrain_exe(), run, dir / "out"));
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
@@ -316,16 +318,16 @@ TEST_CASE("cluster: a stopped rank is named with the collective and the step, ra
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
   CHECK(took < 40);  // start-up, the 5 s timeout, the roll call, the stop: not the launcher's kill after its grace
-  CHECK_THAT(out, Catch::Contains("[rank0] gputrain: error: rank 0 of 2: the all-reduce of step 22") &&
+  CHECK_THAT(out, Catch::Contains("[rank0] gputrain: error: rank 0 of 2: the all-reduce of step 24") &&
                       Catch::Contains(" failed: rank 1 did not come within --dist_timeout 5 s"));
   CHECK_THAT(out, Catch::Contains("rank 1 (pid ") && Catch::Contains(") is stopped") && !Catch::Contains("killing them"));
   CHECK(std::system(("pgrep -f '[o]utput_dir " + run + "' >/dev/null").c_str()) != 0);
-  // Rank 0 kept step 21, which every rank completed, and the run continues from there.
-  CHECK_THAT(out, Catch::Contains("[rank0] kept step 21 in " + run + "/checkpoints/last.pt"));
-  // Exactly the state after step 21: rank 0's forward of step 22 (BatchNorm's statistics and
-  // its count) is not in it. The same job stopped by --max_steps 21 holds the same tensors.
+  // Rank 0 kept step 23, which every rank completed, and the run continues from there.
+  CHECK_THAT(out, Catch::Contains("[rank0] kept step 23 in " + run + "/checkpoints/last.pt"));
+  // Exactly the state after step 23: rank 0's forward of step 24 (BatchNorm's statistics and
+  // its count) is not in it. The same job stopped by --max_steps 23 holds the same tensors.
   auto ref = test::run_gputrain("launch --nproc_per_node 2 -- train --preset smoke --epochs 2000 --lr_schedule constant "
-                                "--log_every 1000 --num_workers 0 --max_steps 21 --output_dir " + (dir / "ref"));
+                                "--log_every 20 --num_workers 0 --max_steps 23 --output_dir " + (dir / "ref"));
   REQUIRE(ref.exit_code == 0);
   const auto kept = read_checkpoint_file(run + "/checkpoints/last.pt").model;
   const auto whole = read_checkpoint_file(dir / "ref/checkpoints/last.pt").model;
@@ -341,7 +343,7 @@ TEST_CASE("cluster: a stopped rank is named with the collective and the step, ra
   auto resumed = test::run_gputrain("train --resume auto --epochs 3 --num_workers 0 --output_dir " + run);
   INFO(resumed.out << resumed.err);
   CHECK(resumed.exit_code == 0);
-  CHECK_THAT(resumed.out, Catch::Contains("epoch 3, batch 5, step 21"));
+  CHECK_THAT(resumed.out, Catch::Contains("epoch 3, batch 7, step 23"));
 }
 
 TEST_CASE("cluster: a global batch larger than the training set is named as the global batch", "[dist][cli]") {
