@@ -12,21 +12,48 @@ out=$build_dir/fuzz
 mkdir -p "$out"
 sanitize=fuzzer,address,undefined  # per target: sanitize=... build ...
 deps=""                            # per target: more files whose change means a rebuild
+jobs=$(nproc)
+# Each source is compiled on its own, through ccache when there is one, and the debug info names
+# paths from the checkout's root: a fresh clone (CI) reuses the objects of the last one instead
+# of compiling the ten targets anew (about 6 minutes on a 2-core machine).
+cc=(clang++)
+command -v ccache >/dev/null && cc=(env CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 ccache clang++)
+declare -A compiled=()  # objects made in this run: targets share sources
 
 build() {  # name sources... -- other compiler and linker arguments...
   local name=$1; shift
   # fmt: header-only, from the folder the CMake configure step links to torch's bundled copy.
-  local flags=(-std=c++20 -O1 -g -fsanitize="$sanitize" -fno-sanitize-recover=undefined -Isrc
-               -DFMT_HEADER_ONLY -isystem "$build_dir/fmt-include")
-  local srcs=() args=()
+  local flags=(-std=c++20 -O1 -g -fsanitize="$sanitize" -fno-sanitize-recover=undefined "-fdebug-prefix-map=$root=."
+               -Isrc -DFMT_HEADER_ONLY -isystem "$build_dir/fmt-include")
+  local srcs=() links=() todo=() objs=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do srcs+=("$1"); shift; done
-  [ $# -gt 0 ] && shift && args=("$@")
+  [ $# -gt 0 ] && shift
+  while [ $# -gt 0 ]; do  # the compiler's arguments apart from the linker's
+    case $1 in
+      -isystem) flags+=("$1" "$2"); shift 2 ;;
+      -I* | -D*) flags+=("$1"); shift ;;
+      *) links+=("$1"); shift ;;
+    esac
+  done
   # Rebuild only when a source, a header or a dependency is newer than the binary.
   # shellcheck disable=SC2086  # $deps is a list of paths
-  if [ ! -x "$out/$name" ] || [ -n "$(find "${srcs[@]}" src $deps -newer "$out/$name" \
-                                        \( -name '*.[ch]*' -o -name '*.a' \) | head -n 1)" ]; then
-    clang++ "${flags[@]}" "${srcs[@]}" -o "$out/$name" "${args[@]}"
+  if [ -x "$out/$name" ] && [ -z "$(find "${srcs[@]}" src $deps -newer "$out/$name" \
+                                     \( -name '*.[ch]*' -o -name '*.a' \) | head -n 1)" ]; then
+    return
   fi
+  # Objects of the same flags share a folder (the torch targets' flags differ from the others').
+  local key
+  key=$(printf '%s\n' "${flags[@]}" | md5sum | cut -c1-8)
+  for src in "${srcs[@]}"; do
+    local obj="$out/obj/$key/${src%.cpp}.o"
+    objs+=("$obj")
+    [ -n "${compiled[$obj]:-}" ] && continue
+    compiled[$obj]=1
+    mkdir -p "$(dirname "$obj")"
+    todo+=("$src" -o "$obj")
+  done
+  [ ${#todo[@]} -eq 0 ] || printf '%s\0' "${todo[@]}" | xargs -0 -n 3 -P "$jobs" "${cc[@]}" "${flags[@]}" -c
+  clang++ -fsanitize="$sanitize" "${objs[@]}" -o "$out/$name" "${links[@]}"
 }
 targets=(fuzz_idx fuzz_config fuzz_csv fuzz_npy fuzz_image fuzz_tar fuzz_tokenizer)
 build fuzz_idx tests/fuzz/fuzz_idx.cpp src/data/idx.cpp -- -lz
