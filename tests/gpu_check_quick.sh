@@ -19,7 +19,8 @@ set +e
 rc=$?
 set -e
 bad=0
-for section in environment link cuda_tests info bench_resnet50 compare_resnet50 bench_mlp bench_imagenet_like compare_pytorch; do
+for section in environment link cuda_tests info bench_resnet50 compare_resnet50 bench_mlp bench_imagenet_like compare_pytorch \
+               compare_gpt2; do
   want=ok
   # On a machine with a GPU the [cuda] tests run and must pass.
   [ "$section" = cuda_tests ] && ! nvidia-smi -L >/dev/null 2>&1 && want="skipped (no GPU)"
@@ -32,7 +33,7 @@ for section in environment link cuda_tests info bench_resnet50 compare_resnet50 
   grep -q "^## $section$" "$report" || { echo "gpu_check_quick: the report has no '## $section' part"; bad=1; }
 done
 # The benchmarks' own tables made it into the report.
-for table in "| Optimization | samples/s |" "| side | samples/s"; do
+for table in "| Optimization | samples/s |" "| side | samples/s" "| side | tokens/s"; do
   grep -qF "$table" "$report" || { echo "gpu_check_quick: no '$table' table in the report"; bad=1; }
 done
 [ "$rc" = 0 ] || { echo "gpu_check_quick: gpu_check.sh exited $rc"; bad=1; }

@@ -30,10 +30,14 @@ built-in family in the same rounds: what running a user's Python model costs aga
 data/stdlib, the README's language-model walk) against tools/gpt_pytorch.py's nanoGPT loop, in
 tokens/s.
 
+--workloads gpt2 times GPT-2 124M (preset gpt2: 12 layers, width 768, 1024 tokens, GPT-2's
+50,257-token vocabulary, micro-batches of 16 and no accumulation) the same way, on shards of
+random tokens written for it: the speed of a step does not depend on the text. Meant for a GPU.
+
 --workloads bert times a BERT-style classifier from transformers, exported to a .pt2, against
 the same transformers module in PyTorch (tools/compare_text.py; needs .pydeps-text).
 
-Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn,resnet50,gpt,bert] [--precisions fp32,bf16]
+Usage: <venv>/bin/python tools/compare_pytorch.py [--workloads mlp,cnn,resnet50,gpt,gpt2,bert] [--precisions fp32,bf16]
        [--rounds 3] [--markdown out.md] [--no-compile] [--profile] [--imported] [--token_data DIR]
 """
 import argparse
@@ -67,6 +71,9 @@ WORKLOADS = {
     # The small GPT of the README's language-model walk (preset gpt_cpu: 4 layers, width 128, 16 x
     # 256 tokens a step) on its shards (--token_data); the PyTorch side is tools/gpt_pytorch.py.
     "gpt": (["--preset", "gpt_cpu"], 60),
+    # GPT-2 124M at 1024 tokens, one micro-batch of 16 a step (--tokens_per_step 0: the preset's
+    # 524,288 would make a step 32 micro-batches), on random-token shards (random_token_shards).
+    "gpt2": (["--preset", "gpt2", "--vocab_size", "50257", "--tokens_per_step", "0"], 30),
     # A BERT-style classifier from Hugging Face transformers (4 layers, width 256, 4 heads, BERT's
     # 30,522-word vocabulary, 3 labels) exported to a .pt2 (tools/export_model.py --hf), on texts
     # of 128 tokens each (no padding on either side), batch 32; the PyTorch side trains the same
@@ -218,15 +225,13 @@ class PyTorchLoop:
 class GptLoop:
     """tools/gpt_pytorch.py's nanoGPT loop on the workload's shards, timed as PyTorchLoop is."""
 
-    def __init__(self, wl, sw, compiled):
+    def __init__(self, wl, sw, device, compiled):
         import gpt_pytorch
-        if wl["device"] not in ("auto", "cpu"):
-            sys.exit("compare_pytorch: the gpt workload is compared on the CPU (tools/gpt_pytorch.py runs there)")
         cfg = {k: wl[k] for k in ("seq_len", "width", "heads", "depth", "weight_decay", "lr", "min_lr", "beta1", "beta2",
                                   "warmup_steps", "max_steps", "clip_max_norm", "seed")}
         precision = sw["amp_dtype"] if sw["use_amp"] else "fp32"
         vocab = gpt_pytorch.vocab_size(wl["train_file"], wl["vocab_size"])
-        self.loop = gpt_pytorch.Loop(cfg, vocab, precision, compiled)
+        self.loop = gpt_pytorch.Loop(cfg, vocab, precision, compiled, device=device)
         self.batches = gpt_pytorch.train_batches(gpt_pytorch.Windows(wl["train_file"], wl["seq_len"]),
                                                  sw["batch_size"], wl["seed"])
         self.batch, self.loss_sum = sw["batch_size"], self.loop.loss_sum
@@ -236,6 +241,19 @@ class GptLoop:
 
     def time(self, warmup, steps):
         return self.loop.time(self.batches, warmup, steps)  # tokens/s: the unit language models are timed in
+
+
+def random_token_shards(folder, vocab, tokens, seed=0):
+    """llm.c shards (version 1: uint16 tokens) of uniform random ids: train_000000.bin and a
+    small val_000000.bin, for timing a step whose speed does not depend on the text."""
+    g = np.random.default_rng(seed)
+    for name, count in (("train_000000.bin", tokens), ("val_000000.bin", tokens // 16)):
+        header = np.zeros(256, dtype="<i4")
+        header[:3] = (20240520, 1, count)
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(header.tobytes())
+            f.write(g.integers(0, vocab, count, dtype=np.uint16).astype("<u2").tobytes())
+    return [os.path.join(folder, "train_*.bin"), os.path.join(folder, "val_*.bin")]
 
 
 def gputrain_run(binary, flags, precision, warmup, steps, profile=None):
@@ -311,6 +329,11 @@ def main():
         if name == "gpt":
             flags = flags + ["--train_file", os.path.join(args.token_data, "train_*.bin"),
                              "--test_file", os.path.join(args.token_data, "val_*.bin")]
+        if name == "gpt2":
+            # 4M tokens: 244 steps of 16 x 1024, more than warm-up and timed steps take.
+            token_files = tempfile.TemporaryDirectory(prefix="compare_pytorch.")  # removed with the object
+            train, val = random_token_shards(token_files.name, 50257, 1 << 22)
+            flags = flags + ["--train_file", train, "--test_file", val]
         if name == "bert":
             import compare_text
             text_files = tempfile.TemporaryDirectory(prefix="compare_pytorch.")  # removed with the object
@@ -329,6 +352,9 @@ def main():
             threads = int(bench["device"].get("intra-op threads", torch.get_num_threads()))
             torch.set_num_threads(threads)
             gpt, bert = wl["model"] == "gpt", name == "bert"
+            if gpt and precision == "fp16":  # tools/gpt_pytorch.py has no grad scaler
+                print(f"{name} fp16: skipped: the GPT loop is compared in fp32 and bf16")
+                continue
             data = None if gpt or bert else load_tensors(wl)
 
             # A language model is timed in tokens/s (a sample is seq_len tokens).
@@ -337,7 +363,7 @@ def main():
             def pytorch_loop(compiled):
                 if bert:
                     return compare_text.BertLoop(text_files.name, wl, sw, device, compiled)
-                return GptLoop(wl, sw, compiled) if gpt else PyTorchLoop(wl, sw, data, device, compiled)
+                return GptLoop(wl, sw, device, compiled) if gpt else PyTorchLoop(wl, sw, data, device, compiled)
 
             sides = {"gputrain": [], "eager": []}
             builtin_flags, run_flags = flags, flags

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds gputrain on a GPU machine against the torch already installed there, then runs the
 # [cuda] tests, `gputrain info`, the benchmark matrix (ResNet-50 and the small MLP) and
-# tools/compare_pytorch.py (ResNet-50 and the MLP against PyTorch), and writes every figure into one Markdown report (issue #14).
+# tools/compare_pytorch.py (ResNet-50, the MLP and GPT-2 124M against PyTorch), and writes every
+# figure into one Markdown report (issue #14).
 #
 # Meant for a machine with a Python that has torch, CMake, ninja and nvcc, but no Debian -dev
 # packages and no network: the headers and libraries the build needs travel as .deb files in
@@ -14,15 +15,18 @@
 #       --skip-build   use the existing build/ (no setup.sh)
 #       --quick        tiny step counts and shapes: a smoke run of the script itself (CPU too)
 #       --tests-only   build and run the [cuda] tests, no benchmarks (a fix's second look)
-#       --compare      build, then only ResNet-50 against PyTorch (eager and torch.compile, bf16
-#                      then fp16, more rounds) and `benchmark --explain` of its recipe: the
-#                      figure a short device budget is for, without the [cuda] tests
+#       --compare      build, then only the comparisons with PyTorch (eager and torch.compile):
+#                      ResNet-50 (bf16, then fp16), GPT-2 124M (bf16), then `benchmark
+#                      --explain` of ResNet-50's recipe: the figures a short device budget is
+#                      for, without the [cuda] tests
 #   Environment: GPUTRAIN_TORCH_PYTHON (the Python with torch, default python3),
 #   GPUTRAIN_BUILD_DIR (default build), GPU_CHECK_DEBS (default .gpudeps),
 #   GPU_CHECK_PREFIX (where the .debs are unpacked, default /tmp/gpudeps), GPU_CHECK_VARIANTS
 #   (the benchmark variants; default: baseline, each GPU optimization alone, all, all_cuda_graphs),
 #   GPU_CHECK_BUDGET_S (the whole run's wall-time budget, default 560: the device tool stops a
-#   command at 600 s, so each section's timeout is cut to what is left of it).
+#   command at 600 s, so each section's timeout is cut to what is left of it), GPU_CHECK_COMPARE
+#   (what --compare compares, in order; default resnet50,gpt2: a second call with
+#   --skip-build and gpt2 alone gets the one the first call's budget did not reach).
 #
 # Through the device tool: run `tools/gpu_check.sh --fetch-debs` here once, then
 #   run(command="tools/gpu_check.sh", carry=[".gpudeps"], timeout_s=600)
@@ -102,6 +106,13 @@ py=${GPUTRAIN_TORCH_PYTHON:-python3}
 build_dir=${GPUTRAIN_BUILD_DIR:-build}
 prefix=${GPU_CHECK_PREFIX:-/tmp/gpudeps}
 budget=${GPU_CHECK_BUDGET_S:-560}
+compare_list=${GPU_CHECK_COMPARE:-resnet50,gpt2}
+for workload in ${compare_list//,/ }; do
+  case $workload in
+    resnet50 | gpt2) ;;
+    *) echo "gpu_check: error: GPU_CHECK_COMPARE: unknown workload '$workload' (resnet50, gpt2)" >&2; exit 2 ;;
+  esac
+done
 deadline=$((SECONDS + budget))
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -116,6 +127,9 @@ if [ "$quick" = 1 ]; then
                   --gputrain_flags "--input_shape 3x72x72 --batch_size 2 --synthetic_train_size 8")
   imagenet=(--image_size 64 --width 8 --batch_size 8 --steps 2 --warmup_steps 1)
   imagenet_count=40
+  # GPT-2's vocabulary and layout, a tiny body.
+  compare_gpt2=(--precisions fp32 --rounds 1 --steps 2 --warmup 1 --no-compile
+                --gputrain_flags "--depth 2 --width 64 --heads 2 --seq_len 64 --batch_size 2")
 else
   # torchvision's ResNet-50 (width 64; the default preset's width 16 gave 1.5 M parameters on the
   # first GPU run), its loader threads measured at start (the preset's 2 left the GPU waiting
@@ -125,8 +139,10 @@ else
   compare=(--precisions "fp32,bf16,fp16" --rounds 3 --steps 300 --warmup 30)
   # bf16 (the precision people train ResNet-50 in on Hopper), torch.compile included.
   compare_resnet=(--precisions bf16 --rounds 2 --steps 30 --warmup 10)
-  # --compare: the whole budget for it, so both AMP dtypes and a third round.
-  [ "$compare_only" = 1 ] && compare_resnet=(--precisions "bf16,fp16" --rounds 3 --steps 30 --warmup 10)
+  # --compare: the budget is for the comparisons, so both AMP dtypes.
+  [ "$compare_only" = 1 ] && compare_resnet=(--precisions "bf16,fp16" --rounds 2 --steps 30 --warmup 10)
+  # GPT-2 124M in bf16, as llm.c and nanoGPT train it (micro-batches of 16 x 1024 tokens).
+  compare_gpt2=(--precisions bf16 --rounds 3 --steps 30 --warmup 10)
   # The preset as it is (224, width 64, batch 128), its loader threads measured at start.
   imagenet=(--num_workers auto --steps 20 --warmup_steps 5)
   imagenet_count=800
@@ -302,6 +318,18 @@ link_report() {
 export -f show_env unpack_debs cuda_tests_each link_report
 
 # The summary line; status 1 if any section failed.
+# compare WORKLOAD CAP_S: tools/compare_pytorch.py on that workload (resnet50 or gpt2), its
+# table in the report. The venv's packages (.pydeps: torchvision for ResNet-50) when carried.
+compare() {
+  local args
+  case $1 in
+    resnet50) args=("${compare_resnet[@]}") ;;
+    gpt2) args=("${compare_gpt2[@]}") ;;
+  esac
+  section "compare_$1" "$2" env PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" tools/compare_pytorch.py --workloads "$1" "${args[@]}" --gputrain "$gt" --markdown "$work/compare_$1.table.md"
+}
+
 finish() {
   local failed=0 s
   for s in "${statuses[@]}"; do [[ $s == FAILED* ]] && failed=$((failed + 1)); done
@@ -357,9 +385,7 @@ if [ "$compare_only" = 0 ]; then
 fi
 section info 30 "$gt" info
 if [ "$compare_only" = 1 ]; then
-  section compare_resnet50 400 env PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}" \
-    "$py" tools/compare_pytorch.py --workloads resnet50 "${compare_resnet[@]}" --gputrain "$gt" \
-    --markdown "$work/compare_resnet50.table.md"
+  for workload in ${compare_list//,/ }; do compare "$workload" 400; done
   # Where gputrain's ResNet-50 step goes: its forward, backward and optimizer shares and the
   # kernels with the most time (5 profiled steps after the timed ones).
   section explain_resnet50 120 "$gt" benchmark --dataset synthetic --model resnet50 "${resnet[@]}" --variants all \
@@ -389,9 +415,7 @@ fi
 # ResNet-50 against the best PyTorch loop (eager and torch.compile, torchvision's own model): the
 # figure a GPU session is most wanted for, so it runs first. (On the first H100 run, 2026-11-27,
 # it came after the benchmark matrix and the budget ran out while torch.compile compiled.)
-section compare_resnet50 200 env PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}" \
-  "$py" tools/compare_pytorch.py --workloads resnet50 "${compare_resnet[@]}" --gputrain "$gt" \
-  --markdown "$work/compare_resnet50.table.md"
+compare resnet50 200
 section bench_resnet50 150 "$gt" benchmark --dataset synthetic --model resnet50 "${resnet[@]}" \
   --variants "$variants" --markdown "$work/bench_resnet50.table.md"
 # The MLP: small enough that per-operator overhead, not arithmetic, is its cost.
@@ -415,5 +439,7 @@ fi
 # The mlp workload only: the cnn one reads Fashion-MNIST from /usr/share/datasets, absent there.
 section compare_pytorch 200 env PYTHONUNBUFFERED=1 "$py" tools/compare_pytorch.py --workloads mlp \
   "${compare[@]}" --gputrain "$gt" --markdown "$work/compare_pytorch.table.md"
+# GPT-2 124M last: the run's remaining budget (--compare gives it its own).
+compare gpt2 200
 
 finish
