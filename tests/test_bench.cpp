@@ -147,6 +147,15 @@ TEST_CASE("bench: a short real run on CPU gives a sane table and files", "[bench
     CHECK(v["step_ms"].size() == 3);
     CHECK(v["loss"].get<double>() > 0);
     CHECK(v["data_wait_fraction"].get<double>() >= 0);
+    // MFU: the model's training FLOPs over the peak at the variant's precision. Every fp32
+    // variant runs the same FLOPs a sample against the same peak: one MFU per sample/s.
+    REQUIRE(v.contains("mfu"));
+    CHECK(v["mfu"].get<double>() > 0);
+    CHECK(v["mfu"].get<double>() < 1);
+    if (!v["switches"]["use_amp"].get<bool>())
+      CHECK(v["mfu"].get<double>() / v["samples_per_sec"].get<double>() ==
+            Approx(j["variants"][0]["mfu"].get<double>() / j["variants"][0]["samples_per_sec"].get<double>())
+                .epsilon(1e-9));
   }
   CHECK(ran == 7);  // baseline, amp_bf16, channels_last, fused_optimizer, workers, batch_x2, all
 

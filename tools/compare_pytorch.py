@@ -359,6 +359,10 @@ def main():
 
             # A language model is timed in tokens/s (a sample is seq_len tokens).
             unit, per_sample = ("tokens/s", wl["seq_len"]) if gpt else ("samples/s", 1)
+            # MFU: gputrain's figure (its model's FLOPs over the device's peak at this precision)
+            # scaled by each side's rate: the same network does the same arithmetic per sample.
+            mfu_per_unit = row.get("mfu", 0) / (row["samples_per_sec"] * per_sample)
+            mfu = (lambda rate: f"{100 * rate * mfu_per_unit:.1f}%" if mfu_per_unit > 0 else "-")
 
             def pytorch_loop(compiled):
                 if bert:
@@ -407,22 +411,22 @@ def main():
             print(title)
             # Two ratios: of the medians, and the median of each round's ratio (rounds are adjacent
             # in time, so the second is less moved by load that comes and goes on a shared host).
-            out_md += [f"**{title}**", "", f"| side | {unit} (median) | gputrain / side | median of round ratios | "
-                       "every round |", "|---|---:|---:|---:|---|"]
+            out_md += [f"**{title}**", "", f"| side | {unit} (median) | MFU | gputrain / side | median of round ratios | "
+                       "every round |", "|---|---:|---:|---:|---:|---|"]
             for side, runs in sides.items():
                 each = ", ".join(f"{r:.0f}" for r in runs)
                 if side == "gputrain":
-                    print(f"  {side:<9} {med[side]:>9.0f} {unit}  [{each}]")
-                    out_md.append(f"| {side} | {med[side]:.0f} | | | {each} |")
+                    print(f"  {side:<9} {med[side]:>9.0f} {unit}  MFU {mfu(med[side])}  [{each}]")
+                    out_md.append(f"| {side} | {med[side]:.0f} | {mfu(med[side])} | | | {each} |")
                     continue
                 ratio = med["gputrain"] / med[side]
                 paired = statistics.median(g / t for g, t in zip(sides["gputrain"], runs))
-                print(f"  {side:<9} {med[side]:>9.0f} {unit}  gputrain/{side} {ratio:5.2f}x "
+                print(f"  {side:<9} {med[side]:>9.0f} {unit}  MFU {mfu(med[side])}  gputrain/{side} {ratio:5.2f}x "
                       f"(round by round {paired:4.2f}x)  [{each}]")
-                out_md.append(f"| {side} | {med[side]:.0f} | {ratio:.2f}x | {paired:.2f}x | {each} |")
+                out_md.append(f"| {side} | {med[side]:.0f} | {mfu(med[side])} | {ratio:.2f}x | {paired:.2f}x | {each} |")
             if compile_note:
                 print(f"  torch.compile: {compile_note}")
-                out_md.append(f"| compile | {compile_note} | | |")
+                out_md.append(f"| compile | {compile_note} | | | | |")
             print()
             out_md.append("")
     if args.markdown:

@@ -235,6 +235,7 @@ nlohmann::json to_json(const BenchReport& r) {
       o["samples_per_sec"] = v.samples_per_sec;
       if (const int64_t t = tokens_per_sample(v); t > 0) o["tokens_per_sec"] = v.samples_per_sec * static_cast<double>(t);
       o["speedup"] = v.speedup;
+      if (v.mfu > 0) o["mfu"] = v.mfu;
       o["median_ms"] = v.median_ms;
       o["p90_ms"] = v.p90_ms;
       o["peak_memory_bytes"] = v.peak_memory_bytes;

@@ -19,6 +19,7 @@
 #include "train/fit.h"
 #include "train/session.h"
 #include "train/state_memory.h"
+#include "train/utilization.h"
 
 namespace gputrain {
 namespace {
@@ -124,6 +125,8 @@ VariantResult run_variant(const Variant& v, std::shared_ptr<const DataSplits> da
   const double samples =
       static_cast<double>(c.batch_size * c.accumulation_steps) * static_cast<double>(r.step_ms.size());
   r.samples_per_sec = samples_per_second(samples, total_ms / 1000.0);
+  if (!session.parallel().pipeline())
+    r.mfu = training_mfu(trainer.model().flops_per_sample, r.samples_per_sec, device_peak_flops(recipe, session.machine()));
   r.median_ms = percentile(r.step_ms, 0.5);
   r.p90_ms = percentile(r.step_ms, 0.9);
   r.data_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;

@@ -32,6 +32,9 @@ struct VariantResult {
   std::vector<double> step_ms;  // every timed step, all repeats
   double median_ms = 0, p90_ms = 0, samples_per_sec = 0;
   double speedup = 0;             // samples/s relative to the baseline
+  // The model's training FLOPs per second over the device's peak at the variant's precision
+  // (train/utilization.h); 0 when either is unknown, or for a pipeline stage (a part of the model).
+  double mfu = 0;
   int64_t peak_memory_bytes = 0;  // CUDA caching allocator peak, or peak RSS on CPU
   double memory_saving = 0;       // 1 - peak / baseline peak
   double data_wait_fraction = 0;  // share of the timed wall time spent waiting for batches
