@@ -303,8 +303,8 @@ TEST_CASE("cluster: a stopped rank is named with the collective and the step, ra
   // Rank 1 stops itself (SIGSTOP) after step 23, mid-epoch (8 steps each). Rank 0 goes into
   // step 24, whose forward moves BatchNorm's statistics before its gradient sum fails. No stop
   // check comes between: they come at multiples of an interval of at most --log_every 20 steps
-  // (shorter when steps are slow), and 23 is a prime above 20, a multiple of 1 alone (a step of
-  // half a second). (With step 21, a loaded host's 70 ms steps put a check at step 21.)
+  // (shorter when steps are slow), and 23 is a prime above 20, a multiple of 1 alone (steps of a
+  // quarter second or more). (With step 21, a loaded host's 70 ms steps put a check at step 21.)
   const pid_t pid = test::start_shell(fmt::format(
       "GPUTRAIN_FAULT_STOP_STEP=23 GPUTRAIN_FAULT_STOP_RANK=1 exec {} launch --nproc_per_node 2 -- train --preset smoke "
       "--epochs 2000 --lr_schedule constant --log_every 20 --num_workers 0 --dist_timeout 5 --output_dir {} >{} 2>&1",

@@ -351,6 +351,11 @@ def main():
             wl, sw = bench["workload"], row["switches"]
             threads = int(bench["device"].get("intra-op threads", torch.get_num_threads()))
             torch.set_num_threads(threads)
+            if device.type == "cuda":
+                # The switches every speed guide sets, as gputrain's side runs them: cuDNN's
+                # autotuner, TF32 for fp32 matrix products and convolutions (on in its recipe).
+                torch.backends.cudnn.benchmark = bool(sw["cudnn_benchmark"])
+                torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(sw["tf32"])
             gpt, bert = wl["model"] == "gpt", name == "bert"
             if gpt and precision == "fp16":  # tools/gpt_pytorch.py has no grad scaler
                 print(f"{name} fp16: skipped: the GPT loop is compared in fp32 and bf16")
@@ -361,7 +366,7 @@ def main():
             unit, per_sample = ("tokens/s", wl["seq_len"]) if gpt else ("samples/s", 1)
             # MFU: gputrain's figure (its model's FLOPs over the device's peak at this precision)
             # scaled by each side's rate: the same network does the same arithmetic per sample.
-            mfu_per_unit = row.get("mfu", 0) / (row["samples_per_sec"] * per_sample)
+            mfu_per_unit = row.get("mfu", 0) / (row["samples_per_sec"] * per_sample) if row["samples_per_sec"] > 0 else 0
             mfu = (lambda rate: f"{100 * rate * mfu_per_unit:.1f}%" if mfu_per_unit > 0 else "-")
 
             def pytorch_loop(compiled):
@@ -404,6 +409,8 @@ def main():
 
             med = {k: statistics.median(v) for k, v in sides.items()}
             switches = f"channels_last {'on' if sw['channels_last'] else 'off'}, loader threads {sw['num_workers']}"
+            if device.type == "cuda":
+                switches += f", TF32 {'on' if sw['tf32'] else 'off'} and cuDNN autotune {'on' if sw['cudnn_benchmark'] else 'off'} (both sides)"
             what = f"{name} {precision}" + (" (gputrain: the module exported to net.pt2)" if args.imported else "")
             title = (f"{what}: {' '.join(flags)} | {bench['device']['device']} | {threads} threads | "
                      f"torch {torch.__version__} | gputrain: {switches} | median of {args.rounds} alternating "
@@ -429,9 +436,9 @@ def main():
                 out_md.append(f"| compile | {compile_note} | | | | |")
             print()
             out_md.append("")
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write("\n".join(out_md) + "\n")
+            if args.markdown:  # after each table: a run stopped later (a time budget) keeps it
+                with open(args.markdown, "w") as f:
+                    f.write("\n".join(out_md) + "\n")
 
 
 if __name__ == "__main__":

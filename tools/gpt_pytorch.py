@@ -178,7 +178,7 @@ class Loop:
         self.cfg, self.precision, self.device = cfg, precision, torch.device(device)
         self.model = GPT(vocab, cfg["seq_len"], cfg["width"], cfg["heads"], cfg["depth"])
         if init_from:
-            self.model.load_state_dict(torch.load(init_from, weights_only=True))
+            self.model.load_state_dict(torch.load(init_from, weights_only=True, map_location="cpu"))
         self.model.to(self.device)  # initialised on the CPU: the same weights on any device
         params = list(self.model.parameters())
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
@@ -285,11 +285,11 @@ def main():
     vocab = vocab_size(args.train_file, args.vocab_size)
     loop = Loop(cfg, vocab, args.precision, args.compile, args.init_from, args.device)
     if args.save_init:
-        torch.save(loop.model.state_dict(), args.save_init)
+        torch.save({k: v.cpu() for k, v in loop.model.state_dict().items()}, args.save_init)
     if args.save_nanogpt:
         m = loop.model
-        weights = {"_orig_mod." + k: v for k, v in m.state_dict().items()}
-        weights["_orig_mod.lm_head.weight"] = m.transformer.wte.weight  # tied: one tensor, two names
+        weights = {"_orig_mod." + k: v.cpu() for k, v in m.state_dict().items()}
+        weights["_orig_mod.lm_head.weight"] = weights["_orig_mod.transformer.wte.weight"]  # tied: one tensor, two names
         model_args = dict(n_layer=cfg["depth"], n_head=cfg["heads"], n_embd=cfg["width"], block_size=cfg["seq_len"],
                           bias=True, vocab_size=m.transformer.wte.weight.size(0), dropout=0.0)
         torch.save({"model": weights, "optimizer": loop.opt.state_dict(), "model_args": model_args, "iter_num": 0,

@@ -317,7 +317,6 @@ link_report() {
 }
 export -f show_env unpack_debs cuda_tests_each link_report
 
-# The summary line; status 1 if any section failed.
 # compare WORKLOAD CAP_S: tools/compare_pytorch.py on that workload (resnet50 or gpt2), its
 # table in the report. The venv's packages (.pydeps: torchvision for ResNet-50) when carried.
 compare() {
@@ -330,6 +329,7 @@ compare() {
     "$py" tools/compare_pytorch.py --workloads "$1" "${args[@]}" --gputrain "$gt" --markdown "$work/compare_$1.table.md"
 }
 
+# The summary line; status 1 if any section failed.
 finish() {
   local failed=0 s
   for s in "${statuses[@]}"; do [[ $s == FAILED* ]] && failed=$((failed + 1)); done
