@@ -246,13 +246,11 @@ class GptLoop:
 def random_token_shards(folder, vocab, tokens, seed=0):
     """llm.c shards (version 1: uint16 tokens) of uniform random ids: train_000000.bin and a
     small val_000000.bin, for timing a step whose speed does not depend on the text."""
+    import prepare_text
     g = np.random.default_rng(seed)
     for name, count in (("train_000000.bin", tokens), ("val_000000.bin", tokens // 16)):
-        header = np.zeros(256, dtype="<i4")
-        header[:3] = (20240520, 1, count)
-        with open(os.path.join(folder, name), "wb") as f:
-            f.write(header.tobytes())
-            f.write(g.integers(0, vocab, count, dtype=np.uint16).astype("<u2").tobytes())
+        prepare_text.write_shard(os.path.join(folder, name), g.integers(0, vocab, count, dtype=np.uint16),
+                                 prepare_text.FORMAT_U16)
     return [os.path.join(folder, "train_*.bin"), os.path.join(folder, "val_*.bin")]
 
 
