@@ -98,6 +98,26 @@ TEST_CASE("cli: a run never overwrites an earlier run's folder", "[cli]") {
   CHECK(test::read_file(dir / "run/metrics.jsonl") == before);
 }
 
+// Standard streams the caller broke: `>&-` frees descriptor 1 for the next file opened (the run
+// folder's lock took the whole log), a full disk drops the output, and an error written to a
+// closed stderr made fmt throw inside the last catch (abort, exit 134).
+TEST_CASE("cli: a closed or full standard output or error gives an exit code, never an abort or a log in the run's files", "[cli]") {
+  test::TempDir dir;
+  auto shell = [&](const std::string& redirections) {
+    const std::string cmd = std::string(test::gputrain_exe()) + " " + redirections + " 2>>" + (dir / "err");
+    const int status = std::system(("sh -c '" + cmd + "'").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+  CHECK(shell("train --epochs x 2>&-") == 2);
+  CHECK(shell("train --epochs x 2>/dev/full") == 2);
+  CHECK(shell("--help >/dev/full") == 1);
+  CHECK_THAT(test::read_file(dir / "err"), Catch::Contains("gputrain: error: could not write to standard output: No space left on device"));
+  CHECK(shell("train --preset smoke --epochs 1 --output_dir " + (dir / "run") + " >&-") == 1);
+  CHECK_THAT(test::read_file(dir / "err"), Catch::Contains("could not write to standard output: Bad file descriptor"));
+  CHECK(test::read_file(dir / "run/.lock").find("configuration") == std::string::npos);
+  CHECK(std::filesystem::exists(dir / "run/checkpoints/last.pt"));
+}
+
 TEST_CASE("cli: unknown commands get a did-you-mean", "[cli]") {
   auto r = run_gputrain("trian");
   CHECK(r.exit_code == 2);

@@ -1,7 +1,10 @@
 // The command table and the dispatcher: unknown commands get a "did you mean".
 #include "cli/commands.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -54,10 +57,12 @@ void print_usage() {
 
 }  // namespace
 
-void print_error(const std::vector<std::string>& problems, const std::string& hint) {
+void print_error(const std::vector<std::string>& problems, const std::string& hint) noexcept {
   std::fflush(stdout);  // a combined log (> log 2>&1) gets the error after the lines before it, never inside one
-  for (const auto& p : problems) fmt::print(stderr, "gputrain: error: {}\n", p);
-  if (!hint.empty()) fmt::print(stderr, "hint: {}\n", hint);
+  // fputs, not fmt::print: fmt throws when stderr is closed or full, and a throw from inside the
+  // last catch ends the process with abort(); an error nobody can read still leaves its exit code.
+  for (const auto& p : problems) std::fputs(("gputrain: error: " + p + "\n").c_str(), stderr);
+  if (!hint.empty()) std::fputs(("hint: " + hint + "\n").c_str(), stderr);
 }
 
 void reject_leftover_flags(const Args& args, const std::vector<std::string>& known) {
@@ -66,7 +71,9 @@ void reject_leftover_flags(const Args& args, const std::vector<std::string>& kno
   if (!problems.empty()) throw Error(problems, "the command's --help lists its flags", kExitUsage);
 }
 
-int run_cli(int argc, char** argv) {
+namespace {
+
+int run_command(int argc, char** argv) {
   // Whole lines: LibTorch's warnings and our own errors go to stderr between two lines of the
   // report, never inside a table row, whatever stdout is (a file or pipe is fully buffered).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -105,6 +112,37 @@ int run_cli(int argc, char** argv) {
     print_error({e.what()}, "");
     return kExitRuntime;
   }
+}
+
+// A standard descriptor closed by the caller (`>&-`) is the lowest free number, so the next file
+// opened (the run folder's lock, a checkpoint) would get it and the log would be written into
+// that file. Each closed one is held by /dev/null instead; says whether standard output was.
+bool hold_closed_standard_descriptors() {
+  bool stdout_closed = false;
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // open() returns the lowest free number: this one, as the lower ones are open by now.
+    if (::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) continue;
+    if (fd == 1) stdout_closed = true;
+  }
+  return stdout_closed;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  bool stdout_closed = hold_closed_standard_descriptors();
+  int code = run_command(argc, argv);
+  // Standard output may be a full disk or closed (`> /dev/full`, `>&-`): the listing, the
+  // generated text or the report would be lost while the exit code said success.
+  int err = stdout_closed ? EBADF : 0;
+  if (!err && (std::fflush(stdout) != 0 || std::ferror(stdout))) err = errno ? errno : EIO;
+  if (err) {
+    print_error({fmt::format("could not write to standard output: {}", std::strerror(err))},
+                "the output was cut short; check the file or pipe that standard output goes to");
+    if (code == 0) code = kExitRuntime;
+  }
+  return code;
 }
 
 }  // namespace gputrain

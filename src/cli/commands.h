@@ -35,6 +35,6 @@ struct Args;
 void reject_leftover_flags(const Args& args, const std::vector<std::string>& known);
 
 // Prints "gputrain: error: ..." lines and the hint to stderr.
-void print_error(const std::vector<std::string>& problems, const std::string& hint);
+void print_error(const std::vector<std::string>& problems, const std::string& hint) noexcept;
 
 }  // namespace gputrain
