@@ -310,6 +310,27 @@ TEST_CASE("imported: a TorchScript net.pt is a program: loaded only with --trust
     CHECK(trusted.exit_code == 0);
   }
 
+  // A record forged to call the model a net.pt2 (untrusted) still loads the run's model.pt: the
+  // trust is asked of the file that would load, not of the record's name for it; and a record
+  // naming its program file at a path of its choosing is refused.
+  std::filesystem::copy(dir / "trusted", dir / "forged", std::filesystem::copy_options::recursive);
+  const std::string forged = dir / "forged/checkpoints/last.pt";
+  std::string log;
+  REQUIRE(test::python("crafted_checkpoints.py --forge-record " + forged, log) == 0);
+  for (const std::string& command : {"eval --checkpoint " + forged, "infer --checkpoint " + forged + " --out " +
+                                     (dir / "p.csv"), "train --resume " + forged + " --epochs 2"}) {
+    INFO(command);
+    auto refused = test::run_gputrain(command);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::StartsWith("gputrain: error: " + (dir / "forged/model.pt") +
+                                              " is the run's TorchScript program: its code runs when it is loaded, so "
+                                              "it loads only with --trust_program"));
+  }
+  REQUIRE(test::python("crafted_checkpoints.py --forge-record " + forged + " ../trusted/model.pt", log) == 0);
+  auto elsewhere = test::run_gputrain("eval --checkpoint " + forged);
+  CHECK(elsewhere.exit_code == 2);
+  CHECK_THAT(elsewhere.err, Catch::Contains("the run's program record names the file '../trusted/model.pt'"));
+
   // Neither a --config file nor a preset can give the trust; and the flag is for a .pt model.
   test::write_file(dir / "trust.json", R"({"trust_program": true})");
   auto file = test::run_gputrain(train + " --config " + (dir / "trust.json") + " --output_dir " + (dir / "file"));

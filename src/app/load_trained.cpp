@@ -21,7 +21,8 @@ Trained load_trained(const std::string& checkpoint, const std::vector<FlagArg>& 
   c.resume.clear();
   // A model from a file: the run's own copy of it, checked (train/run_program.h).
   if (record.contains("program"))
-    c.model = find_program(record["program"], run_dir_of(checkpoint), has_flag(flags, "model") ? c.model : "");
+    c.model = find_program(record["program"], run_dir_of(checkpoint), has_flag(flags, "model") ? c.model : "",
+                           c.trust_program);
   // A pipeline-trained checkpoint holds the model whole: eval and infer run it on one device.
   c.pipeline_stages = 1;
   c.micro_batches = kAuto;

@@ -123,7 +123,8 @@ void export_weights(Session& s, const std::string& record, int64_t step) {
 nlohmann::json use_kept_program(RunFolder& folder, Continued& run, const std::vector<FlagArg>& flags) {
   const auto recorded = run.record.is_object() ? run.record.value("program", nlohmann::json()) : nlohmann::json();
   if (recorded.is_object()) {
-    run.requested.model = find_program(recorded, run.program_dir, has_flag(flags, "model") ? run.requested.model : "");
+    run.requested.model = find_program(recorded, run.program_dir, has_flag(flags, "model") ? run.requested.model : "",
+                                       run.requested.trust_program);
     // This folder's own copy, just checked: nothing to copy or hash again.
     const fs::path copy = fs::path(folder.path()) / recorded.value("file", "");
     std::error_code ec;

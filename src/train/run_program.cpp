@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "config/fields.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/sha256.h"
@@ -41,6 +42,17 @@ std::string copy_in(const std::string& from, const std::string& to, std::vector<
   return sha;
 }
 
+// The program found, if it may be loaded: a TorchScript file runs code when loaded, and only
+// --trust_program on this command line lets one in. The record's own say (its model name, its
+// trust setting) counts for nothing here: a checkpoint is a file from anywhere.
+std::string trusted(const std::string& path, bool trust_program) {
+  if (is_script_file(path) && !trust_program)
+    throw usage_error(path + " is the run's TorchScript program: its code runs when it is loaded, so it loads only "
+                             "with --trust_program",
+                      "pass --trust_program if you trust the run's author and its checkpoint");
+  return path;
+}
+
 }  // namespace
 
 nlohmann::json keep_program(const std::string& model, const std::string& dir, std::vector<std::string>& written) {
@@ -61,8 +73,14 @@ nlohmann::json keep_program(const std::string& model, const std::string& dir, st
   return record;
 }
 
-std::string find_program(const nlohmann::json& program, const std::string& dir, const std::string& given) {
+std::string find_program(const nlohmann::json& program, const std::string& dir, const std::string& given,
+                         bool trust_program) {
   const std::string file = program.value("file", ""), sha = program.value("sha256", "");
+  // The names keep_program writes, nothing else: the record is read from a file and names no
+  // path of its choosing inside or outside the run folder.
+  if (file != "model.pt2" && file != "model.pt")
+    throw usage_error(fmt::format("the run's program record names the file '{}'", file),
+                      "a run keeps its program as model.pt2 or model.pt; this record was not written by gputrain");
   const std::string eval_sha = program.value("eval_sha256", "");
   // A candidate is the run's program when its bytes, and its eval program's, are the recorded ones.
   auto matches = [&](const std::string& path) {
@@ -77,10 +95,10 @@ std::string find_program(const nlohmann::json& program, const std::string& dir, 
     throw usage_error(fmt::format("--model {} is not the run's program ({})", given, wanted),
                       "give the file the run was trained with (or no --model: the run keeps a copy), or start a new "
                       "run with --init_from the checkpoint");
-  if (matches(copy)) return copy;
-  if (!given.empty()) return given;
+  if (matches(copy)) return trusted(copy, trust_program);
+  if (!given.empty()) return trusted(given, trust_program);
   const std::string from = program.value("from", "");
-  if (matches(from)) return from;
+  if (matches(from)) return trusted(from, trust_program);
   if (has_bytes(copy, sha)) {  // the program is intact: its eval program is what changed
     const std::string eval = (fs::path(dir) / "model.eval.pt2").string();
     if (eval_sha.empty())

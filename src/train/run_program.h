@@ -23,8 +23,10 @@ nlohmann::json keep_program(const std::string& model, const std::string& dir, st
 // Where a recorded run's program is loaded from: `dir`/file (the run folder's copy) when its
 // bytes are the recorded ones; else `given` (a --model given now), when they are; else the
 // original path the run copied it from, when they are. Its eval program must match as well.
-// Anything else is a usage error naming the file and the hash it should have.
-std::string find_program(const nlohmann::json& program, const std::string& dir, const std::string& given);
+// Anything else is a usage error naming the file and the hash it should have. A TorchScript
+// program is refused without `trust_program` (this command line's flag, never the record's).
+std::string find_program(const nlohmann::json& program, const std::string& dir, const std::string& given,
+                         bool trust_program);
 
 // The folder of the run a checkpoint belongs to: <run> for <run>/checkpoints/x.pt, else its own.
 std::string run_dir_of(const std::string& checkpoint);

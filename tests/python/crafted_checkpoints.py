@@ -5,6 +5,10 @@ nothing (a payload would create the file MARKER in the working folder), and cost
     crafted_checkpoints.py OUT_DIR                write the set below into OUT_DIR
     crafted_checkpoints.py --setstate IN OUT      IN (an old-format checkpoint, a TorchScript
                                                   archive) with a __setstate__ in its code
+    crafted_checkpoints.py --forge-record CKPT [FILE]
+                                                  CKPT (a TorchScript run's) rewritten so its
+                                                  record names a net.pt2 model, untrusted, and
+                                                  its program as FILE (default: kept)
 
 The set (each a zip as torch.save lays it out, with gputrain's format tag in its pickle):
   deep_tuples.pt    a million TUPLE1s nested in each other (1 MB)
@@ -73,6 +77,20 @@ def main():
                     done = True
                 zout.writestr(info, data)
             assert done, "no code/__torch__.py in " + src
+        return
+
+    if sys.argv[1] == "--forge-record":
+        import json
+        import torch
+        path = sys.argv[2]
+        ckpt = torch.load(path, weights_only=True)
+        record = json.loads(ckpt["meta"]["config"])
+        for side in ("requested", "resolved"):
+            record[side]["model"], record[side]["trust_program"] = "net.pt2", False
+        if len(sys.argv) > 3:
+            record["program"]["file"] = sys.argv[3]
+        ckpt["meta"]["config"] = json.dumps(record)
+        torch.save(ckpt, path)
         return
 
     out = sys.argv[1]
