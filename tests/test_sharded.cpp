@@ -31,7 +31,7 @@ const std::string kMlp =
     "--model mlp --width 32 --optimizer adamw --lr 0.01 --weight_decay 0.05 --clip_max_norm 0.5 "
     "--lr_schedule constant --num_workers 0 --threads 1 --no-use_amp --log_every 5 ";
 
-std::string launch(int ranks) { return "launch --nproc_per_node " + std::to_string(ranks) + " -- "; }
+std::string launch(int ranks) { return fmt::format("launch --nproc_per_node {} -- ", ranks); }
 
 // The shard folders of the saves of checkpoint `name` (each of last.pt, epoch-N.pt and best.pt has
 // its own), or of all of them.
@@ -86,7 +86,7 @@ TEST_CASE("sharded data parallel: optimizer and gradients on 2 and 3 ranks train
       {3, "--shard gradients --batch_size 16 --ddp_bucket_mb 0"},  // one bucket after backward
   };
   for (const auto& c : cases) {
-    const std::string name = "r" + std::to_string(c.ranks) + c.flags.substr(8, 3);
+    const std::string name = fmt::format("r{}{}", c.ranks, c.flags.substr(8, 3));
     auto r = test::run_gputrain(launch(c.ranks) + kMlp + "--epochs 1 " + c.flags + " --output_dir " + (dir / name) + " --export " +
                                 (dir / (name + ".st")));
     INFO(c.flags << "\n" << r.out << r.err);
@@ -324,6 +324,26 @@ TEST_CASE("sharded data parallel: missing or foreign shard files exit 2 naming t
   auto straight = test::run_gputrain(base + "--epochs 2 --output_dir " + (dir / "c") + " --export " + (dir / "c.st"));
   REQUIRE(straight.exit_code == 0);
   check_same_weights(dir / "c.st", dir / "a.st");
+}
+
+// A stop signal reaches every rank (the launcher forwards it); they agree to stop at one step and
+// save: the sharded save's own store meetings must not take that signal for a failed peer.
+TEST_CASE("sharded data parallel: SIGTERM stops every rank at one step with a sharded checkpoint that resumes exactly",
+          "[dist][cli]") {
+  test::TempDir dir;
+  const std::string base = launch(2) + kMlp + "--batch_size 24 --epochs 2 --shard gradients ";
+  const std::string run = dir / "run";
+  auto stopped = test::run_gputrain(base + "--output_dir " + run, "GPUTRAIN_FAULT_SIGTERM_STEP=25");
+  INFO(stopped.out << stopped.err);
+  CHECK(stopped.exit_code == 143);
+  CHECK_THAT(stopped.out, Catch::Contains("stopped (SIGTERM) at step 25; checkpoint " + run + "/checkpoints/last.pt"));
+  CHECK(read_checkpoint_file(run + "/checkpoints/last.pt").meta.step == 25);
+  auto resumed = test::run_gputrain(base + "--resume auto --output_dir " + run + " --export " + (dir / "run.st"));
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  auto straight = test::run_gputrain(base + "--output_dir " + (dir / "straight") + " --export " + (dir / "straight.st"));
+  REQUIRE(straight.exit_code == 0);
+  check_same_weights(dir / "straight.st", dir / "run.st");
 }
 
 TEST_CASE("sharded data parallel: torchrun restarts after a rank dies and inside a save resume the sharded checkpoint "

@@ -205,7 +205,7 @@ void Comm::wait_until(const std::function<bool()>& ready, const std::function<st
         throw Error(j["problems"].get<std::vector<std::string>>(), j["hint"], j["exit_code"]);
       }
       if (ready()) return;
-      if (stop_signal() != 0)  // the launcher stops the job: another rank failed
+      if (stop_signal() != 0 && !saving_)  // the launcher stops the job: another rank failed
         throw Error({fmt::format("rank {} of {} stopped while waiting at '{}'", env_.rank, env_.world_size, what)}, "",
                     exit_code_for_signal(stop_signal()));
     } catch (const c10::Error& e) {  // the store is gone: rank 0 (or torchrun's agent) ended

@@ -84,6 +84,11 @@ class Comm {
 
   // The training step the ranks are at, named when a collective fails.
   void set_step(int64_t step) { step_ = step; }
+  // While a save's meetings run (every rank entered it at the same step), a SIGTERM or SIGINT
+  // does not end a wait: it is the stop that save is for, or one the loop takes after it. A
+  // peer that died meanwhile is still caught: by the timeout, or the launcher's kill after its
+  // grace. Otherwise a stop signal ends any wait at once (the launcher stops a job that lost a rank).
+  void set_saving(bool saving) { saving_ = saving; }
   // Waits for a collective. A failure names the ranks that did not come (a roll call of the
   // live ranks through the store), the collective and the step.
   void finish(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
@@ -101,6 +106,7 @@ class Comm {
   double timeout_seconds_;
   int64_t step_ = 0;
   bool refused_ = false;  // this rank refused the job, or heard a refusal
+  bool saving_ = false;   // set_saving
   std::unique_ptr<Impl> impl_;
 };
 

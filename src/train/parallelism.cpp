@@ -525,6 +525,11 @@ std::string Parallelism::save_shards(const std::string& checkpoint_path, Trainer
   Comm& comm = *mesh_.comm;
   const int rank = mesh_.ranks.rank, world = mesh_.ranks.world_size;
   const int64_t n = ++shard_saves_;
+  struct Saving {  // a stop signal must not end the save it asked for (Comm::set_saving)
+    Comm& comm;
+    explicit Saving(Comm& c) : comm(c) { comm.set_saving(true); }
+    ~Saving() { comm.set_saving(false); }
+  } saving(comm);
   // Rank 0 names the save (a fresh folder each time: the previous checkpoint's files stay whole
   // until the new checkpoint replaces it).
   ShardSave save;
