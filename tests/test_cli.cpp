@@ -118,6 +118,46 @@ TEST_CASE("cli: a closed or full standard output or error gives an exit code, ne
   CHECK(std::filesystem::exists(dir / "run/checkpoints/last.pt"));
 }
 
+// A path given twice (a typo, a tab completion) must not destroy what the command reads or the
+// run's own files, and the command must not say it succeeded.
+TEST_CASE("cli: an output on an input, on another output or on a run's own file is refused and changes nothing", "[cli]") {
+  test::TempDir dir;
+  const std::string small = "--preset smoke --synthetic_train_size 128 --synthetic_test_size 32 --epochs 1 --num_workers 0 ";
+  REQUIRE(run_gputrain("train " + small + "--output_dir " + (dir / "run")).exit_code == 0);
+  const std::string last = dir / "run/checkpoints/last.pt";
+  test::write_file(dir / "my.json", R"({"lr": 0.002})");
+  std::filesystem::create_symlink(last, dir / "link.pt");
+  const auto before = test::read_file(last);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"export --checkpoint " + last + " --out " + (dir / "link.pt"), "--out " + (dir / "link.pt") + " is the file --checkpoint reads"},
+      {"infer --checkpoint " + last + " --out " + last, "--out " + last + " is the file --checkpoint reads"},
+      {"eval --checkpoint " + last + " --json " + (dir / "run/config.json"), "/run/config.json is the run folder's own config.json"},
+      {"export --checkpoint " + last + " --format hf --out " + (dir / "run"), "/run/config.json is the run folder's own config.json"},
+      {"train " + small + "--output_dir " + (dir / "run2") + " --export " + (dir / "run2/checkpoints/last.pt"),
+       "--export " + (dir / "run2/checkpoints/last.pt") + " is inside the run folder's checkpoints/"},
+      {"train " + small + "--resume " + last + " --epochs 2 --output_dir " + (dir / "run3") + " --export " + last,
+       "--export " + last + " is the file --resume reads"},
+      {"train " + small + "--config " + (dir / "my.json") + " --output_dir " + (dir / "run4") + " --export " + (dir / "my.json"),
+       "--export " + (dir / "my.json") + " is the file --config reads"},
+      {"benchmark " + small + "--variants baseline --steps 2 --warmup_steps 1 --json " + (dir / "b.json") + " --csv " +
+           (dir / "b.json"),
+       "--csv " + (dir / "b.json") + " is also --json"},
+  };
+  for (const auto& [command, message] : cases) {
+    auto r = run_gputrain(command);
+    INFO(command << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: ") && Catch::Contains(message));
+  }
+  CHECK(test::read_file(last) == before);
+  CHECK(test::read_file(dir / "my.json") == R"({"lr": 0.002})");
+  for (const char* absent : {"run2", "run3", "run4", "b.json", "run/model.safetensors"}) CHECK(!std::filesystem::exists(dir / absent));
+  // Outputs of their own, and two outputs on one device, are fine.
+  CHECK(run_gputrain("export --checkpoint " + last + " --out " + (dir / "run/model.safetensors")).exit_code == 0);
+  CHECK(run_gputrain("benchmark " + small + "--variants baseline --steps 2 --warmup_steps 1 --json /dev/null --csv /dev/null")
+            .exit_code == 0);
+}
+
 TEST_CASE("cli: unknown commands get a did-you-mean", "[cli]") {
   auto r = run_gputrain("trian");
   CHECK(r.exit_code == 2);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
+#include "core/output_paths.h"
+#include "train/run_program.h"
 #include "train/evaluate.h"
 #include "weights/safetensors.h"
 #include "app/load_trained.h"
@@ -11,9 +13,13 @@
 namespace gputrain {
 
 int run_eval(const EvalRequest& q) {
+  const PathFlag out{"--json", q.json_path.value_or("")};
+  refuse_outputs_over_inputs({out}, {{"--checkpoint", q.checkpoint}});
+  refuse_output_in_run(out, run_dir_of(q.checkpoint));
   if (q.json_path) check_writable(*q.json_path, "--json file");  // now, not after the evaluation
   Trained t = load_trained(q.checkpoint, q.flags);
   Session& s = *t.session;
+  refuse_outputs_over_inputs({out}, input_files(s.config()));  // the data the run reads
   fmt::print("checkpoint: {} (epoch {}, step {})\ndata: {}\nsession: {}\n", q.checkpoint, t.meta.epoch, t.meta.step,
              s.data().description, s.describe_line());
   Loader loader(s.data().test, s.eval_loader_options(s.config().eval_batch_size));

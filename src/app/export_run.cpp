@@ -10,8 +10,10 @@
 #include "config/config.h"
 #include "config/resolved.h"
 #include "core/error.h"
+#include "core/output_paths.h"
 #include "models/lora.h"
 #include "train/checkpoint.h"
+#include "train/run_program.h"
 #include "weights/hf_gpt2.h"
 #include "weights/hf_llama.h"
 #include "weights/safetensors.h"
@@ -89,6 +91,16 @@ int export_hf(const ExportRequest& q, const NamedTensors& weights, const Checkpo
 }  // namespace
 
 int run_export(const ExportRequest& q) {
+  // --format hf writes these files into the folder --out.
+  std::vector<PathFlag> outputs = {{"--out", q.out}};
+  if (q.format == "hf") {
+    namespace fs = std::filesystem;
+    outputs.clear();
+    for (const char* name : {"config.json", "model.safetensors", "tokenizer.json"})
+      outputs.push_back({"--out", (fs::path(q.out) / name).string()});
+  }
+  refuse_outputs_over_inputs(outputs, {{"--checkpoint", q.checkpoint}});
+  for (const auto& out : outputs) refuse_output_in_run(out, run_dir_of(q.checkpoint));
   CheckpointWeights stored = read_checkpoint_weights(q.checkpoint);
   if (q.format != "hf") check_writable(q.out, "export file");
   if (q.weights == "ema" && stored.ema.empty())

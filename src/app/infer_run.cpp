@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
+#include "core/output_paths.h"
 #include "core/stats.h"
 #include "core/text.h"
 #include "core/autocast.h"
@@ -15,6 +16,7 @@
 #include "step/loss.h"
 #include "weights/safetensors.h"
 #include "app/load_trained.h"
+#include "train/run_program.h"
 #include "train/utilization.h"
 
 namespace gputrain {
@@ -146,9 +148,13 @@ std::string csv_header(const Dataset& test) {
 }  // namespace
 
 int run_infer(const InferRequest& q) {
+  const PathFlag out{"--out", q.out_path.value_or("")};
+  refuse_outputs_over_inputs({out}, {{"--checkpoint", q.checkpoint}});
+  refuse_output_in_run(out, run_dir_of(q.checkpoint));
   if (q.out_path) check_writable(*q.out_path, "--out file");  // now, not after the passes
   Trained t = load_trained(q.checkpoint, q.flags);
   Session& s = *t.session;
+  refuse_outputs_over_inputs({out}, input_files(s.config()));  // the data the run reads
   // A run with --ema_decay deploys its average (it chose best.pt by it).
   const bool ema = s.trainer().ema() != nullptr;
   if (ema) s.trainer().ema()->swap(s.trainer().model());

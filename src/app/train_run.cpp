@@ -16,6 +16,7 @@
 #include "core/device_probe.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/output_paths.h"
 #include "core/host_info.h"
 #include "core/signals.h"
 #include "core/text.h"
@@ -165,6 +166,13 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   // --resume PATH continues in that run's folder unless --output_dir names another.
   if (!resume.empty() && resume != "auto") run = continue_from(resume, flags);
   if (run.requested.output_dir.empty()) run.requested.output_dir = default_run_dir(run.requested);
+  if (root) {  // before the run folder is touched
+    const PathFlag out{"--export", run.requested.export_path};
+    std::vector<PathFlag> inputs = input_files(run.requested);
+    if (!resume.empty() && resume != "auto") inputs.push_back({"--resume", resume});
+    refuse_outputs_over_inputs({out}, inputs);
+    refuse_output_in_run(out, run.requested.output_dir);
+  }
 
   std::unique_ptr<RunFolder> owned;
   if (root) owned = std::make_unique<RunFolder>(run.requested.output_dir);

@@ -16,6 +16,7 @@
 #include "config/fields.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/output_paths.h"
 #include "core/fingerprint.h"
 #include "core/signals.h"
 #include "core/text.h"
@@ -99,6 +100,10 @@ std::string target_verdict(const std::vector<VariantResult>& results, const Benc
 int run_benchmark(const BenchRequest& q) {
   install_stop_handlers();  // Ctrl-C or SIGTERM: the variants measured so far are kept
   // Unwritable output files are found now, not after every variant has run.
+  refuse_outputs_over_inputs({{"--json", q.json_path.value_or("")},
+                              {"--csv", q.csv_path.value_or("")},
+                              {"--markdown", q.markdown_path.value_or("")}},
+                             input_files(q.workload));
   for (const auto* p : {&q.json_path, &q.csv_path, &q.markdown_path})
     if (*p) check_writable(**p, "benchmark output");
   const BenchSettings& s = q.settings;

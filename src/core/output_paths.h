@@ -1,0 +1,31 @@
+// An output never lands on what the command reads, on another output, or on a run's own files:
+// a typo or a tab completion that gives one path twice would destroy a checkpoint, a config or
+// a result, and the command would still say it succeeded.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace gputrain {
+
+struct PathFlag {
+  std::string flag;  // as the user wrote it: "--out", "--checkpoint"
+  std::string path;
+};
+
+// The files `c` names for reading, with their flags: --preset (a file), --config, the data
+// files, --init_from, --resume (a file), --model (a file) and --tokenizer.
+std::vector<PathFlag> input_files(const Config& c);
+
+// Refuses (exit 2, one line naming both flags) an output that is the same file as an input or
+// as another output: the same file on disk (links and hard links included) or, for one not
+// there yet, the same place a write lands. Devices and pipes are passed over (two outputs may
+// both be /dev/null). Call before the command writes anything.
+void refuse_outputs_over_inputs(const std::vector<PathFlag>& outputs, const std::vector<PathFlag>& inputs);
+
+// Refuses an output that is one of the run folder `run_dir`'s own files (config.json,
+// checkpoints/, the lock, ...); a file of the user's own in that folder is fine.
+void refuse_output_in_run(const PathFlag& output, const std::string& run_dir);
+
+}  // namespace gputrain
