@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <sys/stat.h>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -156,6 +157,24 @@ TEST_CASE("cli: an output on an input, on another output or on a run's own file 
   CHECK(run_gputrain("export --checkpoint " + last + " --out " + (dir / "run/model.safetensors")).exit_code == 0);
   CHECK(run_gputrain("benchmark " + small + "--variants baseline --steps 2 --warmup_steps 1 --json /dev/null --csv /dev/null")
             .exit_code == 0);
+}
+
+TEST_CASE("cli: --config and --preset read regular files of settings: a device, a pipe or a huge file is exit 2",
+          "[cli]") {
+  test::TempDir dir;
+  REQUIRE(mkfifo((dir / "pipe.json").c_str(), 0644) == 0);
+  test::write_file(dir / "big.json", std::string(17 << 20, ' '));
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--config /dev/zero", "'/dev/zero' is not a regular file"},
+           {"--preset /dev/urandom", "'/dev/urandom' is not a regular file"},
+           {"--config " + (dir / "pipe.json"), "pipe.json' is not a regular file"},
+           {"--config " + (dir / "big.json"), "big.json' is 17825792 bytes: too large for a file of settings"}}) {
+    auto r = run_gputrain("train " + flags + " --output_dir " + (dir / "run"));
+    INFO(flags << "\n" << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(message));
+  }
+  CHECK(!std::filesystem::exists(dir / "run"));
 }
 
 TEST_CASE("cli: unknown commands get a did-you-mean", "[cli]") {

@@ -6,6 +6,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -199,6 +200,47 @@ TEST_CASE("run folder: where flock is refused, an exclusive lock file, a crashed
   auto held = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto", "GPUTRAIN_FAULT_NO_FLOCK=1");
   CHECK(held.exit_code == 2);
   CHECK_THAT(held.err, Catch::Contains("in use by another gputrain run (" + holder + ")"));
+  // A live process that is no gputrain (its number taken again), and a file a crash left before
+  // its note was written: both taken over.
+  const pid_t sleeper = fork();
+  if (sleeper == 0) {
+    execlp("sleep", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && gputrain::test::read_file("/proc/" + std::to_string(sleeper) + "/comm") != "sleep\n"; ++i)
+    usleep(20000);  // until it runs sleep
+  gputrain::test::write_file(dir / "run/.lock-exclusive", "pid " + std::to_string(sleeper) + " on host " + host + "\n");
+  auto reused = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto", "GPUTRAIN_FAULT_NO_FLOCK=1");
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+  INFO(reused.out << reused.err);
+  CHECK(reused.exit_code == 0);
+  gputrain::test::write_file(dir / "run/.lock-exclusive", "");
+  fs::last_write_time(dir / "run/.lock-exclusive", fs::file_time_type::clock::now() - std::chrono::minutes(1));
+  auto empty = run_gputrain(kSmoke + "--output_dir " + (dir / "run") + " --resume auto", "GPUTRAIN_FAULT_NO_FLOCK=1");
+  INFO(empty.out << empty.err);
+  CHECK(empty.exit_code == 0);
+}
+
+// The lock is a regular file of the folder's own: a link there would have the holder's note
+// written over the file it points to (anywhere), and a pipe would block the start for good.
+TEST_CASE("run folder: a .lock that is a link or a pipe is refused in one line, and its target is untouched",
+          "[run_folder]") {
+  gputrain::test::TempDir dir;
+  gputrain::test::write_file(dir / "victim.txt", "precious\n");
+  fs::create_directories(dir / "link");
+  fs::create_symlink(dir / "victim.txt", dir / "link/.lock");
+  fs::create_directories(dir / "pipe");
+  REQUIRE(mkfifo((dir / "pipe/.lock").c_str(), 0644) == 0);
+  for (const char* run : {"link", "pipe"}) {
+    auto r = run_gputrain(kSmoke + "--output_dir " + (dir / run));
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("gputrain: error: cannot lock output_dir '" + (dir / run) + "': " +
+                                        (dir / run) + "/.lock is not a regular file"));
+  }
+  CHECK(gputrain::test::read_file(dir / "victim.txt") == "precious\n");
+  CHECK(fs::is_symlink(dir / "link/.lock"));
 }
 
 TEST_CASE("run folder: a record torn by a crash stays one skipped line, the records after it are whole",

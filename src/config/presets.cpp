@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "config/json_text.h"
@@ -41,6 +42,18 @@ std::vector<std::string> preset_dirs() {
 }
 
 nlohmann::json load_json_file(const std::string& path) {
+  // Settings are kilobytes: a file far larger is no config (--config /dev/zero read until the
+  // memory ran out), and a pipe or device would block or never end.
+  constexpr uintmax_t kMaxBytes = 16u << 20;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    throw usage_error("'" + path + "' is not a regular file (a folder, a device or a pipe)",
+                      "a preset or --config is a .json file");
+  if (fs::is_regular_file(status) && fs::file_size(path, ec) > kMaxBytes)
+    throw usage_error(fmt::format("'{}' is {} bytes: too large for a file of settings (at most {})", path,
+                                  fs::file_size(path, ec), kMaxBytes),
+                      "a preset or --config is a .json file of settings");
   std::ifstream in(path);
   if (!in) throw usage_error("cannot read '" + path + "' (no such file, or not readable)");
   std::stringstream ss;

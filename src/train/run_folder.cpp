@@ -55,13 +55,22 @@ void write_note(int fd, const std::string& note) {
   }
 }
 
-// Whether a holder note names a process of this host that no longer exists (a crashed run's
-// exclusive lock file).
-bool holder_gone(const std::string& note) {
+// Whether the exclusive lock file `file`, holding `note`, was left by a crash: its note names a
+// process of this host that is gone or is no gputrain (its number taken again after a reboot,
+// or in another container's start), or it holds no note 10 s after it was made (a crash
+// between making it and writing the note, which takes microseconds).
+bool holder_gone(const std::string& note, const std::string& file) {
   long pid = 0;
   char host[256] = {};
-  if (std::sscanf(note.c_str(), "pid %ld on host %255s", &pid, host) != 2) return false;
-  return host == host_name() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  if (std::sscanf(note.c_str(), "pid %ld on host %255s", &pid, host) != 2) {
+    struct stat st {};
+    return note.empty() && ::stat(file.c_str(), &st) == 0 && std::time(nullptr) - st.st_mtime > 10;
+  }
+  if (host != host_name()) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream comm(fmt::format("/proc/{}/comm", pid));
+  std::string name;
+  return std::getline(comm, name) && name.rfind("gputrain", 0) != 0;  // unreadable: taken as alive
 }
 
 std::string now_stamp() {
@@ -177,10 +186,19 @@ void RunFolder::lock() {
   int err = 0;
   for (int attempt = 0; attempt < 20 && lock_fd_ < 0; ++attempt) {
     created_lock_ = !fs::exists(path);
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    // Never through a link (the note would overwrite the file it points to, anywhere) and never
+    // blocking on a pipe: the lock is a regular file of the folder's own.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    struct stat st {};
+    if (fd < 0 && errno != ELOOP) {
       const int open_err = errno;
       throw usage_error("cannot lock output_dir '" + dir_ + "' (" + std::strerror(open_err) + ")", write_hint(open_err));
+    }
+    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      if (fd >= 0) ::close(fd);
+      throw usage_error(fmt::format("cannot lock output_dir '{}': {} is not a regular file (a link, a pipe or a device)",
+                                    dir_, path),
+                        "remove it: gputrain makes its own lock file there");
     }
     err = faults().no_flock > 0 ? ENOLCK : ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
     if (err == 0) {
@@ -225,7 +243,7 @@ void RunFolder::lock() {
     const std::string holder = read_text(file);
     // A crashed holder's file: renamed away first, so that of two runs taking it over only one can.
     const std::string stale = file + fmt::format(".stale-{}", ::getpid());
-    if (attempt == 0 && holder_gone(holder) && ::rename(file.c_str(), stale.c_str()) == 0) {
+    if (attempt == 0 && holder_gone(holder, file) && ::rename(file.c_str(), stale.c_str()) == 0) {
       ::unlink(stale.c_str());
       continue;
     }
