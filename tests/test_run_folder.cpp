@@ -152,6 +152,15 @@ TEST_CASE("run folder: --resume auto with every checkpoint deleted starts the fo
   CHECK(config["requested"]["width"] == 4);
   CHECK(config["requested"]["epochs"] == 1);
   CHECK(fs::exists(dir / "run/checkpoints/last.pt"));
+
+  // Killed between config.json and metrics.jsonl: the record alone is the start of its job too.
+  for (const char* name : {"metrics.jsonl", "status.json", "monitor.csv", "report.html", "checkpoints"})
+    fs::remove_all(fs::path(dir / "run") / name);
+  auto record_only = run_gputrain("train --output_dir " + (dir / "run") + " --resume auto");
+  INFO(record_only.out << record_only.err);
+  REQUIRE(record_only.exit_code == 0);
+  CHECK_THAT(record_only.out, Catch::Contains("starting its recorded job again"));
+  CHECK(nlohmann::json::parse(gputrain::test::read_file(dir / "run/config.json"))["requested"]["width"] == 4);
 }
 
 TEST_CASE("run folder: --resume auto passes over a damaged last.pt for the newest intact epoch checkpoint",

@@ -73,6 +73,20 @@ bool holder_gone(const std::string& note, const std::string& file) {
   return std::getline(comm, name) && name.rfind("gputrain", 0) != 0;  // unreadable: taken as alive
 }
 
+// Whether `path` is a run's config.json (its "requested" and "resolved" configurations), not a
+// file of the user's own by that name.
+bool is_run_record(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    std::ifstream in(path);
+    const auto j = nlohmann::json::parse(in);
+    return j.is_object() && j.contains("requested") && j.contains("resolved");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 std::string now_stamp() {
   const std::time_t now = std::time(nullptr);
   return fmt::format("{:%Y%m%d-%H%M%S}", *std::localtime(&now));
@@ -254,7 +268,10 @@ void RunFolder::lock() {
 }
 
 bool RunFolder::holds_run() const {
-  return fs::exists(fs::path(dir_) / "metrics.jsonl") || !checkpoint_files(fs::path(dir_) / "checkpoints").empty();
+  // A run's record alone counts too: a start killed between writing config.json and opening
+  // metrics.jsonl is a start of that job, which --resume auto begins again (not the default).
+  return fs::exists(fs::path(dir_) / "metrics.jsonl") || !checkpoint_files(fs::path(dir_) / "checkpoints").empty() ||
+         is_run_record(fs::path(dir_) / "config.json");
 }
 
 StartPoint RunFolder::plan_start(const std::string& resume) {
