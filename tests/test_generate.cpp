@@ -127,7 +127,7 @@ TEST_CASE("generate: stops at the end-of-text id, a stop request and the context
   // Greedy from one prompt, to learn which ids come; then that id as end-of-text stops there.
   std::vector<std::vector<int64_t>> prompts{{5, 6, 7}};
   const auto all = generate(*net, torch::kCPU, prompts, o, [](size_t, int64_t) { return true; });
-  REQUIRE(all[0].ids.size() == 7);  // prompt and new ids fill the 10 positions
+  REQUIRE(all[0].ids.size() == 8);  // the prompt and 7 new ids fill the 10 positions; the last predicts the 8th
   CHECK(all[0].stop == GenerationEnd::kContext);
   o.end_of_text = {all[0].ids[2]};
   const auto eot = generate(*net, torch::kCPU, prompts, o, [](size_t, int64_t) { return true; });

@@ -120,6 +120,14 @@ TEST_CASE("jsonl: malformed lines, a missing target and test classes beyond trai
              Catch::Contains("line 2: 'ids' holds string, not a number"));
   CHECK_THAT(error("{\"ids\": [1], \"mask\": [1]}\n"), Catch::Contains("no target field (labels, label or y) among ids, mask"));
   CHECK_THAT(error("{\"ids\": [1], \"labels\": [-3]}\n"), Catch::Contains("target 'labels' holds -3"));
+  // A sample's mask and per-token labels go with its ids one for one.
+  CHECK_THAT(error("{\"input_ids\": [1, 2], \"attention_mask\": [1], \"labels\": 0}\n"),
+             Catch::Contains("bad.jsonl: sample 1 has 1 'attention_mask' values and 2 input_ids"));
+  CHECK_THAT(error("{\"input_ids\": [1, 2], \"labels\": [1, 2]}\n{\"input_ids\": [3], \"labels\": [1, 2, 3]}\n"),
+             Catch::Contains("sample 2 has 3 'labels' values and 1 input_ids"));
+  // Ids below 0 are known to the schema (a model with an embedding refuses them, models/imported).
+  test::write_file(dir / "negative.jsonl", "{\"input_ids\": [4, -2], \"label\": 0}\n");
+  CHECK(schema_of(*load_jsonl_dataset(dir / "negative.jsonl", "", 0)).find("input_ids")->smallest == -2);
   test::write_file(dir / "train.jsonl", "{\"ids\": [1, 2], \"label\": 1}\n{\"ids\": [3], \"label\": 0}\n");
   test::write_file(dir / "test.jsonl", "{\"ids\": [1], \"label\": 4}\n");
   auto train = load_jsonl_dataset(dir / "train.jsonl", "", 0);

@@ -127,13 +127,15 @@ int run_generate(const GenerateRequest& q) {
       for (auto& p : prompts) p.insert(p.begin(), decoder->end_of_text());
   }
   const int64_t vocab = c.num_classes, context = c.positions;
-  for (const auto& p : prompts) {
-    for (int64_t id : p)
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const std::string from = r < q.origins.size() ? q.origins[r] : fmt::format("prompt {}", r + 1);
+    for (int64_t id : prompts[r])
       if (id >= vocab)
-        throw usage_error(fmt::format("--prompt_ids: id {} is outside the model's vocabulary of {} ids", id, vocab),
+        throw usage_error(fmt::format("{}: id {} is outside the model's vocabulary of {} ids", from, id, vocab),
                           fmt::format("ids from 0 to {}", vocab - 1));
-    if (static_cast<int64_t>(p.size()) > context)
-      throw usage_error(fmt::format("the prompt is {} tokens, above the model's context of {} positions", p.size(), context),
+    if (static_cast<int64_t>(prompts[r].size()) > context)
+      throw usage_error(fmt::format("{}: the prompt is {} tokens, above the model's context of {} positions", from,
+                                    prompts[r].size(), context),
                         "shorten the prompt");
   }
 
@@ -151,10 +153,12 @@ int run_generate(const GenerateRequest& q) {
   // itself goes to that dtype, as a Hugging Face model loaded in it.
   const Precision& run = s.recipe().precision;
   if (run.amp) s.trainer().model().to(run.dtype);
+  const bool folder_dtype = hf && !has_flag(flags, "use_amp") && !has_flag(flags, "amp_dtype");  // load_hf_folder's
+  const std::string why = folder_dtype ? "the folder's dtype" : hf ? "--use_amp" : "the run's autocast dtype";
   fmt::print(stderr, "precision: {}\n",
-             run.amp ? fmt::format("weights in {} (the run's autocast dtype; --no-use_amp decodes in float32)",
-                                   c10::toString(run.dtype))
-                     : "float32");
+             run.amp ? fmt::format("weights in {} ({}; --no-use_amp decodes in float32)", c10::toString(run.dtype), why)
+             : folder_dtype ? "float32 (the folder's dtype; --use_amp decodes in the autocast dtype)"
+                            : "float32");
 
   std::vector<RowText> rows;
   for (size_t r = 0; r < prompts.size(); ++r) rows.emplace_back(decoder ? &*decoder : nullptr, q.stops);

@@ -13,6 +13,8 @@ struct GenerateRequest {
   std::string checkpoint;
   std::vector<std::string> prompts;              // texts (--prompt, or --prompts FILE's lines)
   std::vector<std::vector<int64_t>> prompt_ids;  // --prompt_ids, instead of texts
+  // Where each prompt (of prompts or prompt_ids) came from, for messages: "--prompts p.txt line 2".
+  std::vector<std::string> origins;
   int64_t max_new_tokens = 256;
   double temperature = 1.0;
   int64_t top_k = 0;

@@ -76,6 +76,13 @@ Trained load_hf_folder(const std::string& dir, const std::vector<FlagArg>& flags
       all.push_back({"tokenizer", (fs::path(dir) / name).string()});
       break;
     }
+  // Decoded in the folder's own dtype, as from_pretrained loads it, so that the text is the
+  // model's own (float32 weights in bf16 drift from its greedy text within tens of tokens);
+  // --use_amp and --amp_dtype given now win.
+  if (const std::string dtype = hf_dtype(dir); dtype == "bfloat16" || dtype == "float16")
+    all.push_back({"amp_dtype", dtype == "bfloat16" ? "bf16" : "fp16"});
+  else
+    all.push_back({"use_amp", std::nullopt, true, "--no-use_amp"});
   all.insert(all.end(), flags.begin(), flags.end());
   const Config c = resolve_config(all);
   SessionOptions o;

@@ -113,19 +113,22 @@ int cmd_generate(const std::vector<std::string>& words) {
   if ((prompt ? 1 : 0) + (ids ? 1 : 0) + (file ? 1 : 0) != 1)
     throw usage_error("generate needs one of --prompt TEXT, --prompt_ids 1,2,3 or --prompts FILE",
                       "e.g. --prompt 'def main():'");
-  if (prompt) q.prompts.push_back(*prompt);
+  if (prompt) q.prompts.push_back(*prompt), q.origins.push_back("--prompt");
   if (ids)  // "1,2,3;4,5": several prompts, one batch
     for (size_t start = 0; start <= ids->size();) {
       const size_t end = std::min(ids->find(';', start), ids->size());
       q.prompt_ids.push_back(parse_ids(ids->substr(start, end - start)));
+      q.origins.push_back(fmt::format("--prompt_ids prompt {}", q.prompt_ids.size()));
       start = end + 1;
     }
   if (file) {
     std::ifstream in(*file);
     if (!in) throw usage_error("--prompts file '" + *file + "' cannot be read", "give a text file with one prompt per line");
+    int number = 0;
     for (std::string line; std::getline(in, line);) {
+      ++number;
       if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
-      if (!line.empty()) q.prompts.push_back(line);
+      if (!line.empty()) q.prompts.push_back(line), q.origins.push_back(fmt::format("--prompts {} line {}", *file, number));
     }
     if (q.prompts.empty()) throw usage_error("--prompts file '" + *file + "' has no prompt", "write one prompt per line");
   }

@@ -98,6 +98,22 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
     ++n;
   }
   if (n == 0) throw usage_error(path + ": holds no samples", kHint);
+  // A sample's per-token fields go with its ids one for one: a mask shorter than its ids would
+  // be padded with zeros, and most of the sample silently left out.
+  const auto ids = std::find_if(raw.begin(), raw.end(), [](const Raw& r) { return r.name == "input_ids" && r.list; });
+  if (ids != raw.end())
+    for (const auto& r : raw) {
+      const bool per_token = r.name == "attention_mask" || r.name == "token_type_ids" || r.name == "position_ids" ||
+                             (r.name == (target.empty() ? "labels" : target) && r.shortest != r.longest);
+      if (&r == &*ids || !r.list || !per_token) continue;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t want = ids->start[i + 1] - ids->start[i], got = r.start[i + 1] - r.start[i];
+        if (got != want)
+          throw usage_error(fmt::format("{}: sample {} has {} '{}' values and {} input_ids; they go one per token", path,
+                                        i + 1, got, r.name, want),
+                            kHint);
+      }
+    }
 
   auto data = std::shared_ptr<JsonlDataset>(new JsonlDataset());
   data->n_ = n;
@@ -129,7 +145,10 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
     c.start = std::move(r.start);
     if (f.dtype == DType::kI64) {
       c.ints.assign(r.values.begin(), r.values.end());
-      if (!c.ints.empty()) f.largest = *std::max_element(c.ints.begin(), c.ints.end());
+      if (!c.ints.empty()) {
+        f.largest = *std::max_element(c.ints.begin(), c.ints.end());
+        f.smallest = *std::min_element(c.ints.begin(), c.ints.end());
+      }
     }
     else c.floats.assign(r.values.begin(), r.values.end());
     if (is_target && f.dtype == DType::kI64) {
@@ -174,6 +193,7 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
     for (auto& a : want.fields) {
       TensorField& b = *const_cast<TensorField*>(schema.find(a.name));
       a.largest = b.largest = std::max(a.largest, b.largest);  // ids: checked against the model's embedding
+      a.smallest = b.smallest = std::min(a.smallest, b.smallest);
       if (a.varies() || b.varies()) {
         a.shape.front() = b.shape.front() = -1;
         a.pad = b.pad = a.name == want.target ? -100 : 0;

@@ -24,6 +24,7 @@ struct TensorField {
   double pad = 0;              // the padding value of a varying size (a label field: -100, ignored)
   int64_t longest = 0;         // a varying size's largest value in the data (0: unknown), for models' limits
   int64_t largest = -1;        // an i64 field's largest value (token ids), -1 unknown: against a model's embedding rows
+  int64_t smallest = 0;        // its smallest (0 when unknown): a negative id would index before the embedding's rows
   bool varies() const { return !shape.empty() && shape.front() < 0; }
   std::string text() const;    // "x: f32[1,28,28]", "labels: i64[-1] pad -100"
 };

@@ -268,6 +268,9 @@ Binding bind_inputs(const Program& p, const ModelSpec& spec) {
                           "the longest sample");
       // Ids beyond the embedding's rows would index past it: a tokenizer whose vocabulary is the
       // model's no more.
+      if (const int64_t rows = p.train->embedding_rows(in->name); rows >= 0 && f->smallest < 0)
+        throw usage_error(fmt::format("{}: input '{}' holds token id {}: ids are 0 or more", p.path, in->name, f->smallest),
+                          "tokenize with the model's own tokenizer; -100 marks ignored positions in labels, not in ids");
       if (const int64_t rows = p.train->embedding_rows(in->name); rows >= 0 && f->largest >= rows)
         throw usage_error(fmt::format("{}: input '{}' holds token id {}, and the model's embedding has {} rows", p.path,
                                       in->name, f->largest, rows),

@@ -54,8 +54,9 @@ std::vector<Generation> generate(Net& model, torch::Device device, const std::ve
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   if (rows == 0 || longest == 0) throw std::invalid_argument("generate: an empty prompt");
   const int64_t prompt_length = static_cast<int64_t>(longest);
-  // The last new id is drawn, never fed back: prompt and new ids fill at most the context.
-  const int64_t room = std::max<int64_t>(0, o.context - prompt_length);
+  // The last new id is drawn, never fed back: the prompt and the new ids but the last fill at
+  // most the context (the last position predicts one more id, as a training window's last label).
+  const int64_t room = std::max<int64_t>(0, o.context - prompt_length + 1);
   const int64_t new_tokens = std::min(o.max_new_tokens, room);
 
   c10::InferenceMode inference;

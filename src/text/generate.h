@@ -19,7 +19,7 @@ struct GenerateOptions {
   double top_p = 1.0;        // keep the fewest likeliest ids whose probability reaches p (1: all)
   uint64_t seed = 0;         // the draw's generator, on the CPU: the same seed gives the same text on any device
   std::vector<int64_t> end_of_text;  // a row stops after drawing one of these ids
-  int64_t context = 0;       // the model's positions: prompt and new ids together fit in them
+  int64_t context = 0;       // the model's positions: the prompt and the new ids but the last fit in them
   Precision precision;       // the run's autocast
 };
 

@@ -75,6 +75,13 @@ std::string hf_model_type(const std::string& dir) {
   return j.is_object() && j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
 }
 
+std::string hf_dtype(const std::string& dir) {
+  const nlohmann::json j = read_hf_json((fs::path(dir) / "config.json").string(), kHint);
+  for (const char* key : {"dtype", "torch_dtype"})  // transformers 5 writes the first, 4 the second
+    if (j.is_object() && j.contains(key) && j[key].is_string()) return j[key].get<std::string>();
+  return "float32";
+}
+
 void make_hf_folder(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -21,6 +21,9 @@ struct GptShape {
 bool is_hf_folder(const std::string& path);
 // DIR/config.json's model_type ("gpt2", "llama"; "" when it has none).
 std::string hf_model_type(const std::string& dir);
+// The dtype a folder's config.json gives its weights ("float32", "bfloat16", "float16"):
+// float32 when it names none, as transformers' from_pretrained then loads.
+std::string hf_dtype(const std::string& dir);
 // Creates folder `dir` (--out) for a model's files; a usage error when it cannot be one.
 void make_hf_folder(const std::string& dir);
 // The JSON file `path`; one usage error naming it (with `hint`) when unreadable or not JSON.

@@ -126,7 +126,10 @@ def main():
     run([sys.executable, os.path.join(ROOT, "tools", "prepare_text.py"), corpus, "--glob", "*.py", "--val-docs", "1",
          "--out", d("b")])
     os.replace(d("b/tokenizer.json"), d("bytes.json"))
+    with open(d("long.txt"), "w") as f:
+        f.write("def f():\n" + " ".join(str(i) for i in range(300)) + "\n")
     for args, says in [(["--prompt_ids", ",".join(["1"] * 65)], "above the model's context of 64"),
+                       (["--prompts", d("long.txt")], f"--prompts {d('long.txt')} line 2: the prompt is"),
                        (["--prompt_ids", "5,600"], "outside the model's vocabulary of 600"),
                        (["--prompt", "x", "--top_p", "0"], "--top_p '0'"),
                        (["--prompt", "x", "--tokenizer", d("bytes.json")], "has a vocabulary of 257 ids; the checkpoint's model has 600")]:

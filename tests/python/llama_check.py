@@ -155,8 +155,9 @@ def main():
         json.dump({**config, "eos_token_id": ends}, open(os.path.join(wide + "-eos", "config.json"), "w"))
         first = min(i for i, t in enumerate(ours) if t in ends)
         for folder, want in ((wide + "-hf", ours), (wide + "-eos", ours[:first + 1])):
+            # No --no-use_amp: a folder decodes in its own dtype (float32 here), as from_pretrained.
             said = run([gputrain, "generate", "--checkpoint", folder, "--prompt_ids", ",".join(map(str, prompt)),
-                        "--temperature", "0", "--max_new_tokens", "20", "--json", "--no-use_amp"])
+                        "--temperature", "0", "--max_new_tokens", "20", "--json"])
             from_folder = [json.loads(line) for line in said.splitlines() if line.startswith("{")][0]["ids"]
             if from_folder != want:
                 problems.append(f"{name}: generate from {folder} wrote {from_folder}, not {want}")
