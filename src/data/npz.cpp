@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -39,6 +41,15 @@ NpyArray read_member(const std::string& where, const MappedFile& m, const ZipMem
   }
   if (z.method != 8)
     fail(where, fmt::format("unsupported zip compression method {} (only stored and deflate)", z.method));
+  // A compressed member is inflated into memory whole (a stored one is read from the mapping):
+  // more than half the machine's memory would end in an out-of-memory kill, and a 10 MB file of
+  // zeros inflates to 10 GB. Half: the arrays are converted to tensors beside it.
+  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (static_cast<double>(z.usize) > 0.5 * ram)
+    fail(where, fmt::format("its compressed member '{}' inflates to {} MiB, more than half of this machine's {} MiB",
+                            z.name, z.usize >> 20, static_cast<int64_t>(ram) >> 20),
+         "save the arrays uncompressed (numpy.savez, not savez_compressed): gputrain reads those from the file "
+         "without copying them into memory");
   auto buf = zip_inflate(where, m, z, start, kZipHint);
   const uint8_t* bytes = buf->data();
   const uint64_t size = buf->size();

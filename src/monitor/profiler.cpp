@@ -277,6 +277,7 @@ void StepProfiler::stop() {
       }
       if (ec || size == 0 || last != '}') {
         std::filesystem::remove(tmp, ec);
+        std::filesystem::remove(tmp + ".tmp", ec);  // Kineto's own temporary file, left by its failed write
         throw std::runtime_error("the profiler's trace came out empty or cut short (a full disk?)");
       }
       std::filesystem::rename(tmp, file);
