@@ -115,6 +115,8 @@ TEST_CASE("tokens: a bad shard, an id outside the vocabulary or too few tokens e
   refused("--vocab_size 100 --train_file " + (dir / "version.bin"), "version.bin: llm.c magic 20240520 with version 7 (expected 1)");
   { std::ofstream(dir / "odd.bin") << "abc"; }
   refused("--vocab_size 100 --train_file " + (dir / "odd.bin"), "odd.bin: 3 bytes: neither an llm.c shard nor uint16 tokens");
+  { std::ofstream(dir / "empty.bin"); }
+  refused("--vocab_size 100 --train_file " + (dir / "empty.bin"), "empty.bin: holds no tokens");
   write_llmc(dir / "ok.bin", range(0, 41));
   refused("--vocab_size 40 --train_file " + (dir / "ok.bin"), "ok.bin: token 40 at position 40 is outside the vocabulary of 40");
   refused("--vocab_size 100 --seq_len 64 --train_file " + (dir / "ok.bin"),

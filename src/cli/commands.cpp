@@ -59,10 +59,17 @@ void print_usage() {
 
 void print_error(const std::vector<std::string>& problems, const std::string& hint) noexcept {
   std::fflush(stdout);  // a combined log (> log 2>&1) gets the error after the lines before it, never inside one
-  // fputs, not fmt::print: fmt throws when stderr is closed or full, and a throw from inside the
+  // fwrite, not fmt::print: fmt throws when stderr is closed or full, and a throw from inside the
   // last catch ends the process with abort(); an error nobody can read still leaves its exit code.
-  for (const auto& p : problems) std::fputs(("gputrain: error: " + p + "\n").c_str(), stderr);
-  if (!hint.empty()) std::fputs(("hint: " + hint + "\n").c_str(), stderr);
+  // A NUL quoted from a bad file (a CSV cell) would end the line there: written as \0.
+  auto line = [](const std::string& text) {
+    std::string out;
+    for (char ch : text) out += ch == '\0' ? std::string("\\0") : std::string(1, ch);
+    out += '\n';
+    std::fwrite(out.data(), 1, out.size(), stderr);
+  };
+  for (const auto& p : problems) line("gputrain: error: " + p);
+  if (!hint.empty()) line("hint: " + hint);
 }
 
 void reject_leftover_flags(const Args& args, const std::vector<std::string>& known) {

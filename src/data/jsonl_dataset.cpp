@@ -84,6 +84,10 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
         const double d = v.get<double>();
         if (!std::isfinite(d)) throw fail("'" + r.name + "' holds a value that is not finite");
         if (v.is_number_float()) r.fraction = true;
+        // Whole numbers are kept as doubles until the dtype is known: exact up to 2^53, far
+        // above any id or class (a larger one wrapped to a negative class in the message).
+        else if (std::fabs(d) > 9007199254740992.0)
+          throw fail(fmt::format("'{}' holds {}, too large for an id or a class", r.name, v.dump()));
         r.values.push_back(d);
       };
       if (r.list) {

@@ -42,6 +42,9 @@ TokenDataset::TokenDataset(const std::vector<std::string>& files, int64_t seq_le
   first_window_.push_back(0);
   for (const auto& path : files) {
     TokenShard s = open_token_shard(path);
+    if (s.count == 0)
+      throw usage_error(path + ": holds no tokens", "a shard holds at least one window of --seq_len + 1 tokens; "
+                                                    "remove the empty file or write it again (tools/prepare_text.py)");
     // Every id checked once, here, so that a bad one stops the run before anything is written
     // rather than in a loader thread hours in. The scan reads the shard from the page cache
     // that training reads next (about 1 s per GB).
