@@ -115,6 +115,10 @@ int run_command(int argc, char** argv) {
     }
     print_error({"'" + path + "': " + e.code().message()}, "");
     return kExitRuntime;
+  } catch (const std::bad_alloc&) {
+    print_error({"out of host memory (an allocation failed)"},
+                "a smaller --batch_size, --num_workers or --prefetch_factor, or a machine (or ulimit -v) with more memory");
+    return kExitRuntime;
   } catch (const std::exception& e) {
     print_error({e.what()}, "");
     return kExitRuntime;

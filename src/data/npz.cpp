@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -44,9 +45,13 @@ NpyArray read_member(const std::string& where, const MappedFile& m, const ZipMem
   // A compressed member is inflated into memory whole (a stored one is read from the mapping):
   // more than half the machine's memory would end in an out-of-memory kill, and a 10 MB file of
   // zeros inflates to 10 GB. Half: the arrays are converted to tensors beside it.
-  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  // The memory this process may use: the machine's, or less under a ulimit -v.
+  double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (rlimit limit{}; getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    ram = std::min(ram, static_cast<double>(limit.rlim_cur));
   if (static_cast<double>(z.usize) > 0.5 * ram)
-    fail(where, fmt::format("its compressed member '{}' inflates to {} MiB, more than half of this machine's {} MiB",
+    fail(where, fmt::format("its compressed member '{}' inflates to {} MiB, more than half of the {} MiB this process "
+                            "may use",
                             z.name, z.usize >> 20, static_cast<int64_t>(ram) >> 20),
          "save the arrays uncompressed (numpy.savez, not savez_compressed): gputrain reads those from the file "
          "without copying them into memory");
