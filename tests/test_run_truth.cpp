@@ -228,6 +228,18 @@ TEST_CASE("a resume says every flag it changes and keeps them in config.json's h
   CHECK(config["history"][0]["step"] == 24);
   CHECK(config["history"][0]["flags"]["epochs"] == nlohmann::json({{"from", 2}, {"to", 3}}));
   CHECK(config["requested"]["lr"] == 0.01);
+
+  // A flag that changes the model or its optimizer cannot load the checkpoint: the refusal names
+  // the flag and the way out, not only the file's shapes, and changes nothing.
+  const std::string before = test::read_file(run + "/checkpoints/last.pt");
+  for (const auto& [flag, said] : std::vector<std::pair<std::string, std::string>>{
+           {"--width 16", "this resume changes --width 8 -> 16"}, {"--optimizer sgd", "--optimizer adamw -> sgd"}}) {
+    auto refused = test::run_gputrain("train --output_dir " + run + " --resume auto --epochs 3 " + flag);
+    INFO(refused.out << refused.err);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains(said) && Catch::Contains("hint: drop the changed flags to continue the run"));
+  }
+  CHECK(test::read_file(run + "/checkpoints/last.pt") == before);
 }
 
 TEST_CASE("a resume on changed data: another sample count is refused, a changed file is said", "[run_truth]") {

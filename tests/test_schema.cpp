@@ -122,6 +122,8 @@ TEST_CASE("jsonl: malformed lines, a missing target and test classes beyond trai
   CHECK_THAT(error("{\"ids\": [1], \"labels\": [-3]}\n"), Catch::Contains("target 'labels' holds -3"));
   CHECK_THAT(error("{\"ids\": [1], \"label\": 9223372036854775807}\n"),
              Catch::Contains("line 1: 'label' holds 9223372036854775807, too large for an id or a class"));
+  test::write_file(dir / "floats.jsonl", "{\"x\": [1.5, 9223372036854775807], \"label\": 0}\n");  // float32: fine
+  CHECK(schema_of(*load_jsonl_dataset(dir / "floats.jsonl", "", 0)).find("x")->dtype == DType::kF32);
   // A sample's mask and per-token labels go with its ids one for one.
   CHECK_THAT(error("{\"input_ids\": [1, 2], \"attention_mask\": [1], \"labels\": 0}\n"),
              Catch::Contains("bad.jsonl: sample 1 has 1 'attention_mask' values and 2 input_ids"));

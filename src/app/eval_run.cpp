@@ -15,11 +15,11 @@ namespace gputrain {
 int run_eval(const EvalRequest& q) {
   const PathFlag out{"--json", q.json_path.value_or("")};
   refuse_outputs_over_inputs({out}, {{"--checkpoint", q.checkpoint}});
-  refuse_output_in_run(out, run_dir_of(q.checkpoint));
+  if (holds_run(run_dir_of(q.checkpoint))) refuse_output_in_run(out, run_dir_of(q.checkpoint));
   if (q.json_path) check_writable(*q.json_path, "--json file");  // now, not after the evaluation
   Trained t = load_trained(q.checkpoint, q.flags);
   Session& s = *t.session;
-  refuse_outputs_over_inputs({out}, input_files(s.config()));  // the data the run reads
+  refuse_outputs_over_inputs({out}, input_files(s.config(), true));  // the data it reads
   fmt::print("checkpoint: {} (epoch {}, step {})\ndata: {}\nsession: {}\n", q.checkpoint, t.meta.epoch, t.meta.step,
              s.data().description, s.describe_line());
   Loader loader(s.data().test, s.eval_loader_options(s.config().eval_batch_size));

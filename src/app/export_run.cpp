@@ -100,7 +100,8 @@ int run_export(const ExportRequest& q) {
       outputs.push_back({"--out", (fs::path(q.out) / name).string()});
   }
   refuse_outputs_over_inputs(outputs, {{"--checkpoint", q.checkpoint}});
-  for (const auto& out : outputs) refuse_output_in_run(out, run_dir_of(q.checkpoint));
+  if (holds_run(run_dir_of(q.checkpoint)))
+    for (const auto& out : outputs) refuse_output_in_run(out, run_dir_of(q.checkpoint));
   CheckpointWeights stored = read_checkpoint_weights(q.checkpoint);
   if (q.format != "hf") check_writable(q.out, "export file");
   if (q.weights == "ema" && stored.ema.empty())

@@ -153,12 +153,14 @@ int run_generate(const GenerateRequest& q) {
   // itself goes to that dtype, as a Hugging Face model loaded in it.
   const Precision& run = s.recipe().precision;
   if (run.amp) s.trainer().model().to(run.dtype);
-  const bool folder_dtype = hf && !has_flag(flags, "use_amp") && !has_flag(flags, "amp_dtype");  // load_hf_folder's
-  const std::string why = folder_dtype ? "the folder's dtype" : hf ? "--use_amp" : "the run's autocast dtype";
+  // A folder's dtype decides unless a flag did (load_hf_folder); a run's, its autocast.
+  const bool asked = has_flag(flags, "use_amp") || has_flag(flags, "amp_dtype");
+  const std::string folder = hf && !asked ? hf_dtype(q.checkpoint) : "";
+  std::string why = hf ? (asked ? "as asked" : "the folder's dtype") : "the run's autocast dtype";
+  if (!run.amp && folder != "float32") why = hf && !asked ? "autocast in the folder's " + folder + " is n/a here" : "";
   fmt::print(stderr, "precision: {}\n",
              run.amp ? fmt::format("weights in {} ({}; --no-use_amp decodes in float32)", c10::toString(run.dtype), why)
-             : folder_dtype ? "float32 (the folder's dtype; --use_amp decodes in the autocast dtype)"
-                            : "float32");
+                     : why.empty() ? "float32" : fmt::format("float32 ({})", why));
 
   std::vector<RowText> rows;
   for (size_t r = 0; r < prompts.size(); ++r) rows.emplace_back(decoder ? &*decoder : nullptr, q.stops);

@@ -150,11 +150,11 @@ std::string csv_header(const Dataset& test) {
 int run_infer(const InferRequest& q) {
   const PathFlag out{"--out", q.out_path.value_or("")};
   refuse_outputs_over_inputs({out}, {{"--checkpoint", q.checkpoint}});
-  refuse_output_in_run(out, run_dir_of(q.checkpoint));
+  if (holds_run(run_dir_of(q.checkpoint))) refuse_output_in_run(out, run_dir_of(q.checkpoint));
   if (q.out_path) check_writable(*q.out_path, "--out file");  // now, not after the passes
   Trained t = load_trained(q.checkpoint, q.flags);
   Session& s = *t.session;
-  refuse_outputs_over_inputs({out}, input_files(s.config()));  // the data the run reads
+  refuse_outputs_over_inputs({out}, input_files(s.config(), true));  // the data it reads
   // A run with --ema_decay deploys its average (it chose best.pt by it).
   const bool ema = s.trainer().ema() != nullptr;
   if (ema) s.trainer().ema()->swap(s.trainer().model());

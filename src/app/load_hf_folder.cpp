@@ -81,7 +81,7 @@ Trained load_hf_folder(const std::string& dir, const std::vector<FlagArg>& flags
   // --use_amp and --amp_dtype given now win.
   if (const std::string dtype = hf_dtype(dir); dtype == "bfloat16" || dtype == "float16")
     all.push_back({"amp_dtype", dtype == "bfloat16" ? "bf16" : "fp16"});
-  else
+  else if (!has_flag(flags, "amp_dtype"))  // --amp_dtype alone asks for autocast
     all.push_back({"use_amp", std::nullopt, true, "--no-use_amp"});
   all.insert(all.end(), flags.begin(), flags.end());
   const Config c = resolve_config(all);

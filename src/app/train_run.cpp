@@ -168,9 +168,7 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   if (run.requested.output_dir.empty()) run.requested.output_dir = default_run_dir(run.requested);
   if (root) {  // before the run folder is touched
     const PathFlag out{"--export", run.requested.export_path};
-    std::vector<PathFlag> inputs = input_files(run.requested);
-    if (!resume.empty() && resume != "auto") inputs.push_back({"--resume", resume});
-    refuse_outputs_over_inputs({out}, inputs);
+    refuse_outputs_over_inputs({out}, input_files(run.requested));
     refuse_output_in_run(out, run.requested.output_dir);
   }
 
@@ -230,7 +228,25 @@ int train(const std::vector<FlagArg>& flags, const RankEnv& ranks, const std::sh
   // Best evaluation so far: finite (checkpoints hold it) and below any real score.
   CheckpointMeta at{.best_score = -1e300};
   if (!from.checkpoint.empty()) {
-    at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
+    try {
+      at = load_checkpoint(from.checkpoint, s.trainer(), ranks.rank);  // refusals before any write
+    } catch (const Error& e) {
+      // A checkpoint that does not fit the model or optimizer this resume built: most often a
+      // flag changed since the run began (--width, --optimizer), which the file's own message
+      // cannot know. Named here, with the way out.
+      ResumeChanges changed;
+      if (run.record.is_object())
+        compare_flags(read_config_record(run.record).requested, s.config_record()["requested"], changed,
+                      program.is_null() ? "" : "model");
+      if (changed.said.empty()) throw;
+      std::vector<std::string> problems = e.problems;
+      problems.push_back("this resume changes " + join(changed.said, "; ") +
+                         ": a checkpoint loads only into the model and optimizer its run built");
+      throw Error(problems,
+                  "drop the changed flags to continue the run, or start a new run from its weights: --init_from " +
+                      from.checkpoint + " --output_dir NEW_FOLDER",
+                  kExitUsage);
+    }
     // A rank that cannot load (a shard file that it alone reads is missing or damaged) refuses
     // the job (run_training): the others hear it in this meeting, not after --dist_timeout in the
     // first collective.

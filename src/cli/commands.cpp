@@ -127,14 +127,17 @@ int run_command(int argc, char** argv) {
 
 // A standard descriptor closed by the caller (`>&-`) is the lowest free number, so the next file
 // opened (the run folder's lock, a checkpoint) would get it and the log would be written into
-// that file. Each closed one is held by /dev/null instead; says whether standard output was.
+// that file. Each closed one is held by /dev/null, opened read-only: a write there still fails
+// (EBADF), so output that was lost is reported as it would have been, and none that was not.
+// Returns whether standard output was closed.
 bool hold_closed_standard_descriptors() {
   bool stdout_closed = false;
   for (int fd = 0; fd <= 2; ++fd) {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
     // open() returns the lowest free number: this one, as the lower ones are open by now.
-    if (::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) continue;
-    if (fd == 1) stdout_closed = true;
+    const int held = ::open("/dev/null", O_RDONLY);
+    if (held >= 0 && held != fd) ::close(held);
+    stdout_closed = stdout_closed || (fd == 1 && held == fd);
   }
   return stdout_closed;
 }
@@ -142,14 +145,16 @@ bool hold_closed_standard_descriptors() {
 }  // namespace
 
 int run_cli(int argc, char** argv) {
-  bool stdout_closed = hold_closed_standard_descriptors();
+  const bool stdout_closed = hold_closed_standard_descriptors();
   int code = run_command(argc, argv);
   // Standard output may be a full disk or closed (`> /dev/full`, `>&-`): the listing, the
   // generated text or the report would be lost while the exit code said success.
-  int err = stdout_closed ? EBADF : 0;
-  if (!err && (std::fflush(stdout) != 0 || std::ferror(stdout))) err = errno ? errno : EIO;
-  if (err) {
-    print_error({fmt::format("could not write to standard output: {}", std::strerror(err))},
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    // The failed write may lie in the past (a line flushed mid-run): its reason is found again.
+    std::string why = errno ? std::strerror(errno) : stdout_closed ? "it is closed" : "";
+    if (why.empty()) why = ::write(1, "\n", 1) < 0 ? std::strerror(errno) : "a write failed";
+    print_error({fmt::format("could not write to standard output: {}", why)},
                 "the output was cut short; check the file or pipe that standard output goes to");
     if (code == 0) code = kExitRuntime;
   }

@@ -42,23 +42,20 @@ std::vector<std::string> preset_dirs() {
 }
 
 nlohmann::json load_json_file(const std::string& path) {
-  // Settings are kilobytes: a file far larger is no config (--config /dev/zero read until the
-  // memory ran out), and a pipe or device would block or never end.
-  constexpr uintmax_t kMaxBytes = 16u << 20;
+  // Settings are kilobytes: what goes on far longer is no config (--config /dev/zero was read
+  // until the memory ran out). Read to that bound, so a pipe (--config <(jq ...)) still works.
+  constexpr size_t kMaxBytes = 16u << 20;
   std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (fs::exists(status) && !fs::is_regular_file(status))
-    throw usage_error("'" + path + "' is not a regular file (a folder, a device or a pipe)",
-                      "a preset or --config is a .json file");
-  if (fs::is_regular_file(status) && fs::file_size(path, ec) > kMaxBytes)
-    throw usage_error(fmt::format("'{}' is {} bytes: too large for a file of settings (at most {})", path,
-                                  fs::file_size(path, ec), kMaxBytes),
-                      "a preset or --config is a .json file of settings");
-  std::ifstream in(path);
+  if (fs::is_directory(path, ec)) throw usage_error("'" + path + "' is a folder", "a preset or --config is a .json file");
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw usage_error("cannot read '" + path + "' (no such file, or not readable)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json_text(ss.str(), path);
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes)
+    throw usage_error(fmt::format("'{}' holds more than {} bytes: too large for a file of settings", path, kMaxBytes),
+                      "a preset or --config is a .json file of settings");
+  return parse_json_text(text, path);
 }
 
 std::vector<PresetInfo> list_presets() {
@@ -66,7 +63,8 @@ std::vector<PresetInfo> list_presets() {
   for (const auto& dir : preset_dirs()) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.path().extension() != ".json") continue;
+      // Only files: a pipe named *.json would block the listing.
+      if (entry.path().extension() != ".json" || !entry.is_regular_file(ec)) continue;
       std::string name = entry.path().stem();
       if (found.count(name)) continue;
       PresetInfo info{name, entry.path().string(), ""};

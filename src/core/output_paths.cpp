@@ -3,9 +3,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "config/fields.h"
 #include "core/atomic_file.h"
@@ -22,8 +25,13 @@ const char* const kRunNames[] = {"config.json", "metrics.jsonl", "status.json", 
                                  "tensorboard", "checkpoints",   "profile",     "model.pt2",   "model.eval.pt2",
                                  "model.pt",    ".lock",         ".lock-exclusive"};
 
-// Where a write to `path` lands, absolute, its links followed.
-fs::path landing(const std::string& path) { return fs::absolute(write_target(path)).lexically_normal(); }
+// Where a write to `path` lands, absolute, its links followed (the folders' links too).
+fs::path landing(const std::string& path) {
+  std::error_code ec;
+  const fs::path target = fs::absolute(write_target(path.empty() ? "." : path));
+  const fs::path real = fs::weakly_canonical(target, ec);
+  return ec ? target.lexically_normal() : real;
+}
 
 // Whether an output is a device, a pipe or one of this process's descriptors: written through,
 // and shared by any number of outputs without harm.
@@ -38,14 +46,15 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::vector<PathFlag> input_files(const Config& c) {
-  std::vector<PathFlag> in = {{"--config", c.config},
-                              {"--train_file", c.train_file},
+std::vector<PathFlag> input_files(const Config& c, bool data_only) {
+  std::vector<PathFlag> in = {{"--train_file", c.train_file},
                               {"--test_file", c.test_file},
                               {"--train_targets", c.train_targets},
                               {"--test_targets", c.test_targets},
-                              {"--init_from", c.init_from},
                               {"--tokenizer", c.tokenizer}};
+  if (data_only) return in;
+  in.push_back({"--config", c.config});
+  in.push_back({"--init_from", c.init_from});
   if (c.preset.ends_with(".json")) in.push_back({"--preset", c.preset});
   if (!c.resume.empty() && c.resume != "auto") in.push_back({"--resume", c.resume});
   if (is_model_file(c.model)) in.push_back({"--model", c.model});
@@ -69,15 +78,29 @@ void refuse_outputs_over_inputs(const std::vector<PathFlag>& outputs, const std:
   }
 }
 
+bool holds_run(const std::string& dir) {
+  const fs::path d = dir.empty() ? "." : dir;
+  std::error_code ec;
+  if (fs::exists(d / "metrics.jsonl", ec) || fs::is_directory(d / "checkpoints", ec)) return true;
+  try {
+    std::ifstream in(d / "config.json");
+    const auto j = nlohmann::json::parse(in);
+    return j.is_object() && j.contains("requested") && j.contains("resolved");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 void refuse_output_in_run(const PathFlag& output, const std::string& run_dir) {
-  if (output.path.empty() || run_dir.empty() || streamed(output.path)) return;
+  if (output.path.empty() || streamed(output.path)) return;
   const fs::path inside = landing(output.path).lexically_relative(landing(run_dir));
   if (inside.empty() || *inside.begin() == "..") return;
   const std::string top = inside.begin()->string();
   const bool file = std::next(inside.begin()) == inside.end();
-  for (const char* name : kRunNames)
-    if (top == name || top.starts_with("aborted-"))
-      throw usage_error(fmt::format("{} {} is {} {}{}: writing it would break the run", output.flag,
+  const bool owned = top.starts_with("aborted-") ||
+                     std::find(std::begin(kRunNames), std::end(kRunNames), top) != std::end(kRunNames);
+  if (owned)
+    throw usage_error(fmt::format("{} {} is {} {}{}: writing it would break the run", output.flag,
                                     output.path, file ? "the run folder's own" : "inside the run folder's", top, file ? "" : "/"),
                         fmt::format("give {} another name: the run keeps config.json, metrics.jsonl, status.json, "
                                     "checkpoints/ and its other files to itself",

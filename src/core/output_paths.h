@@ -15,8 +15,10 @@ struct PathFlag {
 };
 
 // The files `c` names for reading, with their flags: --preset (a file), --config, the data
-// files, --init_from, --resume (a file), --model (a file) and --tokenizer.
-std::vector<PathFlag> input_files(const Config& c);
+// files, --init_from, --resume (a file), --model (a file) and --tokenizer. `data_only`: the data
+// files and the tokenizer alone, which eval and infer read again from a run's record (its
+// --config or --init_from they do not).
+std::vector<PathFlag> input_files(const Config& c, bool data_only = false);
 
 // Refuses (exit 2, one line naming both flags) an output that is the same file as an input or
 // as another output: the same file on disk (links and hard links included) or, for one not
@@ -27,5 +29,9 @@ void refuse_outputs_over_inputs(const std::vector<PathFlag>& outputs, const std:
 // Refuses an output that is one of the run folder `run_dir`'s own files (config.json,
 // checkpoints/, the lock, ...); a file of the user's own in that folder is fine.
 void refuse_output_in_run(const PathFlag& output, const std::string& run_dir);
+
+// Whether `dir` holds a run (its metrics.jsonl, checkpoints/ or run record): a checkpoint's
+// folder may be any folder, whose config.json is then the user's own.
+bool holds_run(const std::string& dir);
 
 }  // namespace gputrain

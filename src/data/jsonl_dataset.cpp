@@ -26,6 +26,7 @@ struct Raw {
   std::vector<double> values;
   std::vector<int64_t> start{0};
   int64_t shortest = INT64_MAX, longest = 0;
+  std::string too_large;  // where a whole number beyond 2^53 first came: refused if the field is i64
 };
 
 }  // namespace
@@ -85,9 +86,10 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
         if (!std::isfinite(d)) throw fail("'" + r.name + "' holds a value that is not finite");
         if (v.is_number_float()) r.fraction = true;
         // Whole numbers are kept as doubles until the dtype is known: exact up to 2^53, far
-        // above any id or class (a larger one wrapped to a negative class in the message).
-        else if (std::fabs(d) > 9007199254740992.0)
-          throw fail(fmt::format("'{}' holds {}, too large for an id or a class", r.name, v.dump()));
+        // above any id or class (a larger one wrapped to a negative class in the message). A
+        // field with fractions elsewhere is float32, where a large whole number is fine.
+        else if (std::fabs(d) > 9007199254740992.0 && r.too_large.empty())
+          r.too_large = fmt::format("line {}: '{}' holds {}", number, r.name, v.dump());
         r.values.push_back(d);
       };
       if (r.list) {
@@ -147,6 +149,8 @@ std::shared_ptr<JsonlDataset> load_jsonl_dataset(const std::string& path, const 
     if (is_target && f.varies()) f.pad = -100;  // cross-entropy's ignore index: padding is not trained on
     JsonlDataset::Column c;
     c.start = std::move(r.start);
+    if (f.dtype == DType::kI64 && !r.too_large.empty())
+      throw usage_error(fmt::format("{} {}, too large for an id or a class", path, r.too_large), kHint);
     if (f.dtype == DType::kI64) {
       c.ints.assign(r.values.begin(), r.values.end());
       if (!c.ints.empty()) {

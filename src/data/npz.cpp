@@ -45,7 +45,8 @@ NpyArray read_member(const std::string& where, const MappedFile& m, const ZipMem
   // A compressed member is inflated into memory whole (a stored one is read from the mapping):
   // more than half the machine's memory would end in an out-of-memory kill, and a 10 MB file of
   // zeros inflates to 10 GB. Half: the arrays are converted to tensors beside it.
-  // The memory this process may use: the machine's, or less under a ulimit -v.
+  // The memory this process may use: the machine's, or less under a ulimit -v (a container's
+  // cgroup limit is not read: there the kernel's out-of-memory kill still decides).
   double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   if (rlimit limit{}; getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
     ram = std::min(ram, static_cast<double>(limit.rlim_cur));

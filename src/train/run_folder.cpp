@@ -56,9 +56,10 @@ void write_note(int fd, const std::string& note) {
 }
 
 // Whether the exclusive lock file `file`, holding `note`, was left by a crash: its note names a
-// process of this host that is gone or is no gputrain (its number taken again after a reboot,
-// or in another container's start), or it holds no note 10 s after it was made (a crash
-// between making it and writing the note, which takes microseconds).
+// process of this host that is gone or runs no gputrain binary (its number taken again after a
+// reboot, or in another container's start: the file the process runs, links followed, is not
+// named gputrain*), or it holds no note 10 s after it was made (a crash between making it and
+// writing the note, which takes microseconds).
 bool holder_gone(const std::string& note, const std::string& file) {
   long pid = 0;
   char host[256] = {};
@@ -68,9 +69,9 @@ bool holder_gone(const std::string& note, const std::string& file) {
   }
   if (host != host_name()) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
-  std::ifstream comm(fmt::format("/proc/{}/comm", pid));
-  std::string name;
-  return std::getline(comm, name) && name.rfind("gputrain", 0) != 0;  // unreadable: taken as alive
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink(fmt::format("/proc/{}/exe", pid), ec);
+  return !ec && exe.filename().string().rfind("gputrain", 0) != 0;  // unreadable: taken as alive
 }
 
 // Whether `path` is a run's config.json (its "requested" and "resolved" configurations), not a

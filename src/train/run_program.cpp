@@ -76,8 +76,9 @@ nlohmann::json keep_program(const std::string& model, const std::string& dir, st
 std::string find_program(const nlohmann::json& program, const std::string& dir, const std::string& given,
                          bool trust_program) {
   const std::string file = program.value("file", ""), sha = program.value("sha256", "");
-  // The names keep_program writes, nothing else: the record is read from a file and names no
-  // path of its choosing inside or outside the run folder.
+  // The names keep_program writes, nothing else: the record is read from a file, and its copy's
+  // name must not reach out of the run folder. (Its "from" path may be anywhere: a file there is
+  // used only with the recorded bytes, and TorchScript only with --trust_program.)
   if (file != "model.pt2" && file != "model.pt")
     throw usage_error(fmt::format("the run's program record names the file '{}'", file),
                       "a run keeps its program as model.pt2 or model.pt; this record was not written by gputrain");
