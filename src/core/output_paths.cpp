@@ -78,17 +78,23 @@ void refuse_outputs_over_inputs(const std::vector<PathFlag>& outputs, const std:
   }
 }
 
-bool holds_run(const std::string& dir) {
-  const fs::path d = dir.empty() ? "." : dir;
+bool is_run_record(const std::string& path) {
   std::error_code ec;
-  if (fs::exists(d / "metrics.jsonl", ec) || fs::is_directory(d / "checkpoints", ec)) return true;
+  if (!fs::is_regular_file(path, ec)) return false;
   try {
-    std::ifstream in(d / "config.json");
+    std::ifstream in(path);
     const auto j = nlohmann::json::parse(in);
     return j.is_object() && j.contains("requested") && j.contains("resolved");
   } catch (const std::exception&) {
     return false;
   }
+}
+
+bool holds_run(const std::string& dir) {
+  const fs::path d = dir.empty() ? "." : dir;
+  std::error_code ec;
+  return fs::exists(d / "metrics.jsonl", ec) || fs::is_directory(d / "checkpoints", ec) ||
+         is_run_record((d / "config.json").string());
 }
 
 void refuse_output_in_run(const PathFlag& output, const std::string& run_dir) {

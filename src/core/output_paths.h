@@ -33,5 +33,8 @@ void refuse_output_in_run(const PathFlag& output, const std::string& run_dir);
 // Whether `dir` holds a run (its metrics.jsonl, checkpoints/ or run record): a checkpoint's
 // folder may be any folder, whose config.json is then the user's own.
 bool holds_run(const std::string& dir);
+// Whether `path` is a run's config.json (its "requested" and "resolved" configurations), not a
+// file of the user's own by that name.
+bool is_run_record(const std::string& path);
 
 }  // namespace gputrain

@@ -22,6 +22,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/output_paths.h"
 #include "monitor/report_html.h"
 #include "train/shard_checkpoint.h"
 #include "train/run_program.h"
@@ -72,20 +73,6 @@ bool holder_gone(const std::string& note, const std::string& file) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink(fmt::format("/proc/{}/exe", pid), ec);
   return !ec && exe.filename().string().rfind("gputrain", 0) != 0;  // unreadable: taken as alive
-}
-
-// Whether `path` is a run's config.json (its "requested" and "resolved" configurations), not a
-// file of the user's own by that name.
-bool is_run_record(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return false;
-  try {
-    std::ifstream in(path);
-    const auto j = nlohmann::json::parse(in);
-    return j.is_object() && j.contains("requested") && j.contains("resolved");
-  } catch (const std::exception&) {
-    return false;
-  }
 }
 
 std::string now_stamp() {
@@ -272,7 +259,7 @@ bool RunFolder::holds_run() const {
   // A run's record alone counts too: a start killed between writing config.json and opening
   // metrics.jsonl is a start of that job, which --resume auto begins again (not the default).
   return fs::exists(fs::path(dir_) / "metrics.jsonl") || !checkpoint_files(fs::path(dir_) / "checkpoints").empty() ||
-         is_run_record(fs::path(dir_) / "config.json");
+         is_run_record((fs::path(dir_) / "config.json").string());
 }
 
 StartPoint RunFolder::plan_start(const std::string& resume) {
